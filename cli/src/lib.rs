@@ -1,0 +1,1 @@
+//! softrnic command-line library
