@@ -1,0 +1,1221 @@
+//! FPDU framing for MPA full operation (RFC 5044 §4).
+//!
+//! ```text
+//! +-------------------------------+-------------------------------+
+//! |  ULPDU_Length (16 bits, BE)   |                               |
+//! +-------------------------------+                               |
+//! ~                 ULPDU (ULPDU_Length octets)                   ~
+//! |                               +-------------------------------+
+//! |                               |  PAD (0-3 octets, zero)       |
+//! +-------------------------------+-------------------------------+
+//! |                 CRC (32 bits, see crate::crc)                 |
+//! +---------------------------------------------------------------+
+//! ```
+//!
+//! PAD brings ULPDU_Length + ULPDU + PAD to a multiple of four octets. The CRC
+//! field is always present; when CRC was not negotiated its content is
+//! meaningless (Linux siw sends zeros, which is what [`FpduEncoder`] sends) and a
+//! receiver must treat it as valid whatever it holds.
+//!
+//! ## Markers
+//!
+//! When a direction uses markers, a 4-octet marker (16 reserved bits, zero on
+//! send and ignored on receive, then the 16-bit FPDUPTR) is inserted at every
+//! stream position that is a multiple of 512 octets from the *origin*: the first
+//! octet of the first FPDU the sender transmits, i.e. the first octet after its
+//! MPA Request or Reply. So the first marker immediately precedes the first FPDU
+//! and has FPDUPTR 0. Markers are counted in the 512 octets (a 512-octet period
+//! holds 508 octets of FPDU data and one marker).
+//!
+//! Interpretation implemented here:
+//! * A marker position that coincides with an FPDU boundary belongs to the FPDU
+//!   that *starts* there: it is emitted immediately before that FPDU's
+//!   ULPDU_Length, carries FPDUPTR = 0, is part of that FPDU's wire length and is
+//!   covered by that FPDU's CRC. (A marker right after an FPDU's last CRC octet is
+//!   therefore never sent until the next FPDU is.)
+//! * Any other marker inside an FPDU carries FPDUPTR = the number of octets from
+//!   the first octet of that FPDU's ULPDU_Length field to the first octet of the
+//!   marker (the RFC wording). In an FPDU that opens with a marker, the next
+//!   marker is thus 508 octets after the ULPDU_Length field, not 512.
+//!   [`Deframer`] also accepts the other reading (a pointer to the FPDU's first
+//!   octet, the opening marker, i.e. 512), because both locate the same FPDU.
+//! * The CRC covers every octet of the FPDU that precedes the CRC field:
+//!   ULPDU_Length, ULPDU, PAD and all markers in between, including an opening
+//!   marker and a marker that falls between PAD and CRC.
+//! * Receivers treat the two low bits of FPDUPTR as zero.
+//!
+//! On a real connection every FPDU and marker starts 4-octet aligned relative to
+//! the origin, so a marker never splits a field. The encoder and deframer still
+//! accept any start offset (0..511) and then split fields where a marker falls,
+//! so that every offset can be exercised in tests.
+
+use std::collections::VecDeque;
+
+use thiserror::Error;
+
+use crate::crc::{self, CRC_LEN, Crc32c};
+use crate::term::LlpErrorCode;
+
+/// Marker spacing in the TCP octet stream.
+pub const MARKER_INTERVAL: u32 = 512;
+/// Length of a marker.
+pub const MARKER_LEN: usize = 4;
+/// Length of the ULPDU_Length field.
+pub const ULPDU_LENGTH_LEN: usize = 2;
+/// Largest ULPDU the 16-bit ULPDU_Length field can describe.
+pub const MAX_ULPDU: usize = u16::MAX as usize;
+/// Fixed framing overhead of an FPDU without pad and markers (ULPDU_Length + CRC).
+pub const FPDU_OVERHEAD: usize = ULPDU_LENGTH_LEN + CRC_LEN;
+
+const PERIOD: usize = MARKER_INTERVAL as usize;
+/// FPDU octets between two markers.
+const DATA_PER_PERIOD: usize = PERIOD - MARKER_LEN;
+
+/// Number of PAD octets for a ULPDU of `ulpdu_len` octets (RFC 5044 §4).
+pub fn pad_len(ulpdu_len: usize) -> usize {
+    (4 - (ULPDU_LENGTH_LEN + ulpdu_len) % 4) % 4
+}
+
+/// Maximum ULPDU size for an effective MSS (RFC 5044, "MULPDU").
+///
+/// Without markers: `EMSS - (6 + EMSS mod 4)`; with markers:
+/// `EMSS - (6 + 4 * ceil(EMSS / 512) + EMSS mod 4)`. An FPDU carrying MULPDU
+/// octets of ULPDU then fits in one EMSS-sized segment at any (4-octet aligned)
+/// marker phase. Linux siw (EMSS 1448, no markers) uses 1442. Saturates at
+/// zero for tiny EMSS values.
+pub fn mulpdu(emss: u32, markers: bool) -> u32 {
+    let marker_room = if markers {
+        4u32.saturating_mul(emss.div_ceil(MARKER_INTERVAL))
+    } else {
+        0
+    };
+    let overhead = 6u32.saturating_add(emss % 4).saturating_add(marker_room);
+    emss.saturating_sub(overhead)
+}
+
+/// Where the markers of one FPDU fall.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    /// Number of markers inside the FPDU (opening marker included).
+    markers: usize,
+    /// Whether the FPDU opens with a marker (starts on a marker position).
+    leading: bool,
+    /// Wire offset, from the FPDU's first octet, of the ULPDU_Length field.
+    header_off: usize,
+    /// Total octets on the wire.
+    wire_len: usize,
+    /// Largest FPDUPTR value among the markers (0 if none).
+    max_ptr: usize,
+}
+
+/// Computes the marker layout of an FPDU of `logical_len` octets (ULPDU_Length,
+/// ULPDU, PAD and CRC) whose first octet sits `grid` octets past a marker position.
+fn layout(grid: usize, logical_len: usize, markers: bool) -> Layout {
+    let to_first = (PERIOD - grid % PERIOD) % PERIOD;
+    let count = if !markers || logical_len <= to_first {
+        0
+    } else {
+        1 + (logical_len - to_first - 1) / DATA_PER_PERIOD
+    };
+    let leading = markers && to_first == 0;
+    let header_off = if leading { MARKER_LEN } else { 0 };
+    let max_ptr = match count {
+        0 => 0,
+        1 if leading => 0,
+        n => to_first + PERIOD * (n - 1) - header_off,
+    };
+    Layout {
+        markers: count,
+        leading,
+        header_off,
+        wire_len: logical_len + MARKER_LEN * count,
+        max_ptr,
+    }
+}
+
+/// Transmit settings of one direction, as negotiated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TxConfig {
+    /// Compute and send CRC32c (otherwise the CRC field is zero).
+    pub crc: bool,
+    /// Insert markers (the peer asked for them with M = 1).
+    pub markers: bool,
+}
+
+/// Errors from [`FpduEncoder::encode`]. Nothing is written when one is returned.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum EncodeError {
+    /// The ULPDU is larger than the 16-bit ULPDU_Length field allows.
+    #[error("ULPDU of {len} octets exceeds the ULPDU_Length maximum of {MAX_ULPDU}")]
+    UlpduTooLong {
+        /// The offending ULPDU length.
+        len: usize,
+    },
+    /// With markers on, a marker would sit more than 65535 octets after the
+    /// ULPDU_Length field, which FPDUPTR cannot express; segment the ULPDU
+    /// smaller (see [`mulpdu`]).
+    #[error(
+        "ULPDU of {len} octets is too long for markers: an FPDUPTR of {ptr} does not fit 16 bits"
+    )]
+    MarkerPointerOverflow {
+        /// The ULPDU length.
+        len: usize,
+        /// The FPDUPTR value that would be needed.
+        ptr: usize,
+    },
+}
+
+/// Writes FPDUs for one direction of a connection, tracking the stream position
+/// so that markers land every 512 octets from the origin.
+///
+/// The encoder assumes everything it emits is sent, in order, on the TCP stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FpduEncoder {
+    cfg: TxConfig,
+    origin: u32,
+    emitted: u64,
+}
+
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
+    /// Wire offset within the FPDU.
+    off: usize,
+    /// Position of the FPDU's first octet within the marker period.
+    grid: usize,
+    markers: bool,
+    header_off: usize,
+    digest: Option<Crc32c>,
+}
+
+impl Writer<'_> {
+    fn at_marker(&self) -> bool {
+        self.markers && (self.grid + self.off).is_multiple_of(PERIOD)
+    }
+
+    fn marker(&mut self) {
+        let ptr = if self.off == 0 {
+            0
+        } else {
+            self.off.saturating_sub(self.header_off)
+        };
+        // The caller checked that every pointer fits 16 bits.
+        let [hi, lo] = u16::try_from(ptr).unwrap_or(u16::MAX).to_be_bytes();
+        let m = [0, 0, hi, lo];
+        self.out.extend_from_slice(&m);
+        if let Some(d) = self.digest.as_mut() {
+            d.update(&m);
+        }
+        self.off += MARKER_LEN;
+    }
+
+    fn put(&mut self, mut data: &[u8]) {
+        while !data.is_empty() {
+            if self.at_marker() {
+                self.marker();
+            }
+            let room = if self.markers {
+                PERIOD - (self.grid + self.off) % PERIOD
+            } else {
+                data.len()
+            };
+            let (now, rest) = data.split_at(room.min(data.len()));
+            self.out.extend_from_slice(now);
+            if let Some(d) = self.digest.as_mut() {
+                d.update(now);
+            }
+            self.off += now.len();
+            data = rest;
+        }
+    }
+}
+
+impl FpduEncoder {
+    /// An encoder whose first FPDU starts at the marker origin (the normal case).
+    pub fn new(cfg: TxConfig) -> Self {
+        Self::with_offset(cfg, 0)
+    }
+
+    /// An encoder whose first octet sits `offset` octets past a marker position
+    /// (reduced modulo 512). Real connections start at 0; other offsets are for
+    /// tests and for picking up a stream in the middle.
+    pub fn with_offset(cfg: TxConfig, offset: u32) -> Self {
+        FpduEncoder {
+            cfg,
+            origin: offset % MARKER_INTERVAL,
+            emitted: 0,
+        }
+    }
+
+    /// The transmit settings.
+    pub fn config(&self) -> TxConfig {
+        self.cfg
+    }
+
+    /// Octets emitted so far.
+    pub fn stream_offset(&self) -> u64 {
+        self.emitted
+    }
+
+    /// Position of the next octet within the marker period (0..512).
+    pub fn marker_phase(&self) -> u32 {
+        // The remainder is below 512, so it fits u32.
+        ((u64::from(self.origin) + self.emitted) % u64::from(MARKER_INTERVAL)) as u32
+    }
+
+    fn layout(&self, ulpdu_len: usize) -> Layout {
+        let logical = FPDU_OVERHEAD + ulpdu_len + pad_len(ulpdu_len);
+        layout(self.marker_phase() as usize, logical, self.cfg.markers)
+    }
+
+    /// Wire length of an FPDU carrying `ulpdu_len` octets if it were encoded next
+    /// (ULPDU_Length, ULPDU, PAD, markers and CRC).
+    pub fn fpdu_len(&self, ulpdu_len: usize) -> usize {
+        self.layout(ulpdu_len).wire_len
+    }
+
+    /// Appends one FPDU whose ULPDU is the concatenation of `ulpdu_parts` (for
+    /// example a DDP header and a payload slice) to `out`.
+    ///
+    /// Returns the number of octets appended. On error nothing is appended and
+    /// the stream position is unchanged.
+    pub fn encode(
+        &mut self,
+        ulpdu_parts: &[&[u8]],
+        out: &mut Vec<u8>,
+    ) -> Result<usize, EncodeError> {
+        let len = ulpdu_parts
+            .iter()
+            .fold(0usize, |acc, p| acc.saturating_add(p.len()));
+        if len > MAX_ULPDU {
+            return Err(EncodeError::UlpduTooLong { len });
+        }
+        let lay = self.layout(len);
+        if lay.max_ptr > usize::from(u16::MAX) {
+            return Err(EncodeError::MarkerPointerOverflow {
+                len,
+                ptr: lay.max_ptr,
+            });
+        }
+        out.reserve(lay.wire_len);
+        let mut w = Writer {
+            out,
+            off: 0,
+            grid: self.marker_phase() as usize,
+            markers: self.cfg.markers,
+            header_off: lay.header_off,
+            digest: self.cfg.crc.then(Crc32c::new),
+        };
+        // len <= 65535 was checked above.
+        w.put(&(len as u16).to_be_bytes());
+        for part in ulpdu_parts {
+            w.put(part);
+        }
+        let pad = [0u8; 3];
+        w.put(pad.get(..pad_len(len)).unwrap_or(&[]));
+        let field = match w.digest {
+            Some(_) => {
+                // A marker due right before the CRC field precedes it and is covered.
+                if w.at_marker() {
+                    w.marker();
+                }
+                let value = w.digest.take().map_or(0, |d| d.value());
+                crc::to_wire(value)
+            }
+            None => [0u8; CRC_LEN],
+        };
+        w.put(&field);
+        let written = w.off;
+        debug_assert_eq!(written, lay.wire_len);
+        self.emitted += written as u64;
+        Ok(written)
+    }
+}
+
+/// Receive settings of one direction, as negotiated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RxConfig {
+    /// Check CRC32c (otherwise the CRC field is ignored).
+    pub crc: bool,
+    /// The peer inserts markers (we sent M = 1).
+    pub markers: bool,
+    /// Position of the first octet pushed within the marker period (0..512;
+    /// reduced modulo 512). 0 when the deframer starts right after the MPA frame.
+    pub start_offset: u32,
+    /// Largest acceptable ULPDU_Length (at most 65535, e.g. the local MULPDU).
+    pub max_ulpdu: usize,
+    /// Smallest acceptable ULPDU_Length.
+    pub min_ulpdu: usize,
+}
+
+impl RxConfig {
+    /// Settings with the given CRC and marker use, start offset 0 and any
+    /// ULPDU_Length from 0 to 65535 accepted.
+    pub fn new(crc: bool, markers: bool) -> Self {
+        RxConfig {
+            crc,
+            markers,
+            start_offset: 0,
+            max_ulpdu: MAX_ULPDU,
+            min_ulpdu: 0,
+        }
+    }
+
+    /// Sets the start offset within the marker period.
+    pub fn with_start_offset(mut self, offset: u32) -> Self {
+        self.start_offset = offset % MARKER_INTERVAL;
+        self
+    }
+
+    /// Sets the largest acceptable ULPDU_Length.
+    pub fn with_max_ulpdu(mut self, max: usize) -> Self {
+        self.max_ulpdu = max.min(MAX_ULPDU);
+        self
+    }
+
+    /// Sets the smallest acceptable ULPDU_Length (DDP headers need at least 14).
+    pub fn with_min_ulpdu(mut self, min: usize) -> Self {
+        self.min_ulpdu = min;
+        self
+    }
+}
+
+/// What is known about an FPDU's CRC field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CrcStatus {
+    /// CRC was negotiated and the field matched.
+    Good,
+    /// CRC was not negotiated; the field (siw sends zeros) was not checked, as
+    /// RFC 5044 requires. Its octets are kept for display.
+    NotNegotiated {
+        /// The CRC field octets as received.
+        field: [u8; CRC_LEN],
+    },
+}
+
+/// One FPDU taken off the stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fpdu {
+    /// The ULPDU (markers, ULPDU_Length, PAD and CRC removed).
+    pub ulpdu: Vec<u8>,
+    /// Offset of the FPDU's first octet (an opening marker, if any) counted from
+    /// the first octet pushed into the deframer.
+    pub stream_offset: u64,
+    /// Octets the FPDU occupied on the wire, markers included.
+    pub wire_len: usize,
+    /// Number of markers inside the FPDU.
+    pub markers: usize,
+    /// CRC outcome.
+    pub crc: CrcStatus,
+    /// The PAD octets were not all zero. RFC 5044 §4 requires the sender to
+    /// zero them and the receiver to ignore them (apart from the CRC), so this
+    /// is only a conformance note about the peer; Linux siw 6.1 sometimes sends
+    /// stale PAD octets.
+    pub nonzero_pad: bool,
+}
+
+/// Errors reported by [`Deframer`].
+///
+/// [`DeframeError::Crc`] and [`DeframeError::BadMarker`] are *recoverable*: the
+/// FPDU was consumed using its ULPDU_Length and deframing continues after it
+/// (useful for capture decoding; a live connection must still terminate).
+/// [`DeframeError::BadLength`] is *fatal*: the FPDU boundary is lost and the
+/// deframer stops. Use [`DeframeError::is_fatal`] and [`DeframeError::term_code`].
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum DeframeError {
+    /// The FPDU's CRC field does not match the CRC32c of its contents.
+    #[error(
+        "MPA CRC error in FPDU at stream offset {offset}: computed {expected:#010x}, field holds {found:#010x}"
+    )]
+    Crc {
+        /// CRC32c computed over the received FPDU.
+        expected: u32,
+        /// CRC32c value carried in the field.
+        found: u32,
+        /// Stream offset of the FPDU.
+        offset: u64,
+    },
+    /// The ULPDU_Length is outside the configured range; the FPDU boundary is lost.
+    #[error(
+        "ULPDU_Length {len} at stream offset {offset} is outside the accepted range {min}..={max}; FPDU alignment lost"
+    )]
+    BadLength {
+        /// The ULPDU_Length value.
+        len: usize,
+        /// Configured minimum.
+        min: usize,
+        /// Configured maximum.
+        max: usize,
+        /// Stream offset of the FPDU.
+        offset: u64,
+    },
+    /// A marker's FPDUPTR does not point at the FPDU it sits in.
+    #[error(
+        "MPA marker at stream offset {offset} has FPDUPTR {found}, expected {expected} (marker and ULPDU_Length disagree)"
+    )]
+    BadMarker {
+        /// Stream offset of the marker.
+        offset: u64,
+        /// FPDUPTR found.
+        found: u16,
+        /// FPDUPTR implied by the ULPDU_Length framing.
+        expected: u32,
+    },
+}
+
+impl DeframeError {
+    /// Whether the deframer stopped (no further FPDUs will be produced).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, DeframeError::BadLength { .. })
+    }
+
+    /// The LLP error to report in a Terminate message.
+    pub fn llp_error(&self) -> LlpErrorCode {
+        match self {
+            DeframeError::Crc { .. } => LlpErrorCode::CrcError,
+            DeframeError::BadLength { .. } | DeframeError::BadMarker { .. } => {
+                LlpErrorCode::MarkerLengthMismatch
+            }
+        }
+    }
+
+    /// The Terminate *Error Code* octet (Layer LLP, Error Type MPA).
+    pub fn term_code(&self) -> u8 {
+        self.llp_error().code()
+    }
+
+    /// Stream offset the error refers to.
+    pub fn offset(&self) -> u64 {
+        match self {
+            DeframeError::Crc { offset, .. }
+            | DeframeError::BadLength { offset, .. }
+            | DeframeError::BadMarker { offset, .. } => *offset,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Header,
+    Payload,
+    Pad,
+    Crc,
+}
+
+/// The FPDU being received.
+#[derive(Clone, Debug)]
+struct Current {
+    start: u64,
+    leading: bool,
+    header_off: u64,
+    stage: Stage,
+    hdr: [u8; ULPDU_LENGTH_LEN],
+    hdr_have: usize,
+    ulpdu_len: usize,
+    ulpdu: Vec<u8>,
+    pad: [u8; 3],
+    pad_len: usize,
+    pad_have: usize,
+    field: [u8; CRC_LEN],
+    field_have: usize,
+    digest: Option<Crc32c>,
+    /// Octets of ULPDU_Length + ULPDU + PAD already fed to the digest.
+    hashed: usize,
+    markers: usize,
+    marker_error: Option<DeframeError>,
+}
+
+enum Step {
+    /// Took this many octets; FPDU continues.
+    More(usize),
+    /// Took this many octets; the ULPDU_Length was out of range.
+    BadLength(usize, usize),
+    /// Took this many octets; the FPDU is complete.
+    Done(usize),
+}
+
+impl Current {
+    fn new(start: u64, leading: bool, crc: bool) -> Self {
+        Current {
+            start,
+            leading,
+            header_off: if leading { MARKER_LEN as u64 } else { 0 },
+            stage: Stage::Header,
+            hdr: [0; ULPDU_LENGTH_LEN],
+            hdr_have: 0,
+            ulpdu_len: 0,
+            ulpdu: Vec::new(),
+            pad: [0; 3],
+            pad_len: 0,
+            pad_have: 0,
+            field: [0; CRC_LEN],
+            field_have: 0,
+            digest: crc.then(Crc32c::new),
+            hashed: 0,
+            markers: 0,
+            marker_error: None,
+        }
+    }
+
+    /// Feeds the digest with the ULPDU_Length/ULPDU/PAD octets received since the last call.
+    fn hash_pending(&mut self) {
+        let Some(d) = self.digest.as_mut() else {
+            return;
+        };
+        let body_end = ULPDU_LENGTH_LEN + self.ulpdu.len();
+        let received = self.hdr_have + self.ulpdu.len() + self.pad_have;
+        let mut i = self.hashed;
+        while i < received {
+            if i < ULPDU_LENGTH_LEN {
+                let end = self.hdr_have;
+                d.update(self.hdr.get(i..end).unwrap_or(&[]));
+                i = end.max(i + 1);
+            } else if i < body_end {
+                d.update(self.ulpdu.get(i - ULPDU_LENGTH_LEN..).unwrap_or(&[]));
+                i = body_end;
+            } else {
+                d.update(self.pad.get(i - body_end..self.pad_have).unwrap_or(&[]));
+                i = received;
+            }
+        }
+        self.hashed = received;
+    }
+
+    fn enter_crc(&mut self) {
+        self.hash_pending();
+        self.stage = Stage::Crc;
+    }
+
+    /// Consumes FPDU octets (never marker octets) from `data`.
+    fn take(&mut self, data: &[u8], min: usize, max: usize) -> Step {
+        match self.stage {
+            Stage::Header => {
+                let want = ULPDU_LENGTH_LEN - self.hdr_have;
+                let n = want.min(data.len());
+                for (slot, b) in self.hdr.iter_mut().skip(self.hdr_have).zip(data.iter()) {
+                    *slot = *b;
+                }
+                self.hdr_have += n;
+                if self.hdr_have < ULPDU_LENGTH_LEN {
+                    return Step::More(n);
+                }
+                let len = usize::from(u16::from_be_bytes(self.hdr));
+                if len < min || len > max {
+                    return Step::BadLength(n, len);
+                }
+                self.ulpdu_len = len;
+                self.ulpdu = Vec::with_capacity(len);
+                self.pad_len = pad_len(len);
+                if len > 0 {
+                    self.stage = Stage::Payload;
+                } else {
+                    self.after_payload();
+                }
+                Step::More(n)
+            }
+            Stage::Payload => {
+                let n = (self.ulpdu_len - self.ulpdu.len()).min(data.len());
+                self.ulpdu.extend_from_slice(data.get(..n).unwrap_or(&[]));
+                if self.ulpdu.len() == self.ulpdu_len {
+                    self.after_payload();
+                }
+                Step::More(n)
+            }
+            Stage::Pad => {
+                let n = (self.pad_len - self.pad_have).min(data.len());
+                for (slot, b) in self.pad.iter_mut().skip(self.pad_have).zip(data.iter()) {
+                    *slot = *b;
+                }
+                self.pad_have += n;
+                if self.pad_have == self.pad_len {
+                    self.enter_crc();
+                }
+                Step::More(n)
+            }
+            Stage::Crc => {
+                let n = (CRC_LEN - self.field_have).min(data.len());
+                for (slot, b) in self.field.iter_mut().skip(self.field_have).zip(data.iter()) {
+                    *slot = *b;
+                }
+                self.field_have += n;
+                if self.field_have == CRC_LEN {
+                    Step::Done(n)
+                } else {
+                    Step::More(n)
+                }
+            }
+        }
+    }
+
+    fn after_payload(&mut self) {
+        if self.pad_len > 0 {
+            self.stage = Stage::Pad;
+        } else {
+            self.enter_crc();
+        }
+    }
+
+    /// Handles a complete marker that started at stream offset `at`.
+    fn marker(&mut self, at: u64, m: [u8; MARKER_LEN]) {
+        // Markers before the CRC field are covered by the CRC; markers that
+        // split the CRC field (possible only at unaligned start offsets) are not.
+        if self.stage != Stage::Crc || self.field_have == 0 {
+            self.hash_pending();
+            if let Some(d) = self.digest.as_mut() {
+                d.update(&m);
+            }
+        }
+        self.markers += 1;
+        let found = u16::from_be_bytes([m[2], m[3]]);
+        let wire_off = at.saturating_sub(self.start);
+        let expected = if wire_off == 0 {
+            0
+        } else {
+            wire_off.saturating_sub(self.header_off)
+        };
+        let found_masked = u64::from(found & !3);
+        let ok = found_masked == expected & !3
+            || (self.leading && wire_off != 0 && found_masked == wire_off & !3);
+        if !ok && self.marker_error.is_none() {
+            self.marker_error = Some(DeframeError::BadMarker {
+                offset: at,
+                found,
+                expected: u32::try_from(expected).unwrap_or(u32::MAX),
+            });
+        }
+    }
+
+    fn finish(self, end: u64, check_crc: bool) -> Result<Fpdu, DeframeError> {
+        let wire_len = usize::try_from(end.saturating_sub(self.start)).unwrap_or(usize::MAX);
+        if let Some(e) = self.marker_error {
+            return Err(e);
+        }
+        let crc = if check_crc {
+            let expected = self.digest.map_or(0, |d| d.value());
+            let found = crc::from_wire(self.field);
+            if expected != found {
+                return Err(DeframeError::Crc {
+                    expected,
+                    found,
+                    offset: self.start,
+                });
+            }
+            CrcStatus::Good
+        } else {
+            CrcStatus::NotNegotiated { field: self.field }
+        };
+        let nonzero_pad = self
+            .pad
+            .get(..self.pad_have)
+            .is_some_and(|p| p.iter().any(|b| *b != 0));
+        Ok(Fpdu {
+            ulpdu: self.ulpdu,
+            stream_offset: self.start,
+            wire_len,
+            markers: self.markers,
+            crc,
+            nonzero_pad,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PartialMarker {
+    at: u64,
+    buf: [u8; MARKER_LEN],
+    have: usize,
+}
+
+/// Streaming FPDU parser for one direction of a connection.
+///
+/// Feed TCP payload in order with [`Deframer::push`], in chunks of any size
+/// (down to single octets); then take results by iterating (`Deframer`
+/// implements [`Iterator`]): one `Ok(Fpdu)` or `Err(DeframeError)` per FPDU, in
+/// stream order.
+///
+/// Each ULPDU octet is copied exactly once, from the pushed chunk into the
+/// `Vec<u8>` the [`Fpdu`] owns (allocated once at the announced size). Work is
+/// linear in the input; partial fields are kept in small fixed buffers, and the
+/// CRC is computed lazily over whole runs of received octets.
+///
+/// After a fatal error ([`DeframeError::is_fatal`]) further input is counted but
+/// ignored.
+#[derive(Clone, Debug)]
+pub struct Deframer {
+    cfg: RxConfig,
+    consumed: u64,
+    cur: Option<Current>,
+    marker: Option<PartialMarker>,
+    ready: VecDeque<Result<Fpdu, DeframeError>>,
+    failed: bool,
+}
+
+impl Deframer {
+    /// A deframer with the given settings.
+    pub fn new(cfg: RxConfig) -> Self {
+        let mut cfg = cfg;
+        cfg.start_offset %= MARKER_INTERVAL;
+        cfg.max_ulpdu = cfg.max_ulpdu.min(MAX_ULPDU);
+        Deframer {
+            cfg,
+            consumed: 0,
+            cur: None,
+            marker: None,
+            ready: VecDeque::new(),
+            failed: false,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> RxConfig {
+        self.cfg
+    }
+
+    /// Octets pushed so far.
+    pub fn stream_offset(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Whether a fatal error stopped the deframer.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Whether part of an FPDU (or marker) has been received but not completed.
+    pub fn in_progress(&self) -> bool {
+        self.cur.is_some() || self.marker.is_some()
+    }
+
+    /// Number of results waiting to be taken.
+    pub fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+
+    fn at_marker(&self, offset: u64) -> bool {
+        self.cfg.markers
+            && (u64::from(self.cfg.start_offset) + offset).is_multiple_of(PERIOD as u64)
+    }
+
+    fn phase(&self) -> usize {
+        // Below 512.
+        ((u64::from(self.cfg.start_offset) + self.consumed) % PERIOD as u64) as usize
+    }
+
+    /// Feeds the next octets of the TCP stream.
+    pub fn push(&mut self, chunk: &[u8]) {
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            if self.failed {
+                self.consumed += rest.len() as u64;
+                return;
+            }
+            if self.cur.is_none() {
+                let leading = self.at_marker(self.consumed);
+                self.cur = Some(Current::new(self.consumed, leading, self.cfg.crc));
+            }
+
+            // Marker octets.
+            if self.marker.is_some() || self.at_marker(self.consumed) {
+                let pm = self.marker.get_or_insert(PartialMarker {
+                    at: self.consumed,
+                    buf: [0; MARKER_LEN],
+                    have: 0,
+                });
+                let n = (MARKER_LEN - pm.have).min(rest.len());
+                for (slot, b) in pm.buf.iter_mut().skip(pm.have).zip(rest.iter()) {
+                    *slot = *b;
+                }
+                pm.have += n;
+                let done = (pm.have == MARKER_LEN).then_some((pm.at, pm.buf));
+                self.consumed += n as u64;
+                rest = rest.get(n..).unwrap_or(&[]);
+                if let Some((at, buf)) = done {
+                    self.marker = None;
+                    if let Some(cur) = self.cur.as_mut() {
+                        cur.marker(at, buf);
+                    }
+                }
+                continue;
+            }
+
+            // FPDU octets, up to the next marker position.
+            let limit = if self.cfg.markers {
+                PERIOD - self.phase()
+            } else {
+                rest.len()
+            };
+            let window = rest.get(..limit.min(rest.len())).unwrap_or(rest);
+            let (min, max) = (self.cfg.min_ulpdu, self.cfg.max_ulpdu);
+            let Some(cur) = self.cur.as_mut() else {
+                break;
+            };
+            let step = cur.take(window, min, max);
+            let n = match step {
+                Step::More(n) | Step::Done(n) | Step::BadLength(n, _) => n,
+            };
+            self.consumed += n as u64;
+            rest = rest.get(n..).unwrap_or(&[]);
+            match step {
+                Step::More(_) => {}
+                Step::Done(_) => {
+                    if let Some(done) = self.cur.take() {
+                        let result = done.finish(self.consumed, self.cfg.crc);
+                        self.ready.push_back(result);
+                    }
+                }
+                Step::BadLength(_, len) => {
+                    let offset = self.cur.take().map_or(self.consumed, |c| c.start);
+                    self.ready.push_back(Err(DeframeError::BadLength {
+                        len,
+                        min: self.cfg.min_ulpdu,
+                        max: self.cfg.max_ulpdu,
+                        offset,
+                    }));
+                    self.failed = true;
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for Deframer {
+    type Item = Result<Fpdu, DeframeError>;
+
+    /// The next completed FPDU or error, in stream order; `None` until more input arrives.
+    fn next(&mut self) -> Option<Self::Item> {
+        self.ready.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(cfg: TxConfig, offset: u32, ulpdus: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
+        let mut e = FpduEncoder::with_offset(cfg, offset);
+        let mut out = Vec::new();
+        let mut lens = Vec::new();
+        for u in ulpdus {
+            lens.push(e.encode(&[u], &mut out).expect("encodable"));
+        }
+        (out, lens)
+    }
+
+    fn deframe_all(cfg: RxConfig, wire: &[u8]) -> Vec<Result<Fpdu, DeframeError>> {
+        let mut d = Deframer::new(cfg);
+        d.push(wire);
+        d.collect()
+    }
+
+    /// RFC 5044 §4: PAD makes ULPDU_Length + ULPDU + PAD a multiple of 4.
+    #[test]
+    fn rfc5044_fpdu_pad_to_four_octets() {
+        assert_eq!(pad_len(0), 2);
+        assert_eq!(pad_len(1), 1);
+        assert_eq!(pad_len(2), 0);
+        assert_eq!(pad_len(3), 3);
+        for len in 0..64 {
+            assert_eq!((2 + len + pad_len(len)) % 4, 0);
+            assert!(pad_len(len) < 4);
+        }
+    }
+
+    /// RFC 5044 §4: layout without markers and CRC — length big-endian, data,
+    /// zero pad, CRC field of zeros (what siw sends when CRC is off).
+    #[test]
+    fn rfc5044_fpdu_plain_fpdu_layout() {
+        let mut e = FpduEncoder::new(TxConfig::default());
+        let mut out = Vec::new();
+        let n = e.encode(&[b"abc", b"de"], &mut out).expect("ok");
+        assert_eq!(n, 12);
+        assert_eq!(out, [0, 5, b'a', b'b', b'c', b'd', b'e', 0, 0, 0, 0, 0]);
+        assert_eq!(e.stream_offset(), 12);
+        assert_eq!(e.fpdu_len(5), 12);
+    }
+
+    /// RFC 5044 (CRC Calculation): with CRC on, the field holds CRC32c of everything before it.
+    #[test]
+    fn rfc5044_crc_crc_covers_header_data_and_pad() {
+        let mut e = FpduEncoder::new(TxConfig {
+            crc: true,
+            markers: false,
+        });
+        let mut out = Vec::new();
+        e.encode(&[b"hello"], &mut out).expect("ok");
+        assert_eq!(out.len(), 2 + 5 + 1 + 4);
+        let (body, field) = out.split_at(8);
+        assert_eq!(field, crc::to_wire(crc::crc32c(body)));
+        assert_eq!(body, [0, 5, b'h', b'e', b'l', b'l', b'o', 0]);
+    }
+
+    /// RFC 5044 (MPA Markers): the first marker immediately precedes the first FPDU and
+    /// has FPDUPTR 0; the next one sits 512 octets later and points back to the
+    /// ULPDU_Length field (508 octets before it).
+    #[test]
+    fn rfc5044_markers_first_marker_precedes_first_fpdu() {
+        let cfg = TxConfig {
+            crc: false,
+            markers: true,
+        };
+        let ulpdu = vec![0xabu8; 600];
+        let (wire, lens) = enc(cfg, 0, std::slice::from_ref(&ulpdu));
+        assert_eq!(&wire[..4], &[0, 0, 0, 0]);
+        assert_eq!(&wire[4..6], &600u16.to_be_bytes());
+        assert_eq!(&wire[512..514], &[0, 0]);
+        assert_eq!(u16::from_be_bytes([wire[514], wire[515]]), 508);
+        // 2 + 600 + 2 pad + 4 CRC = 608 logical octets, plus two markers.
+        assert_eq!(lens, vec![616]);
+        assert_eq!(wire.len(), 616);
+    }
+
+    /// RFC 5044 (MPA Markers): a marker position that falls exactly at the end of an FPDU
+    /// opens the next FPDU (FPDUPTR 0) and is counted in that FPDU's length.
+    #[test]
+    fn rfc5044_markers_marker_at_fpdu_boundary_opens_next_fpdu() {
+        let cfg = TxConfig {
+            crc: true,
+            markers: true,
+        };
+        // First FPDU: marker + 2 + 502 + 0 pad + 4 = 512 octets exactly.
+        let a = vec![1u8; 502];
+        let b = vec![2u8; 10];
+        let mut e = FpduEncoder::new(cfg);
+        let mut out = Vec::new();
+        assert_eq!(e.encode(&[&a], &mut out).expect("ok"), 512);
+        assert_eq!(e.marker_phase(), 0);
+        // Opening marker, ULPDU_Length, 10 octets, no pad, CRC.
+        assert_eq!(e.fpdu_len(10), 4 + 2 + 10 + 4);
+        assert_eq!(e.encode(&[&b], &mut out).expect("ok"), 20);
+        assert_eq!(&out[512..516], &[0, 0, 0, 0]);
+        assert_eq!(&out[516..518], &10u16.to_be_bytes());
+        // The opening marker is covered by the second FPDU's CRC.
+        let second = &out[512..];
+        assert_eq!(&second[16..], &crc::to_wire(crc::crc32c(&second[..16]))[..]);
+        let got = deframe_all(RxConfig::new(true, true), &out);
+        assert_eq!(got.len(), 2);
+        let second = got[1].as_ref().expect("good");
+        assert_eq!(second.ulpdu, b);
+        assert_eq!(second.stream_offset, 512);
+        assert_eq!(second.wire_len, 20);
+        assert_eq!(second.markers, 1);
+    }
+
+    /// RFC 5044 (MPA Markers, CRC Calculation): a marker that falls between PAD and CRC is inside the
+    /// FPDU, points at its ULPDU_Length and is covered by the CRC.
+    #[test]
+    fn rfc5044_crc_marker_between_pad_and_crc_is_covered() {
+        let cfg = TxConfig {
+            crc: true,
+            markers: true,
+        };
+        // Marker + 2 + 505 + 1 pad = 512, so the next marker precedes the CRC field.
+        let u = vec![7u8; 505];
+        let (wire, lens) = enc(cfg, 0, std::slice::from_ref(&u));
+        assert_eq!(lens, vec![520]);
+        assert_eq!(u16::from_be_bytes([wire[514], wire[515]]), 508);
+        assert_eq!(&wire[516..], &crc::to_wire(crc::crc32c(&wire[..516]))[..]);
+        let got = deframe_all(RxConfig::new(true, true), &wire);
+        assert_eq!(
+            got,
+            vec![Ok(Fpdu {
+                ulpdu: u,
+                stream_offset: 0,
+                wire_len: 520,
+                markers: 2,
+                crc: CrcStatus::Good,
+                nonzero_pad: false,
+            })]
+        );
+    }
+
+    /// RFC 5044 (MPA Markers): the deframer also accepts the reading in which a marker
+    /// in an FPDU that opens with a marker points at the FPDU's first octet.
+    #[test]
+    fn rfc5044_markers_alternative_fpduptr_reading_accepted() {
+        let cfg = TxConfig {
+            crc: false,
+            markers: true,
+        };
+        let (mut wire, _) = enc(cfg, 0, &[vec![3u8; 600]]);
+        wire[514..516].copy_from_slice(&512u16.to_be_bytes());
+        assert!(deframe_all(RxConfig::new(false, true), &wire)[0].is_ok());
+        wire[514..516].copy_from_slice(&500u16.to_be_bytes());
+        assert_eq!(
+            deframe_all(RxConfig::new(false, true), &wire),
+            vec![Err(DeframeError::BadMarker {
+                offset: 512,
+                found: 500,
+                expected: 508
+            })]
+        );
+    }
+
+    /// RFC 5044 (MPA Markers): receivers treat the two low FPDUPTR bits as zero and
+    /// ignore the reserved half of the marker.
+    #[test]
+    fn rfc5044_markers_marker_low_bits_and_reserved_ignored() {
+        let cfg = TxConfig {
+            crc: false,
+            markers: true,
+        };
+        let (mut wire, _) = enc(cfg, 0, &[vec![3u8; 600]]);
+        wire[515] |= 3;
+        wire[512] = 0xff;
+        wire[0] = 0x12;
+        wire[3] = 0x01;
+        let got = deframe_all(RxConfig::new(false, true), &wire);
+        assert!(got[0].is_ok(), "{got:?}");
+    }
+
+    /// RFC 5044 §4 (CRC field): without CRC the field is present but never
+    /// checked, whatever it holds.
+    #[test]
+    fn rfc5044_fpdu_crc_field_ignored_when_not_negotiated() {
+        let (mut wire, _) = enc(TxConfig::default(), 0, &[b"xyz".to_vec()]);
+        let n = wire.len();
+        wire[n - 4..].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        let got = deframe_all(RxConfig::new(false, false), &wire);
+        assert_eq!(
+            got[0].as_ref().expect("unchecked").crc,
+            CrcStatus::NotNegotiated {
+                field: [0xde, 0xad, 0xbe, 0xef]
+            }
+        );
+    }
+
+    /// RFC 5044 §4: PAD octets are ignored on receipt (no error), but a
+    /// non-zero PAD is reported as a conformance note.
+    #[test]
+    fn rfc5044_fpdu_nonzero_pad_ignored_but_flagged() {
+        let (mut wire, _) = enc(TxConfig::default(), 0, &[vec![9u8; 20]]);
+        assert!(
+            !deframe_all(RxConfig::new(false, false), &wire)[0]
+                .as_ref()
+                .expect("ok")
+                .nonzero_pad
+        );
+        wire[23] = 0x40;
+        let got = deframe_all(RxConfig::new(false, false), &wire);
+        let f = got[0].as_ref().expect("pad is ignored");
+        assert!(f.nonzero_pad);
+        assert_eq!(f.ulpdu, vec![9u8; 20]);
+    }
+
+    /// RFC 5044 (CRC Calculation): a CRC mismatch is reported with both values; the FPDU is
+    /// consumed and the next one is still delivered.
+    #[test]
+    fn rfc5044_crc_crc_error_is_recoverable() {
+        let cfg = TxConfig {
+            crc: true,
+            markers: false,
+        };
+        let (mut wire, lens) = enc(cfg, 0, &[b"first".to_vec(), b"second".to_vec()]);
+        wire[3] ^= 0x01;
+        let mut d = Deframer::new(RxConfig::new(true, false));
+        d.push(&wire);
+        let first = d.next().expect("result");
+        let err = first.expect_err("corrupted");
+        assert!(matches!(err, DeframeError::Crc { offset: 0, .. }));
+        assert!(!err.is_fatal());
+        assert_eq!(err.term_code(), 0x02);
+        let second = d.next().expect("result").expect("good");
+        assert_eq!(second.ulpdu, b"second");
+        assert_eq!(second.stream_offset, lens[0] as u64);
+        assert!(d.next().is_none());
+    }
+
+    /// A ULPDU_Length above the configured maximum is fatal (FPDU boundary lost)
+    /// and maps to LLP error 0x03.
+    #[test]
+    fn bad_length_is_fatal() {
+        let (wire, _) = enc(TxConfig::default(), 0, &[vec![0u8; 100]]);
+        let mut d = Deframer::new(RxConfig::new(false, false).with_max_ulpdu(64));
+        d.push(&wire);
+        d.push(&wire);
+        let err = d.next().expect("result").expect_err("too long");
+        assert_eq!(
+            err,
+            DeframeError::BadLength {
+                len: 100,
+                min: 0,
+                max: 64,
+                offset: 0
+            }
+        );
+        assert!(err.is_fatal());
+        assert_eq!(err.term_code(), 0x03);
+        assert!(d.is_failed());
+        assert!(d.next().is_none());
+        assert_eq!(d.stream_offset(), 2 * wire.len() as u64);
+        let mut d = Deframer::new(RxConfig::new(false, false).with_min_ulpdu(101));
+        d.push(&wire);
+        assert!(matches!(
+            d.next(),
+            Some(Err(DeframeError::BadLength { .. }))
+        ));
+    }
+
+    /// RFC 5044 MULPDU: siw's EMSS of 1448 without markers gives 1442; with
+    /// markers three are reserved; an FPDU of MULPDU octets never exceeds EMSS
+    /// at any 4-aligned marker phase.
+    #[test]
+    fn rfc5044_mulpdu_formula() {
+        assert_eq!(mulpdu(1448, false), 1442);
+        assert_eq!(mulpdu(1460, false), 1454);
+        assert_eq!(mulpdu(1461, false), 1454);
+        assert_eq!(mulpdu(1448, true), 1448 - 6 - 12);
+        assert_eq!(mulpdu(3, false), 0);
+        for emss in [64u32, 100, 536, 1000, 1448, 1460, 4096, 8960, 9000] {
+            for markers in [false, true] {
+                let m = mulpdu(emss, markers) as usize;
+                for phase in (0..512).step_by(4) {
+                    let e = FpduEncoder::with_offset(TxConfig { crc: true, markers }, phase);
+                    assert!(
+                        e.fpdu_len(m) <= emss as usize,
+                        "emss {emss} markers {markers} phase {phase}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn encode_errors_leave_state_untouched() {
+        let mut e = FpduEncoder::new(TxConfig {
+            crc: true,
+            markers: true,
+        });
+        let mut out = Vec::new();
+        let big = vec![0u8; 65_536];
+        assert_eq!(
+            e.encode(&[&big], &mut out),
+            Err(EncodeError::UlpduTooLong { len: 65_536 })
+        );
+        let almost = vec![0u8; 65_535];
+        assert!(matches!(
+            e.encode(&[&almost], &mut out),
+            Err(EncodeError::MarkerPointerOverflow { .. })
+        ));
+        assert!(out.is_empty());
+        assert_eq!(e.stream_offset(), 0);
+        let mut plain = FpduEncoder::new(TxConfig::default());
+        assert_eq!(
+            plain.encode(&[&almost], &mut out).expect("fits"),
+            2 + 65_535 + 3 + 4
+        );
+    }
+
+    /// Zero-length ULPDUs (two octets of pad) frame correctly.
+    #[test]
+    fn empty_ulpdu_round_trip() {
+        let cfg = TxConfig {
+            crc: true,
+            markers: true,
+        };
+        let (wire, _) = enc(cfg, 508, &[vec![], vec![], vec![]]);
+        let got = deframe_all(RxConfig::new(true, true).with_start_offset(508), &wire);
+        assert_eq!(got.len(), 3);
+        for r in got {
+            assert!(r.expect("good").ulpdu.is_empty());
+        }
+    }
+}
