@@ -6,5 +6,7 @@ use std::path::PathBuf;
 
 /// Path of a file under `tests/data/`.
 pub fn data_path(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data").join(rel)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(rel)
 }

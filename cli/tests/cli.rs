@@ -1,0 +1,119 @@
+//! The `softrnic` binary as a user runs it: output, exit status, error messages.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_softrnic"))
+}
+
+fn golden(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data/golden")
+        .join(name)
+}
+
+#[test]
+fn decode_prints_frames_and_summary_and_exits_zero() {
+    let out = bin()
+        .arg("decode")
+        .arg(golden("siw-rping-crc.pcap"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("MPA Request  rev 2  M0 C1 R0 H1  IRD 1 ORD 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("RDMA Read Response  STag 0x7ca19900"),
+        "{text}"
+    );
+    assert!(text.contains("crc ok"));
+    assert!(text.contains("CRC 18 good / 0 bad; 0 errors"), "{text}");
+    assert!(
+        text.contains("opcodes: RDMA Write 6, RDMA Read Request 4, RDMA Read Response 6, Send 16")
+    );
+}
+
+#[test]
+fn decode_counts_is_machine_readable() {
+    let out = bin()
+        .args(["decode", "--counts"])
+        .arg(golden("siw-siw-rdmacm.pcap"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "0x00 RDMA-Write 35\n0x01 RDMA-Read-Request 8\n0x02 RDMA-Read-Response 33\n0x03 Send 113\n"
+    );
+}
+
+#[test]
+fn decode_summary_and_conn_filter() {
+    let out = bin()
+        .args(["decode", "--summary", "--conn", "6"])
+        .arg(golden("siw-siw-rdmacm.pcap"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains("frame "), "summary only: {text}");
+    assert!(text.contains("128/128"), "{text}");
+    assert!(
+        !text.contains("18515 "),
+        "other connections filtered out: {text}"
+    );
+}
+
+#[test]
+fn decode_exits_one_on_protocol_errors() {
+    let mut bytes = std::fs::read(golden("siw-rping-crc.pcap")).unwrap();
+    // Flip a bit deep inside the capture's largest CRC-protected frames.
+    let n = bytes.len();
+    bytes[n - 2000] ^= 0x01;
+    let dir = std::env::temp_dir().join(format!("softrnic-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("corrupt.pcap");
+    std::fs::write(&path, &bytes).unwrap();
+    let out = bin().arg("decode").arg(&path).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("ERROR: "), "{text}");
+}
+
+#[test]
+fn decode_exits_two_on_unreadable_input() {
+    let out = bin()
+        .args(["decode", "/nonexistent/capture.pcap"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("cannot read /nonexistent/capture.pcap"),
+        "{err}"
+    );
+
+    let out = bin()
+        .args(["decode", concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("is not a pcap or pcapng capture")
+    );
+}
+
+#[test]
+fn help_explains_decode() {
+    let out = bin().args(["decode", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Exit status"), "{text}");
+    assert!(text.contains("--counts"));
+}
