@@ -1,0 +1,1359 @@
+//! Protection domains, registered memory and the STag table.
+//!
+//! # Model
+//!
+//! * A [`Pd`] (protection domain) groups memory regions and queue pairs: a QP may only touch
+//!   memory registered in its own PD (RFC 5041 §8.2, RFC 5040 §5.3 "associated with the RDMAP
+//!   Stream").
+//! * A [`RegisteredBuf`] is a block of memory that stays alive and in place while anything
+//!   refers to it. The stack allocates it (page aligned, zeroed), or the caller hands over raw
+//!   memory through the `unsafe` [`RegisteredBuf::from_raw`] (for a future C ABI). It is shared
+//!   as an `Arc` between the application and the [`MemTable`]; the application reads and
+//!   writes it with copy methods while the engine places incoming data through the table, the
+//!   RDMA model, where the NIC and the host share the buffer.
+//! * [`MemTable::register`] makes a [`MemoryRegion`]: a range of a buffer with access rights,
+//!   a Tagged Offset base (zero-based, or the buffer's virtual address as iWARP VA-based
+//!   addressing does) and an STag = 24-bit index + 8-bit consumer key. The key is the
+//!   consumer's choice or, by default, a per-index counter that changes whenever an index is
+//!   reused, so a stale STag does not silently match a new registration. Changing the key of
+//!   an existing registration is an explicit operation ([`MemTable::rekey`]) that is only
+//!   allowed once the STag has been invalidated (the verbs "fast register" rule).
+//! * Access rights: local read is always granted; remote write and remote atomic need local
+//!   write (the verbs rule, [`MemError::RemoteNeedsLocalWrite`]).
+//! * Index 0 is never handed out, so STags 0x00000000..=0x000000ff never name memory (some
+//!   peers treat STag 0 specially).
+//!
+//! # Lookups for the engine
+//!
+//! Every lookup the protocol engine makes returns the exact error the protocol prescribes and
+//! touches no memory when it fails: [`MemTable::check_sink`] (RDMA Write and Read Response
+//! placement, DDP tagged checks of RFC 5041 §7.1), [`MemTable::check_read_source`] (RFC 5040
+//! §5.2.1), [`MemTable::check_atomic`] (RFC 7306 §5.1–§5.2), [`MemTable::remote_invalidate`]
+//! (RFC 5040 §5.3) and [`MemTable::resolve_local`] for the local scatter/gather lists of work
+//! requests ([`LocalError`]).
+//!
+//! # `unsafe`
+//!
+//! This module is the only place in the crate with `unsafe` code: the raw-pointer copies into
+//! and out of a [`RegisteredBuf`], its allocation and release, the atomic view used by RFC 7306
+//! atomics and the raw registration path. Each block states why it is sound.
+
+#![allow(unsafe_code)]
+
+use std::alloc::{self, Layout};
+use std::collections::VecDeque;
+use std::ops::Range;
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+pub use ddp::Access;
+use ddp::{DdpError, TaggedBuffer, TaggedRepr};
+use rdmap::{AtomicRequest, ReadRequest, TermCause};
+use thiserror::Error;
+
+/// Alignment of buffers the stack allocates.
+pub const PAGE_SIZE: usize = 4096;
+
+/// Largest STag index (24 bits).
+pub const MAX_STAG_INDEX: u32 = 0x00ff_ffff;
+
+/// The 24-bit index of an STag.
+pub const fn stag_index(stag: u32) -> u32 {
+    stag >> 8
+}
+
+/// The 8-bit consumer key of an STag.
+pub const fn stag_key(stag: u32) -> u8 {
+    (stag & 0xff) as u8
+}
+
+/// The STag made of `index` (24 bits; higher bits are dropped) and `key`.
+pub const fn make_stag(index: u32, key: u8) -> u32 {
+    ((index & MAX_STAG_INDEX) << 8) | key as u32
+}
+
+/// A protection domain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pd(u32);
+
+impl Pd {
+    /// The numeric id (unique within its [`MemTable`]).
+    pub const fn id(self) -> u32 {
+        self.0
+    }
+}
+
+/// Errors of the memory verbs and of [`RegisteredBuf`] accesses.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum MemError {
+    /// Remote write or remote atomic access was asked for without local write.
+    #[error(
+        "access {access} is not allowed: remote write and remote atomic access need local write"
+    )]
+    RemoteNeedsLocalWrite {
+        /// The rights asked for.
+        access: Access,
+    },
+    /// A range does not lie inside the buffer.
+    #[error("range {start}..{end} lies outside the {len}-byte buffer")]
+    OutOfBounds {
+        /// First byte of the range.
+        start: usize,
+        /// One past the last byte of the range.
+        end: usize,
+        /// Length of the buffer.
+        len: usize,
+    },
+    /// All 2^24 − 1 STag indices are in use.
+    #[error("no free STag index left (all {MAX_STAG_INDEX} are registered)")]
+    TableFull,
+    /// No memory region is registered under the STag.
+    #[error("STag {stag:#010x} is not registered (or its key does not match)")]
+    UnknownStag {
+        /// The STag given.
+        stag: u32,
+    },
+    /// The region belongs to another protection domain.
+    #[error("STag {stag:#010x} belongs to protection domain {owner}, not {pd}")]
+    PdMismatch {
+        /// The STag given.
+        stag: u32,
+        /// PD the region belongs to.
+        owner: u32,
+        /// PD the caller used.
+        pd: u32,
+    },
+    /// The key of a valid STag can only change after it has been invalidated.
+    #[error("STag {stag:#010x} is still valid; invalidate it before giving it a new key")]
+    StillValid {
+        /// The STag given.
+        stag: u32,
+    },
+    /// The region was registered without the right to be invalidated.
+    #[error("STag {stag:#010x} was registered as not invalidatable")]
+    NotInvalidatable {
+        /// The STag given.
+        stag: u32,
+    },
+    /// The Tagged Offset range of a registration wraps past 2^64.
+    #[error("base TO {base:#x} plus length {len} wraps past 2^64")]
+    ToWrap {
+        /// Base TO.
+        base: u64,
+        /// Length.
+        len: u64,
+    },
+}
+
+/// How the Tagged Offsets of a region are numbered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Addressing {
+    /// The first byte of the region has TO 0.
+    ZeroBased,
+    /// The first byte of the region has TO = its virtual address (iWARP VA-based STags).
+    #[default]
+    VirtualAddress,
+}
+
+enum Backing {
+    /// Allocated here with this layout; released on drop.
+    Owned(Layout),
+    /// Memory owned by the caller of [`RegisteredBuf::from_raw`].
+    Borrowed,
+}
+
+/// A block of memory that stays alive and in place while registered: the application's view
+/// of registered memory, shared with the engine through the [`MemTable`].
+///
+/// Reads and writes are byte copies. The engine may write into the buffer (RDMA Write, Read
+/// Response, Send placement) while the application holds it: as on any RNIC, the application
+/// must not read data the peer has not finished placing (it learns that from a completion or
+/// from its own protocol), or it sees a mix of old and new bytes.
+pub struct RegisteredBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+    backing: Backing,
+}
+
+// SAFETY: the buffer is plain bytes reached only through raw-pointer copies and atomics; no
+// references into it escape, so it may move between and be shared by threads. Concurrent byte
+// copies from two sides are the RDMA shared-buffer model described on the type.
+unsafe impl Send for RegisteredBuf {}
+// SAFETY: see the `Send` impl: all access is by copy through `&self` methods.
+unsafe impl Sync for RegisteredBuf {}
+
+impl std::fmt::Debug for RegisteredBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisteredBuf")
+            .field("addr", &format_args!("{:#x}", self.addr()))
+            .field("len", &self.len)
+            .field("owned", &matches!(self.backing, Backing::Owned(_)))
+            .finish()
+    }
+}
+
+impl RegisteredBuf {
+    /// A new zeroed, page-aligned buffer of `len` bytes.
+    ///
+    /// # Panics
+    /// Aborts like any allocation when memory is exhausted; panics if `len` rounded up to a
+    /// page overflows `isize`.
+    pub fn new(len: usize) -> Arc<RegisteredBuf> {
+        // A zero-sized allocation is not allowed; keep one byte behind an empty buffer.
+        let layout = match Layout::from_size_align(len.max(1), PAGE_SIZE) {
+            Ok(l) => l,
+            Err(_) => panic!("buffer of {len} bytes is too large"),
+        };
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        Arc::new(RegisteredBuf {
+            ptr,
+            len,
+            backing: Backing::Owned(layout),
+        })
+    }
+
+    /// A buffer holding a copy of `data`.
+    pub fn from_slice(data: &[u8]) -> Arc<RegisteredBuf> {
+        let b = RegisteredBuf::new(data.len());
+        // Same length, offset 0: cannot fail.
+        let _ = b.write_at(0, data);
+        b
+    }
+
+    /// Wraps memory the caller owns, for registration through a C ABI.
+    ///
+    /// # Safety
+    /// * `ptr` must be valid for reads and writes of `len` bytes, and stay valid and unmoved
+    ///   for as long as the returned buffer (or any clone of the `Arc`, including the one the
+    ///   [`MemTable`] keeps while the region is registered) exists. The memory is not freed
+    ///   when the buffer is dropped; the caller frees it after deregistering and dropping
+    ///   every handle.
+    /// * The memory must not be accessed through Rust references while the buffer exists
+    ///   (only through raw pointers, C code or this buffer's methods), since the engine writes
+    ///   it at any time.
+    /// * `ptr` must not be null unless `len` is 0.
+    pub unsafe fn from_raw(ptr: *mut u8, len: usize) -> Arc<RegisteredBuf> {
+        let ptr = NonNull::new(ptr).unwrap_or(NonNull::dangling());
+        Arc::new(RegisteredBuf {
+            ptr,
+            len,
+            backing: Backing::Borrowed,
+        })
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Address of the first byte (the TO base of a VA-based registration).
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as usize as u64
+    }
+
+    fn check(&self, offset: usize, len: usize) -> Result<(), MemError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(MemError::OutOfBounds {
+                start: offset,
+                end: offset.saturating_add(len),
+                len: self.len,
+            }),
+        }
+    }
+
+    /// Copies `dst.len()` bytes starting at `offset` into `dst`.
+    pub fn read_at(&self, offset: usize, dst: &mut [u8]) -> Result<(), MemError> {
+        self.check(offset, dst.len())?;
+        // SAFETY: offset..offset + dst.len() lies inside the buffer (checked above), which is
+        // valid for reads while `self` lives; `dst` is a distinct Rust slice, so the ranges do
+        // not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                dst.as_mut_ptr(),
+                dst.len(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Copies `src` into the buffer starting at `offset`.
+    pub fn write_at(&self, offset: usize, src: &[u8]) -> Result<(), MemError> {
+        self.check(offset, src.len())?;
+        // SAFETY: offset..offset + src.len() lies inside the buffer (checked above), which is
+        // valid for writes while `self` lives; no Rust reference into the buffer exists, and
+        // `src` cannot alias it: the buffer is only reachable through raw pointers.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.ptr.as_ptr().add(offset), src.len());
+        }
+        Ok(())
+    }
+
+    /// Sets every byte to `byte`.
+    pub fn fill(&self, byte: u8) {
+        // SAFETY: the whole buffer (len bytes from ptr) is valid for writes while `self` lives.
+        unsafe {
+            std::ptr::write_bytes(self.ptr.as_ptr(), byte, self.len);
+        }
+    }
+
+    /// A copy of the whole buffer.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len];
+        // Whole buffer into a vector of its length: cannot fail.
+        let _ = self.read_at(0, &mut v);
+        v
+    }
+
+    /// A copy of `range`.
+    pub fn read_range(&self, range: Range<usize>) -> Result<Vec<u8>, MemError> {
+        let mut v = vec![0u8; range.end.saturating_sub(range.start)];
+        self.read_at(range.start, &mut v)?;
+        Ok(v)
+    }
+
+    /// The 64-bit word at `offset` as an atomic, if it is in bounds and 8-byte aligned in
+    /// memory (RFC 7306 atomics work on aligned 64-bit values in host byte order).
+    pub(crate) fn atomic_u64(&self, offset: usize) -> Option<&AtomicU64> {
+        self.check(offset, 8).ok()?;
+        // SAFETY: in bounds (checked above), so the pointer stays inside the allocation.
+        let p = unsafe { self.ptr.as_ptr().add(offset) };
+        if !(p as usize).is_multiple_of(8) {
+            return None;
+        }
+        // SAFETY: `p` is 8-byte aligned and valid for reads and writes of 8 bytes for the
+        // lifetime of `&self`; all concurrent accesses to these bytes by the stack are atomic
+        // or byte copies under the shared-buffer model of the type.
+        Some(unsafe { AtomicU64::from_ptr(p.cast::<u64>()) })
+    }
+}
+
+impl Drop for RegisteredBuf {
+    fn drop(&mut self) {
+        if let Backing::Owned(layout) = self.backing {
+            // SAFETY: `ptr` was returned by `alloc_zeroed` with exactly this layout and is
+            // released only here, once.
+            unsafe { alloc::dealloc(self.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
+/// Options of [`MemTable::register`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MrOptions {
+    /// Rights granted (local read is implied).
+    pub access: Access,
+    /// TO numbering.
+    pub addressing: Addressing,
+    /// Consumer key; `None` picks the index's current default key.
+    pub key: Option<u8>,
+    /// The part of the buffer to register; `None` registers all of it.
+    pub range: Option<Range<usize>>,
+    /// Whether a local invalidate or a remote Send with Invalidate may invalidate the STag.
+    pub invalidatable: bool,
+}
+
+impl MrOptions {
+    /// The whole buffer, VA-based, default key, invalidatable.
+    pub fn new(access: Access) -> MrOptions {
+        MrOptions {
+            access,
+            addressing: Addressing::VirtualAddress,
+            key: None,
+            range: None,
+            invalidatable: true,
+        }
+    }
+
+    /// Zero-based Tagged Offsets.
+    pub fn zero_based(mut self) -> Self {
+        self.addressing = Addressing::ZeroBased;
+        self
+    }
+
+    /// A consumer key.
+    pub fn key(mut self, key: u8) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// Registers only `range` of the buffer.
+    pub fn range(mut self, range: Range<usize>) -> Self {
+        self.range = Some(range);
+        self
+    }
+
+    /// Forbids invalidation.
+    pub fn not_invalidatable(mut self) -> Self {
+        self.invalidatable = false;
+        self
+    }
+}
+
+/// A registered memory region: what the application gets back from registration.
+#[derive(Clone, Debug)]
+pub struct MemoryRegion {
+    stag: u32,
+    pd: Pd,
+    access: Access,
+    base_to: u64,
+    len: u64,
+    buf: Arc<RegisteredBuf>,
+    buf_off: usize,
+}
+
+impl MemoryRegion {
+    /// The STag (also used as lkey and rkey).
+    pub fn stag(&self) -> u32 {
+        self.stag
+    }
+
+    /// The protection domain.
+    pub fn pd(&self) -> Pd {
+        self.pd
+    }
+
+    /// Rights granted.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// TO of the region's first byte.
+    pub fn base_to(&self) -> u64 {
+        self.base_to
+    }
+
+    /// TO of the byte at `offset` into the region.
+    pub fn to_at(&self, offset: u64) -> u64 {
+        self.base_to.wrapping_add(offset)
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The underlying buffer.
+    pub fn buf(&self) -> &Arc<RegisteredBuf> {
+        &self.buf
+    }
+
+    /// Offset of the region's first byte in [`MemoryRegion::buf`].
+    pub fn buf_offset(&self) -> usize {
+        self.buf_off
+    }
+
+    /// A scatter/gather element covering `len` bytes at `offset` into the region.
+    pub fn sge(&self, offset: u64, len: u32) -> crate::wr::Sge {
+        crate::wr::Sge {
+            stag: self.stag,
+            to: self.to_at(offset),
+            len,
+        }
+    }
+}
+
+/// What an STag resolves to, as the table reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MrInfo {
+    /// Current STag (index and key).
+    pub stag: u32,
+    /// Protection domain.
+    pub pd: Pd,
+    /// Whether the STag is valid (not invalidated).
+    pub valid: bool,
+    /// Rights.
+    pub access: Access,
+    /// Base TO.
+    pub base_to: u64,
+    /// Length.
+    pub len: u64,
+    /// Whether it may be invalidated.
+    pub invalidatable: bool,
+}
+
+#[derive(Debug)]
+struct Entry {
+    key: u8,
+    pd: Pd,
+    access: Access,
+    base_to: u64,
+    len: u64,
+    buf: Arc<RegisteredBuf>,
+    buf_off: usize,
+    valid: bool,
+    invalidatable: bool,
+}
+
+impl Entry {
+    fn stag(&self, index: u32) -> u32 {
+        make_stag(index, self.key)
+    }
+
+    fn tagged_buffer(&self, index: u32, pd: Pd) -> TaggedBuffer {
+        TaggedBuffer {
+            stag: self.stag(index),
+            valid: self.valid,
+            associated: self.pd == pd,
+            base_to: self.base_to,
+            len: self.len,
+            access: self.access,
+        }
+    }
+
+    /// The bytes at `to .. to + len` (already validated to lie in the region).
+    fn span(&self, to: u64, len: u64) -> Span {
+        let rel = to.wrapping_sub(self.base_to);
+        // rel + len <= self.len <= buf.len(), so both fit usize.
+        Span {
+            buf: self.buf.clone(),
+            off: self.buf_off + rel as usize,
+            len: len as usize,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    /// Slot `i` holds index `i`; slot 0 is never used.
+    entries: Vec<Option<Entry>>,
+    /// Default key per index: bumped whenever the index is released.
+    generation: Vec<u8>,
+    /// Released indices, reused oldest first.
+    free: VecDeque<u32>,
+    next_pd: u32,
+}
+
+impl Table {
+    fn get(&self, stag: u32) -> Option<&Entry> {
+        self.entries
+            .get(stag_index(stag) as usize)
+            .and_then(|e| e.as_ref())
+    }
+
+    fn get_mut(&mut self, stag: u32) -> Option<&mut Entry> {
+        self.entries
+            .get_mut(stag_index(stag) as usize)
+            .and_then(|e| e.as_mut())
+    }
+
+    /// The entry if the STag's key matches too.
+    fn exact(&self, stag: u32) -> Option<&Entry> {
+        self.get(stag).filter(|e| e.key == stag_key(stag))
+    }
+
+    fn tagged_buffer(&self, stag: u32, pd: Pd) -> Option<TaggedBuffer> {
+        self.get(stag)
+            .map(|e| e.tagged_buffer(stag_index(stag), pd))
+    }
+}
+
+/// A contiguous piece of registered memory the engine reads or writes.
+#[derive(Clone, Debug)]
+pub struct Span {
+    /// The buffer.
+    pub buf: Arc<RegisteredBuf>,
+    /// Offset into the buffer.
+    pub off: usize,
+    /// Length.
+    pub len: usize,
+}
+
+impl Span {
+    /// Copies `data` in at `offset` into the span; `false` (nothing written) if it does not fit.
+    pub fn write(&self, offset: usize, data: &[u8]) -> bool {
+        match offset.checked_add(data.len()) {
+            Some(end) if end <= self.len => self.buf.write_at(self.off + offset, data).is_ok(),
+            _ => false,
+        }
+    }
+
+    /// Copies bytes out at `offset` into the span; `false` (nothing read) if out of range.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> bool {
+        match offset.checked_add(out.len()) {
+            Some(end) if end <= self.len => self.buf.read_at(self.off + offset, out).is_ok(),
+            _ => false,
+        }
+    }
+}
+
+/// A resolved scatter/gather list: the memory of a work request's SGEs, in order.
+#[derive(Clone, Debug, Default)]
+pub struct SgList {
+    spans: Vec<Span>,
+    total: u64,
+}
+
+impl SgList {
+    /// Builds a list from spans.
+    pub fn new(spans: Vec<Span>) -> SgList {
+        let total = spans.iter().map(|s| s.len as u64).sum();
+        SgList { spans, total }
+    }
+
+    /// Total length.
+    pub fn len(&self) -> u64 {
+        self.total
+    }
+
+    /// Whether the list covers no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// The spans.
+    pub fn spans(&self) -> &[Span] {
+        &self.spans
+    }
+
+    /// Gathers `out.len()` bytes starting at byte `offset` of the list; `false` if the range
+    /// runs past the end (nothing meaningful is copied then).
+    pub fn gather(&self, offset: u64, out: &mut [u8]) -> bool {
+        self.walk(offset, out.len(), |span, at, range| {
+            span.read(at, out.get_mut(range).unwrap_or(&mut []))
+        })
+    }
+
+    /// Scatters `data` starting at byte `offset` of the list; `false` if it runs past the end,
+    /// in which case nothing is written.
+    pub fn scatter(&self, offset: u64, data: &[u8]) -> bool {
+        match offset.checked_add(data.len() as u64) {
+            Some(end) if end <= self.total => {}
+            _ => return false,
+        }
+        self.walk(offset, data.len(), |span, at, range| {
+            span.write(at, data.get(range).unwrap_or(&[]))
+        })
+    }
+
+    fn walk(
+        &self,
+        offset: u64,
+        len: usize,
+        mut f: impl FnMut(&Span, usize, Range<usize>) -> bool,
+    ) -> bool {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.total => {}
+            _ => return false,
+        }
+        let mut skip = offset;
+        let mut done = 0usize;
+        for span in &self.spans {
+            if done == len {
+                break;
+            }
+            let slen = span.len as u64;
+            if skip >= slen {
+                skip -= slen;
+                continue;
+            }
+            // skip < slen <= usize::MAX.
+            let at = skip as usize;
+            let n = (span.len - at).min(len - done);
+            if !f(span, at, done..done + n) {
+                return false;
+            }
+            done += n;
+            skip = 0;
+        }
+        done == len
+    }
+}
+
+/// Why a local scatter/gather element cannot be used (a local protection error of the
+/// work request, reported in its completion).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+pub enum LocalError {
+    /// Nothing valid is registered under the STag (unknown index, wrong key or invalidated).
+    #[error("local STag {stag:#010x} is not valid")]
+    InvalidStag {
+        /// The STag.
+        stag: u32,
+    },
+    /// The region belongs to another protection domain than the QP.
+    #[error("local STag {stag:#010x} belongs to another protection domain")]
+    PdMismatch {
+        /// The STag.
+        stag: u32,
+    },
+    /// The region does not grant the access the work request needs.
+    #[error("local STag {stag:#010x} grants {granted} but the work request needs {needed}")]
+    Rights {
+        /// The STag.
+        stag: u32,
+        /// Rights needed.
+        needed: Access,
+        /// Rights granted.
+        granted: Access,
+    },
+    /// TO + length wraps or leaves the region.
+    #[error("local range TO {to:#x} + {len} lies outside STag {stag:#010x}")]
+    Bounds {
+        /// The STag.
+        stag: u32,
+        /// TO.
+        to: u64,
+        /// Length.
+        len: u64,
+    },
+}
+
+/// The STag table of one RNIC: protection domains and memory registrations.
+#[derive(Debug, Default)]
+pub struct MemTable {
+    inner: Mutex<Table>,
+}
+
+impl MemTable {
+    /// An empty table.
+    pub fn new() -> Arc<MemTable> {
+        Arc::new(MemTable::default())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Table> {
+        // A panic while holding the lock cannot leave the table inconsistent (every update is
+        // a single assignment), so a poisoned lock is used as is.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> Pd {
+        let mut t = self.lock();
+        t.next_pd = t.next_pd.wrapping_add(1);
+        Pd(t.next_pd)
+    }
+
+    /// Registers (a range of) `buf` in `pd`.
+    pub fn register(
+        &self,
+        pd: Pd,
+        buf: &Arc<RegisteredBuf>,
+        opts: MrOptions,
+    ) -> Result<MemoryRegion, MemError> {
+        let a = opts.access;
+        if (a.contains(Access::REMOTE_WRITE) || a.contains(Access::REMOTE_ATOMIC))
+            && !a.contains(Access::LOCAL_WRITE)
+        {
+            return Err(MemError::RemoteNeedsLocalWrite { access: a });
+        }
+        let range = opts.range.clone().unwrap_or(0..buf.len());
+        if range.start > range.end || range.end > buf.len() {
+            return Err(MemError::OutOfBounds {
+                start: range.start,
+                end: range.end,
+                len: buf.len(),
+            });
+        }
+        let len = (range.end - range.start) as u64;
+        let base_to = match opts.addressing {
+            Addressing::ZeroBased => 0,
+            Addressing::VirtualAddress => buf.addr().wrapping_add(range.start as u64),
+        };
+        if base_to.checked_add(len).is_none() {
+            return Err(MemError::ToWrap { base: base_to, len });
+        }
+        let mut t = self.lock();
+        let index = match t.free.pop_front() {
+            Some(i) => i,
+            None => {
+                let next = t.entries.len().max(1);
+                if next > MAX_STAG_INDEX as usize {
+                    return Err(MemError::TableFull);
+                }
+                t.entries.resize_with(next + 1, || None);
+                t.generation.resize(next + 1, 0);
+                next as u32
+            }
+        };
+        let key = opts
+            .key
+            .unwrap_or_else(|| t.generation.get(index as usize).copied().unwrap_or(0));
+        let entry = Entry {
+            key,
+            pd,
+            access: a,
+            base_to,
+            len,
+            buf: buf.clone(),
+            buf_off: range.start,
+            valid: true,
+            invalidatable: opts.invalidatable,
+        };
+        if let Some(slot) = t.entries.get_mut(index as usize) {
+            *slot = Some(entry);
+        }
+        Ok(MemoryRegion {
+            stag: make_stag(index, key),
+            pd,
+            access: a,
+            base_to,
+            len,
+            buf: buf.clone(),
+            buf_off: range.start,
+        })
+    }
+
+    /// Allocates a buffer of `len` bytes and registers all of it.
+    pub fn register_new(
+        &self,
+        pd: Pd,
+        len: usize,
+        opts: MrOptions,
+    ) -> Result<MemoryRegion, MemError> {
+        self.register(pd, &RegisteredBuf::new(len), opts)
+    }
+
+    /// Removes the registration named by `stag` (index and key must match). The buffer
+    /// stays alive as long as the application holds it.
+    pub fn deregister(&self, stag: u32) -> Result<(), MemError> {
+        let mut t = self.lock();
+        if t.exact(stag).is_none() {
+            return Err(MemError::UnknownStag { stag });
+        }
+        let i = stag_index(stag) as usize;
+        if let Some(slot) = t.entries.get_mut(i) {
+            *slot = None;
+        }
+        if let Some(g) = t.generation.get_mut(i) {
+            *g = g.wrapping_add(1);
+        }
+        t.free.push_back(stag_index(stag));
+        Ok(())
+    }
+
+    /// Local invalidate (the verbs operation, or a Local Invalidate work request): the STag
+    /// becomes unusable until it is given a new key with [`MemTable::rekey`]. Invalidating an
+    /// already invalid STag is allowed (verbs semantics).
+    pub fn invalidate(&self, pd: Pd, stag: u32) -> Result<(), MemError> {
+        let mut t = self.lock();
+        let Some(e) = t.get_mut(stag).filter(|e| e.key == stag_key(stag)) else {
+            return Err(MemError::UnknownStag { stag });
+        };
+        if e.pd != pd {
+            return Err(MemError::PdMismatch {
+                stag,
+                owner: e.pd.0,
+                pd: pd.0,
+            });
+        }
+        if !e.invalidatable {
+            return Err(MemError::NotInvalidatable { stag });
+        }
+        e.valid = false;
+        Ok(())
+    }
+
+    /// Gives an invalidated registration a new consumer key and makes it valid again
+    /// (fast-register style). Returns the new STag.
+    pub fn rekey(&self, stag: u32, key: u8) -> Result<u32, MemError> {
+        let mut t = self.lock();
+        let Some(e) = t.get_mut(stag).filter(|e| e.key == stag_key(stag)) else {
+            return Err(MemError::UnknownStag { stag });
+        };
+        if e.valid {
+            return Err(MemError::StillValid { stag });
+        }
+        e.key = key;
+        e.valid = true;
+        Ok(make_stag(stag_index(stag), key))
+    }
+
+    /// What `stag` names (index and key must match).
+    pub fn query(&self, stag: u32) -> Option<MrInfo> {
+        let t = self.lock();
+        t.exact(stag).map(|e| MrInfo {
+            stag,
+            pd: e.pd,
+            valid: e.valid,
+            access: e.access,
+            base_to: e.base_to,
+            len: e.len,
+            invalidatable: e.invalidatable,
+        })
+    }
+
+    /// Number of registrations.
+    pub fn len(&self) -> usize {
+        self.lock().entries.iter().filter(|e| e.is_some()).count()
+    }
+
+    /// Whether nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Validates the tagged segment `header` with `payload_len` bytes arriving on a stream
+    /// of `pd` (RFC 5041 §7.1, rights `needed`) and returns where to place it. `Ok(None)` for
+    /// a zero-length segment, which is not checked (RFC 5041 §5.2).
+    pub fn check_sink(
+        &self,
+        pd: Pd,
+        header: &TaggedRepr,
+        payload_len: usize,
+        needed: Access,
+    ) -> Result<Option<Span>, DdpError> {
+        let t = self.lock();
+        let tb = t.tagged_buffer(header.stag, pd);
+        ddp::check_tagged(header, payload_len, tb.as_ref(), needed)?;
+        if payload_len == 0 {
+            return Ok(None);
+        }
+        Ok(t.get(header.stag)
+            .map(|e| e.span(header.to, payload_len as u64)))
+    }
+
+    /// Validates an incoming RDMA Read Request's Data Source (RFC 5040 §5.2.1, §7.2) for a
+    /// stream of `pd`; returns the source memory (`None` for a zero-length read, which is not
+    /// validated).
+    pub fn check_read_source(&self, pd: Pd, req: &ReadRequest) -> Result<Option<Span>, TermCause> {
+        let t = self.lock();
+        let tb = t.tagged_buffer(req.source_stag, pd);
+        rdmap::validate_read_request(req, tb.as_ref())?;
+        if req.size == 0 {
+            return Ok(None);
+        }
+        Ok(t.get(req.source_stag)
+            .map(|e| e.span(req.source_to, u64::from(req.size))))
+    }
+
+    /// Validates an incoming Atomic Request's target (RFC 7306 §5.1–§5.2, §8.2) for a stream
+    /// of `pd`; returns the 8-byte target.
+    pub fn check_atomic(&self, pd: Pd, req: &AtomicRequest) -> Result<Span, TermCause> {
+        let t = self.lock();
+        let e = t.get(req.stag);
+        let tb = t.tagged_buffer(req.stag, pd);
+        // The alignment rule concerns the memory address of the target.
+        let base_address = e.map_or(0, |e| e.buf.addr().wrapping_add(e.buf_off as u64));
+        rdmap::validate_atomic_request(req, tb.as_ref(), base_address)?;
+        match e {
+            Some(e) => Ok(e.span(req.to, rdmap::ATOMIC_OPERAND_LEN)),
+            None => Err(TermCause::protection(rdmap::ProtectionCode::InvalidStag)),
+        }
+    }
+
+    /// Checks that a Send with Invalidate received on a stream of `pd` may invalidate `stag`
+    /// (RFC 5040 §5.3, §7.2), without invalidating it.
+    pub fn check_remote_invalidate(&self, pd: Pd, stag: u32) -> Result<(), TermCause> {
+        let t = self.lock();
+        let tb = t.tagged_buffer(stag, pd);
+        rdmap::validate_invalidate(stag, tb.as_ref())?;
+        match t.get(stag) {
+            // Registered as not invalidatable: the STag exists and is ours, but the operation
+            // is not permitted on it — a protection matter.
+            Some(e) if !e.invalidatable => Err(TermCause::protection(
+                rdmap::ProtectionCode::CannotInvalidate,
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks and performs the invalidation a Send with Invalidate asks for.
+    pub fn remote_invalidate(&self, pd: Pd, stag: u32) -> Result<(), TermCause> {
+        self.check_remote_invalidate(pd, stag)?;
+        let mut t = self.lock();
+        if let Some(e) = t.get_mut(stag) {
+            e.valid = false;
+        }
+        Ok(())
+    }
+
+    /// Resolves a local scatter/gather element of a work request of a QP in `pd` that needs
+    /// `needed` rights (local read is always granted: pass [`Access::NONE`] for a gather).
+    /// A zero-length element resolves to an empty span without any check.
+    pub fn resolve_local(
+        &self,
+        pd: Pd,
+        sge: &crate::wr::Sge,
+        needed: Access,
+    ) -> Result<Span, LocalError> {
+        let stag = sge.stag;
+        let len = u64::from(sge.len);
+        if len == 0 {
+            return Ok(Span {
+                buf: empty_buf(),
+                off: 0,
+                len: 0,
+            });
+        }
+        let t = self.lock();
+        let Some(e) = t.exact(stag).filter(|e| e.valid) else {
+            return Err(LocalError::InvalidStag { stag });
+        };
+        if e.pd != pd {
+            return Err(LocalError::PdMismatch { stag });
+        }
+        if !e.access.contains(needed) {
+            return Err(LocalError::Rights {
+                stag,
+                needed,
+                granted: e.access,
+            });
+        }
+        let fits = sge.to >= e.base_to
+            && sge
+                .to
+                .checked_add(len)
+                .is_some_and(|end| end <= e.base_to + e.len);
+        if !fits {
+            return Err(LocalError::Bounds {
+                stag,
+                to: sge.to,
+                len,
+            });
+        }
+        Ok(e.span(sge.to, len))
+    }
+
+    /// Resolves a whole scatter/gather list (see [`MemTable::resolve_local`]).
+    pub fn resolve_sgl(
+        &self,
+        pd: Pd,
+        sgl: &[crate::wr::Sge],
+        needed: Access,
+    ) -> Result<SgList, LocalError> {
+        let spans = sgl
+            .iter()
+            .map(|s| self.resolve_local(pd, s, needed))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SgList::new(spans))
+    }
+}
+
+fn empty_buf() -> Arc<RegisteredBuf> {
+    use std::sync::OnceLock;
+    static EMPTY: OnceLock<Arc<RegisteredBuf>> = OnceLock::new();
+    EMPTY.get_or_init(|| RegisteredBuf::new(0)).clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wr::Sge;
+    use ddp::{DdpCode, StagProblem, TaggedCode};
+    use rdmap::{OperationCode, ProtectionCode};
+
+    fn rw() -> Access {
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ
+    }
+
+    #[test]
+    fn buffer_is_page_aligned_zeroed_and_copies() {
+        let b = RegisteredBuf::new(10_000);
+        assert_eq!(b.addr() % PAGE_SIZE as u64, 0);
+        assert!(b.to_vec().iter().all(|&x| x == 0));
+        b.write_at(9_998, &[1, 2]).expect("in bounds");
+        assert_eq!(
+            b.write_at(9_999, &[1, 2]),
+            Err(MemError::OutOfBounds {
+                start: 9_999,
+                end: 10_001,
+                len: 10_000
+            })
+        );
+        let mut two = [0u8; 2];
+        b.read_at(9_998, &mut two).expect("in bounds");
+        assert_eq!(two, [1, 2]);
+        b.fill(7);
+        assert!(b.to_vec().iter().all(|&x| x == 7));
+        assert!(b.read_at(usize::MAX, &mut two).is_err());
+        let e = RegisteredBuf::new(0);
+        assert!(e.is_empty() && e.to_vec().is_empty());
+    }
+
+    #[test]
+    fn raw_registration_uses_caller_memory() {
+        let mut backing = vec![5u8; 64];
+        // SAFETY: `backing` outlives `b` (dropped at the end of the test after `b`) and is
+        // only touched through `b` while `b` exists.
+        let b = unsafe { RegisteredBuf::from_raw(backing.as_mut_ptr(), backing.len()) };
+        b.write_at(0, b"hi").expect("in bounds");
+        assert_eq!(&b.to_vec()[..3], b"hi\x05");
+        drop(b);
+        assert_eq!(&backing[..2], b"hi");
+    }
+
+    /// Verbs rule: remote write and remote atomic access require local write.
+    #[test]
+    fn remote_write_needs_local_write() {
+        let t = MemTable::new();
+        let pd = t.alloc_pd();
+        let b = RegisteredBuf::new(64);
+        for a in [Access::REMOTE_WRITE, Access::REMOTE_ATOMIC] {
+            assert_eq!(
+                t.register(pd, &b, MrOptions::new(a)).map(|m| m.stag()),
+                Err(MemError::RemoteNeedsLocalWrite { access: a })
+            );
+        }
+        assert!(
+            t.register(pd, &b, MrOptions::new(Access::REMOTE_READ))
+                .is_ok()
+        );
+        assert!(
+            t.register(
+                pd,
+                &b,
+                MrOptions::new(Access::REMOTE_ATOMIC | Access::LOCAL_WRITE)
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn stag_layout_keys_and_index_reuse() {
+        let t = MemTable::new();
+        let pd = t.alloc_pd();
+        let b = RegisteredBuf::new(64);
+        let a = t
+            .register(pd, &b, MrOptions::new(rw()).key(0x5a))
+            .expect("ok");
+        assert_eq!(stag_key(a.stag()), 0x5a);
+        assert_eq!(stag_index(a.stag()), 1, "index 0 is never used");
+        let b2 = t.register(pd, &b, MrOptions::new(rw())).expect("ok");
+        assert_eq!(stag_index(b2.stag()), 2);
+        t.deregister(b2.stag()).expect("registered");
+        assert_eq!(
+            t.deregister(b2.stag()),
+            Err(MemError::UnknownStag { stag: b2.stag() })
+        );
+        // The index is reused with a different default key: the stale STag stays dead.
+        let c = t.register(pd, &b, MrOptions::new(rw())).expect("ok");
+        assert_eq!(stag_index(c.stag()), 2);
+        assert_ne!(c.stag(), b2.stag());
+        assert!(t.query(b2.stag()).is_none());
+        assert!(t.query(c.stag()).is_some());
+    }
+
+    #[test]
+    fn va_and_zero_based_addressing() {
+        let t = MemTable::new();
+        let pd = t.alloc_pd();
+        let b = RegisteredBuf::new(4096);
+        let va = t
+            .register(pd, &b, MrOptions::new(rw()).range(100..200))
+            .expect("ok");
+        assert_eq!(va.base_to(), b.addr() + 100);
+        assert_eq!(va.len(), 100);
+        let zb = t
+            .register(pd, &b, MrOptions::new(rw()).zero_based().range(100..200))
+            .expect("ok");
+        assert_eq!(zb.base_to(), 0);
+        let s = t
+            .resolve_local(pd, &zb.sge(10, 5), Access::LOCAL_WRITE)
+            .expect("valid");
+        assert_eq!((s.off, s.len), (110, 5));
+        let s = t
+            .resolve_local(pd, &va.sge(10, 5), Access::LOCAL_WRITE)
+            .expect("valid");
+        assert_eq!((s.off, s.len), (110, 5));
+        assert!(
+            t.register(pd, &b, MrOptions::new(rw()).range(4000..4097))
+                .is_err()
+        );
+    }
+
+    /// RFC 5041 §7.1: tagged sink checks in order, each with its DDP code; memory untouched.
+    #[test]
+    fn rfc5041_7_1_sink_checks() {
+        let t = MemTable::new();
+        let pd = t.alloc_pd();
+        let other = t.alloc_pd();
+        let mr = t
+            .register_new(pd, 100, MrOptions::new(rw()).zero_based())
+            .expect("ok");
+        let ro = t
+            .register_new(pd, 100, MrOptions::new(Access::REMOTE_READ).zero_based())
+            .expect("ok");
+        let hdr = |stag, to| TaggedRepr {
+            last: true,
+            rsvd_ulp: 0x40,
+            stag,
+            to,
+        };
+        let code = |r: Result<Option<Span>, DdpError>| r.map(|_| ()).map_err(|e| e.code());
+        assert!(
+            t.check_sink(pd, &hdr(mr.stag(), 0), 100, Access::REMOTE_WRITE)
+                .is_ok()
+        );
+        assert_eq!(
+            code(t.check_sink(pd, &hdr(mr.stag() ^ 1, 0), 1, Access::REMOTE_WRITE)),
+            Err(Some(DdpCode::Tagged(TaggedCode::InvalidStag)))
+        );
+        assert_eq!(
+            code(t.check_sink(other, &hdr(mr.stag(), 0), 1, Access::REMOTE_WRITE)),
+            Err(Some(DdpCode::Tagged(TaggedCode::StagNotAssociated)))
+        );
+        assert!(matches!(
+            t.check_sink(pd, &hdr(ro.stag(), 0), 1, Access::REMOTE_WRITE),
+            Err(DdpError::AccessRights { .. })
+        ));
+        assert_eq!(
+            code(t.check_sink(pd, &hdr(mr.stag(), 1), 100, Access::REMOTE_WRITE)),
+            Err(Some(DdpCode::Tagged(TaggedCode::BaseOrBounds)))
+        );
+        assert_eq!(
+            code(t.check_sink(pd, &hdr(mr.stag(), u64::MAX), 2, Access::REMOTE_WRITE)),
+            Err(Some(DdpCode::Tagged(TaggedCode::ToWrap)))
+        );
+        // RFC 5041 §5.2: zero-length segments are not checked.
+        assert!(matches!(
+            t.check_sink(pd, &hdr(0x0000_0001, 0), 0, Access::REMOTE_WRITE),
+            Ok(None)
+        ));
+        t.invalidate(pd, mr.stag()).expect("ours");
+        assert!(matches!(
+            t.check_sink(pd, &hdr(mr.stag(), 0), 1, Access::REMOTE_WRITE),
+            Err(DdpError::InvalidStag {
+                problem: StagProblem::Invalidated,
+                ..
+            })
+        ));
+        assert!(mr.buf().to_vec().iter().all(|&b| b == 0));
+    }
+
+    /// RFC 5040 §5.3 / §7.2: Send with Invalidate rules.
+    #[test]
+    fn rfc5040_5_3_remote_invalidate() {
+        let t = MemTable::new();
+        let pd = t.alloc_pd();
+        let other = t.alloc_pd();
+        let mr = t.register_new(pd, 8, MrOptions::new(rw())).expect("ok");
+        let fixed = t
+            .register_new(pd, 8, MrOptions::new(rw()).not_invalidatable())
+            .expect("ok");
+        assert_eq!(
+            t.remote_invalidate(other, mr.stag()),
+            Err(TermCause::protection(ProtectionCode::CannotInvalidate))
+        );
+        assert_eq!(
+            t.remote_invalidate(pd, fixed.stag()),
+            Err(TermCause::protection(ProtectionCode::CannotInvalidate))
+        );
+        assert_eq!(
+            t.remote_invalidate(pd, 0xdead_be00),
+            Err(TermCause::operation(OperationCode::CannotInvalidate))
+        );
+        t.remote_invalidate(pd, mr.stag()).expect("allowed");
+        assert!(!t.query(mr.stag()).expect("registered").valid);
+        assert_eq!(
+            t.remote_invalidate(pd, mr.stag()),
+            Err(TermCause::operation(OperationCode::CannotInvalidate))
+        );
+        // Re-keying brings it back under a new STag; the old one stays dead.
+        assert_eq!(
+            t.rekey(fixed.stag(), 9),
+            Err(MemError::StillValid { stag: fixed.stag() })
+        );
+        let new = t.rekey(mr.stag(), 0x77).expect("invalid, so allowed");
+        assert_eq!(stag_key(new), 0x77);
+        assert!(t.query(new).expect("valid").valid);
+        assert!(t.query(mr.stag()).is_none());
+    }
+
+    #[test]
+    fn local_sge_resolution_errors() {
+        let t = MemTable::new();
+        let pd = t.alloc_pd();
+        let other = t.alloc_pd();
+        let ro = t
+            .register_new(pd, 16, MrOptions::new(Access::REMOTE_READ))
+            .expect("ok");
+        assert!(t.resolve_local(pd, &ro.sge(0, 16), Access::NONE).is_ok());
+        assert_eq!(
+            t.resolve_local(pd, &ro.sge(0, 16), Access::LOCAL_WRITE)
+                .map(|_| ()),
+            Err(LocalError::Rights {
+                stag: ro.stag(),
+                needed: Access::LOCAL_WRITE,
+                granted: Access::REMOTE_READ
+            })
+        );
+        assert_eq!(
+            t.resolve_local(other, &ro.sge(0, 1), Access::NONE)
+                .map(|_| ()),
+            Err(LocalError::PdMismatch { stag: ro.stag() })
+        );
+        assert!(matches!(
+            t.resolve_local(pd, &ro.sge(1, 16), Access::NONE),
+            Err(LocalError::Bounds { .. })
+        ));
+        let wrap = Sge {
+            stag: ro.stag(),
+            to: u64::MAX,
+            len: 2,
+        };
+        assert!(matches!(
+            t.resolve_local(pd, &wrap, Access::NONE),
+            Err(LocalError::Bounds { .. })
+        ));
+        assert!(matches!(
+            t.resolve_local(
+                pd,
+                &Sge {
+                    stag: 0x5500,
+                    to: 0,
+                    len: 1
+                },
+                Access::NONE
+            ),
+            Err(LocalError::InvalidStag { .. })
+        ));
+    }
+
+    #[test]
+    fn sg_list_gather_scatter_across_spans() {
+        let a = RegisteredBuf::new(8);
+        let b = RegisteredBuf::new(8);
+        let l = SgList::new(vec![
+            Span {
+                buf: a.clone(),
+                off: 5,
+                len: 3,
+            },
+            Span {
+                buf: b.clone(),
+                off: 0,
+                len: 4,
+            },
+        ]);
+        assert_eq!(l.len(), 7);
+        assert!(l.scatter(1, &[1, 2, 3, 4]));
+        assert_eq!(a.to_vec(), [0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(b.to_vec(), [3, 4, 0, 0, 0, 0, 0, 0]);
+        let mut out = [0u8; 5];
+        assert!(l.gather(2, &mut out));
+        assert_eq!(out, [2, 3, 4, 0, 0]);
+        assert!(!l.scatter(5, &[9, 9, 9]));
+        assert_eq!(
+            b.to_vec(),
+            [3, 4, 0, 0, 0, 0, 0, 0],
+            "nothing written on overflow"
+        );
+        assert!(!l.gather(6, &mut out));
+    }
+
+    #[test]
+    fn atomic_view_needs_alignment() {
+        let b = RegisteredBuf::new(16);
+        assert!(b.atomic_u64(0).is_some());
+        assert!(b.atomic_u64(8).is_some());
+        assert!(b.atomic_u64(4).is_none());
+        assert!(b.atomic_u64(9).is_none());
+        assert!(b.atomic_u64(16).is_none());
+    }
+}
