@@ -1,6 +1,6 @@
 //! CRC32c (Castagnoli polynomial 0x1EDC6F41, the iSCSI CRC) for MPA FPDUs.
 //!
-//! RFC 5044 protects each FPDU with the same CRC32c that iSCSI uses (RFC 3720,
+//! RFC 5044 §4.4 protects each FPDU with the same CRC32c that iSCSI uses (RFC 3720,
 //! HeaderDigest/DataDigest; test vectors in Appendix B.4): initial value all ones, reflected
 //! input and output, final complement. [`crc32c`] and [`Crc32c`] return the
 //! CRC as the usual 32-bit value (0xE3069283 for the ASCII string "123456789").
@@ -126,11 +126,11 @@ mod tests {
         assert_eq!(d.value(), 0xE306_9283);
     }
 
-    /// RFC 5044 (CRC Calculation): the CRC of an FPDU covers everything before the CRC field;
+    /// RFC 5044 §4.4: the CRC of an FPDU covers everything before the CRC field;
     /// an FPDU captured from Linux siw (CRC negotiated) carries the CRC32c octets
     /// least significant first.
     #[test]
-    fn rfc5044_crc_field_octet_order_matches_siw_capture() {
+    fn rfc5044_4_4_crc_field_octet_order_matches_siw_capture() {
         // siw-rping-crc.pcap, frame 36: an untagged Send FPDU (ULPDU length 34).
         let fpdu: [u8; 40] = [
             0x00, 0x22, 0x41, 0x43, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,

@@ -1,4 +1,5 @@
-//! FPDU framing for MPA full operation (RFC 5044 §4).
+//! FPDU framing for MPA full operation (RFC 5044 §4: §4.1 FPDU format,
+//! §4.2 marker format, §4.3 marker placement, §4.4 CRC, §4.5 MULPDU).
 //!
 //! ```text
 //! +-------------------------------+-------------------------------+
@@ -12,10 +13,10 @@
 //! +---------------------------------------------------------------+
 //! ```
 //!
-//! PAD brings ULPDU_Length + ULPDU + PAD to a multiple of four octets. The CRC
-//! field is always present; when CRC was not negotiated its content is
+//! PAD brings ULPDU_Length + ULPDU + PAD to a multiple of four octets (§4.1).
+//! The CRC field is always present; when CRC was not negotiated its content is
 //! meaningless (Linux siw sends zeros, which is what [`FpduEncoder`] sends) and a
-//! receiver must treat it as valid whatever it holds.
+//! receiver must treat it as valid whatever it holds (§7.1.1, C flag).
 //!
 //! ## Markers
 //!
@@ -27,22 +28,30 @@
 //! and has FPDUPTR 0. Markers are counted in the 512 octets (a 512-octet period
 //! holds 508 octets of FPDU data and one marker).
 //!
-//! Interpretation implemented here:
+//! Interpretation implemented here (RFC 5044 §4.2 defines FPDUPTR as the
+//! number of octets from the beginning of the ULPDU_Length field to the first
+//! octet of the marker; §4.3 places the markers):
 //! * A marker position that coincides with an FPDU boundary belongs to the FPDU
 //!   that *starts* there: it is emitted immediately before that FPDU's
 //!   ULPDU_Length, carries FPDUPTR = 0, is part of that FPDU's wire length and is
 //!   covered by that FPDU's CRC. (A marker right after an FPDU's last CRC octet is
-//!   therefore never sent until the next FPDU is.)
+//!   therefore never sent until the next FPDU is.) Independent decoders agree:
+//!   Wireshark's MPA dissector reads the ULPDU_Length after such an opening
+//!   marker and computes the CRC from the marker's first octet.
 //! * Any other marker inside an FPDU carries FPDUPTR = the number of octets from
 //!   the first octet of that FPDU's ULPDU_Length field to the first octet of the
-//!   marker (the RFC wording). In an FPDU that opens with a marker, the next
-//!   marker is thus 508 octets after the ULPDU_Length field, not 512.
-//!   [`Deframer`] also accepts the other reading (a pointer to the FPDU's first
-//!   octet, the opening marker, i.e. 512), because both locate the same FPDU.
-//! * The CRC covers every octet of the FPDU that precedes the CRC field:
+//!   marker (the §4.2 wording, taken literally). In an FPDU that opens with a
+//!   marker, the next marker is thus 508 octets after the ULPDU_Length field,
+//!   not 512. [`Deframer`] also accepts the other reading (a pointer to the
+//!   FPDU's first octet, the opening marker, i.e. 512; some early
+//!   implementations sent that), because both locate the same FPDU.
+//! * The CRC covers every octet of the FPDU that precedes the CRC field (§4.4):
 //!   ULPDU_Length, ULPDU, PAD and all markers in between, including an opening
 //!   marker and a marker that falls between PAD and CRC.
-//! * Receivers treat the two low bits of FPDUPTR as zero.
+//! * Receivers treat the two low bits of FPDUPTR as zero and ignore the
+//!   reserved half of the marker (§4.2).
+//! * A marker that disagrees with the ULPDU_Length framing is LLP error 3, but
+//!   only if the FPDU's CRC is valid (§8); a bad CRC is reported as error 2.
 //!
 //! On a real connection every FPDU and marker starts 4-octet aligned relative to
 //! the origin, so a marker never splits a field. The encoder and deframer still
@@ -71,12 +80,12 @@ const PERIOD: usize = MARKER_INTERVAL as usize;
 /// FPDU octets between two markers.
 const DATA_PER_PERIOD: usize = PERIOD - MARKER_LEN;
 
-/// Number of PAD octets for a ULPDU of `ulpdu_len` octets (RFC 5044 §4).
+/// Number of PAD octets for a ULPDU of `ulpdu_len` octets (RFC 5044 §4.1).
 pub fn pad_len(ulpdu_len: usize) -> usize {
     (4 - (ULPDU_LENGTH_LEN + ulpdu_len) % 4) % 4
 }
 
-/// Maximum ULPDU size for an effective MSS (RFC 5044, "MULPDU").
+/// Maximum ULPDU size for an effective MSS (RFC 5044 §4.5, "MULPDU").
 ///
 /// Without markers: `EMSS - (6 + EMSS mod 4)`; with markers:
 /// `EMSS - (6 + 4 * ceil(EMSS / 512) + EMSS mod 4)`. An FPDU carrying MULPDU
@@ -406,7 +415,7 @@ pub struct Fpdu {
     pub markers: usize,
     /// CRC outcome.
     pub crc: CrcStatus,
-    /// The PAD octets were not all zero. RFC 5044 §4 requires the sender to
+    /// The PAD octets were not all zero. RFC 5044 §4.1 requires the sender to
     /// zero them and the receiver to ignore them (apart from the CRC), so this
     /// is only a conformance note about the peer; Linux siw 6.1 sometimes sends
     /// stale PAD octets.
@@ -448,7 +457,9 @@ pub enum DeframeError {
         /// Stream offset of the FPDU.
         offset: u64,
     },
-    /// A marker's FPDUPTR does not point at the FPDU it sits in.
+    /// A marker's FPDUPTR does not point at the FPDU it sits in (RFC 5044 §8,
+    /// code 3). With CRC negotiated this is only reported for an FPDU whose CRC
+    /// is valid; otherwise the FPDU yields [`DeframeError::Crc`].
     #[error(
         "MPA marker at stream offset {offset} has FPDUPTR {found}, expected {expected} (marker and ULPDU_Length disagree)"
     )]
@@ -686,9 +697,10 @@ impl Current {
 
     fn finish(self, end: u64, check_crc: bool) -> Result<Fpdu, DeframeError> {
         let wire_len = usize::try_from(end.saturating_sub(self.start)).unwrap_or(usize::MAX);
-        if let Some(e) = self.marker_error {
-            return Err(e);
-        }
+        // RFC 5044 §8: a marker/ULPDU_Length disagreement (code 3) is reported
+        // only when the CRC is valid; a CRC mismatch (code 2) takes precedence,
+        // since markers are covered by the CRC (§4.4). Without CRC the marker
+        // check is the only one.
         let crc = if check_crc {
             let expected = self.digest.map_or(0, |d| d.value());
             let found = crc::from_wire(self.field);
@@ -703,6 +715,9 @@ impl Current {
         } else {
             CrcStatus::NotNegotiated { field: self.field }
         };
+        if let Some(e) = self.marker_error {
+            return Err(e);
+        }
         let nonzero_pad = self
             .pad
             .get(..self.pad_have)
@@ -906,9 +921,9 @@ mod tests {
         d.collect()
     }
 
-    /// RFC 5044 §4: PAD makes ULPDU_Length + ULPDU + PAD a multiple of 4.
+    /// RFC 5044 §4.1: PAD makes ULPDU_Length + ULPDU + PAD a multiple of 4.
     #[test]
-    fn rfc5044_fpdu_pad_to_four_octets() {
+    fn rfc5044_4_1_pad_to_four_octets() {
         assert_eq!(pad_len(0), 2);
         assert_eq!(pad_len(1), 1);
         assert_eq!(pad_len(2), 0);
@@ -919,10 +934,10 @@ mod tests {
         }
     }
 
-    /// RFC 5044 §4: layout without markers and CRC — length big-endian, data,
+    /// RFC 5044 §4.1: layout without markers and CRC — length big-endian, data,
     /// zero pad, CRC field of zeros (what siw sends when CRC is off).
     #[test]
-    fn rfc5044_fpdu_plain_fpdu_layout() {
+    fn rfc5044_4_1_plain_fpdu_layout() {
         let mut e = FpduEncoder::new(TxConfig::default());
         let mut out = Vec::new();
         let n = e.encode(&[b"abc", b"de"], &mut out).expect("ok");
@@ -932,9 +947,9 @@ mod tests {
         assert_eq!(e.fpdu_len(5), 12);
     }
 
-    /// RFC 5044 (CRC Calculation): with CRC on, the field holds CRC32c of everything before it.
+    /// RFC 5044 §4.4: with CRC on, the field holds CRC32c of everything before it.
     #[test]
-    fn rfc5044_crc_crc_covers_header_data_and_pad() {
+    fn rfc5044_4_4_crc_covers_header_data_and_pad() {
         let mut e = FpduEncoder::new(TxConfig {
             crc: true,
             markers: false,
@@ -947,11 +962,11 @@ mod tests {
         assert_eq!(body, [0, 5, b'h', b'e', b'l', b'l', b'o', 0]);
     }
 
-    /// RFC 5044 (MPA Markers): the first marker immediately precedes the first FPDU and
-    /// has FPDUPTR 0; the next one sits 512 octets later and points back to the
-    /// ULPDU_Length field (508 octets before it).
+    /// RFC 5044 §4.3 / §4.2: the first marker immediately precedes the first
+    /// FPDU and has FPDUPTR 0; the next one sits 512 octets later and points back
+    /// to the ULPDU_Length field (508 octets before it).
     #[test]
-    fn rfc5044_markers_first_marker_precedes_first_fpdu() {
+    fn rfc5044_4_3_first_marker_precedes_first_fpdu() {
         let cfg = TxConfig {
             crc: false,
             markers: true,
@@ -967,10 +982,11 @@ mod tests {
         assert_eq!(wire.len(), 616);
     }
 
-    /// RFC 5044 (MPA Markers): a marker position that falls exactly at the end of an FPDU
-    /// opens the next FPDU (FPDUPTR 0) and is counted in that FPDU's length.
+    /// RFC 5044 §4.3 / §4.4: a marker position that falls exactly at the end of
+    /// an FPDU opens the next FPDU (FPDUPTR 0), is counted in that FPDU's length
+    /// and is covered by its CRC.
     #[test]
-    fn rfc5044_markers_marker_at_fpdu_boundary_opens_next_fpdu() {
+    fn rfc5044_4_3_marker_at_fpdu_boundary_opens_next_fpdu() {
         let cfg = TxConfig {
             crc: true,
             markers: true,
@@ -999,10 +1015,10 @@ mod tests {
         assert_eq!(second.markers, 1);
     }
 
-    /// RFC 5044 (MPA Markers, CRC Calculation): a marker that falls between PAD and CRC is inside the
-    /// FPDU, points at its ULPDU_Length and is covered by the CRC.
+    /// RFC 5044 §4.3 / §4.4: a marker that falls between PAD and CRC is inside
+    /// the FPDU, points at its ULPDU_Length and is covered by the CRC.
     #[test]
-    fn rfc5044_crc_marker_between_pad_and_crc_is_covered() {
+    fn rfc5044_4_4_marker_between_pad_and_crc_is_covered() {
         let cfg = TxConfig {
             crc: true,
             markers: true,
@@ -1027,10 +1043,11 @@ mod tests {
         );
     }
 
-    /// RFC 5044 (MPA Markers): the deframer also accepts the reading in which a marker
-    /// in an FPDU that opens with a marker points at the FPDU's first octet.
+    /// RFC 5044 §4.2: the deframer also accepts the reading in which a marker in
+    /// an FPDU that opens with a marker points at the FPDU's first octet; any
+    /// other value is a marker/ULPDU_Length mismatch (§8, code 3).
     #[test]
-    fn rfc5044_markers_alternative_fpduptr_reading_accepted() {
+    fn rfc5044_4_2_alternative_fpduptr_reading_accepted() {
         let cfg = TxConfig {
             crc: false,
             markers: true,
@@ -1049,10 +1066,52 @@ mod tests {
         );
     }
 
-    /// RFC 5044 (MPA Markers): receivers treat the two low FPDUPTR bits as zero and
+    /// RFC 5044 §8 (codes 2 and 3): a marker that disagrees with the
+    /// ULPDU_Length framing is error 3 only when the FPDU's CRC is valid; when
+    /// the CRC is bad (the marker is covered by it, §4.4) the error is 2.
+    #[test]
+    fn rfc5044_8_marker_mismatch_reported_only_with_valid_crc() {
+        let cfg = TxConfig {
+            crc: true,
+            markers: true,
+        };
+        let (mut wire, lens) = enc(cfg, 0, &[vec![5u8; 600], b"next".to_vec()]);
+        // Opening marker, 2 + 600 + 2 pad, a marker at 512, CRC at 612..616.
+        assert_eq!(lens[0], 616);
+        wire[514..516].copy_from_slice(&500u16.to_be_bytes());
+        let mut d = Deframer::new(RxConfig::new(true, true));
+        d.push(&wire);
+        let err = d.next().expect("result").expect_err("corrupted marker");
+        assert!(
+            matches!(err, DeframeError::Crc { offset: 0, .. }),
+            "{err:?}"
+        );
+        assert_eq!(err.term_code(), 2);
+        assert_eq!(d.next().expect("result").expect("good").ulpdu, b"next");
+
+        // Same marker, but a CRC recomputed over it: now the mismatch shows.
+        let field = crc::to_wire(crc::crc32c(&wire[..612]));
+        wire[612..616].copy_from_slice(&field);
+        let mut d = Deframer::new(RxConfig::new(true, true));
+        d.push(&wire);
+        let err = d.next().expect("result").expect_err("bad marker");
+        assert_eq!(
+            err,
+            DeframeError::BadMarker {
+                offset: 512,
+                found: 500,
+                expected: 508
+            }
+        );
+        assert_eq!(err.term_code(), 3);
+        assert!(!err.is_fatal());
+        assert_eq!(d.next().expect("result").expect("good").ulpdu, b"next");
+    }
+
+    /// RFC 5044 §4.2: receivers treat the two low FPDUPTR bits as zero and
     /// ignore the reserved half of the marker.
     #[test]
-    fn rfc5044_markers_marker_low_bits_and_reserved_ignored() {
+    fn rfc5044_4_2_marker_low_bits_and_reserved_ignored() {
         let cfg = TxConfig {
             crc: false,
             markers: true,
@@ -1066,10 +1125,10 @@ mod tests {
         assert!(got[0].is_ok(), "{got:?}");
     }
 
-    /// RFC 5044 §4 (CRC field): without CRC the field is present but never
+    /// RFC 5044 §4.1 / §7.1.1 (C): without CRC the field is present but never
     /// checked, whatever it holds.
     #[test]
-    fn rfc5044_fpdu_crc_field_ignored_when_not_negotiated() {
+    fn rfc5044_7_1_1_crc_field_ignored_when_not_negotiated() {
         let (mut wire, _) = enc(TxConfig::default(), 0, &[b"xyz".to_vec()]);
         let n = wire.len();
         wire[n - 4..].copy_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
@@ -1082,10 +1141,10 @@ mod tests {
         );
     }
 
-    /// RFC 5044 §4: PAD octets are ignored on receipt (no error), but a
+    /// RFC 5044 §4.1: PAD octets are ignored on receipt (no error), but a
     /// non-zero PAD is reported as a conformance note.
     #[test]
-    fn rfc5044_fpdu_nonzero_pad_ignored_but_flagged() {
+    fn rfc5044_4_1_nonzero_pad_ignored_but_flagged() {
         let (mut wire, _) = enc(TxConfig::default(), 0, &[vec![9u8; 20]]);
         assert!(
             !deframe_all(RxConfig::new(false, false), &wire)[0]
@@ -1100,10 +1159,10 @@ mod tests {
         assert_eq!(f.ulpdu, vec![9u8; 20]);
     }
 
-    /// RFC 5044 (CRC Calculation): a CRC mismatch is reported with both values; the FPDU is
-    /// consumed and the next one is still delivered.
+    /// RFC 5044 §4.4 / §8 (code 2): a CRC mismatch is reported with both values;
+    /// the FPDU is consumed and the next one is still delivered.
     #[test]
-    fn rfc5044_crc_crc_error_is_recoverable() {
+    fn rfc5044_8_crc_error_is_recoverable() {
         let cfg = TxConfig {
             crc: true,
             markers: false,
@@ -1123,10 +1182,11 @@ mod tests {
         assert!(d.next().is_none());
     }
 
-    /// A ULPDU_Length above the configured maximum is fatal (FPDU boundary lost)
-    /// and maps to LLP error 0x03.
+    /// RFC 5044 §8 (code 3): a ULPDU_Length outside the configured range is
+    /// fatal (FPDU boundary lost) and maps to LLP error 0x03, as Linux siw
+    /// reports it.
     #[test]
-    fn bad_length_is_fatal() {
+    fn rfc5044_8_bad_length_is_fatal() {
         let (wire, _) = enc(TxConfig::default(), 0, &[vec![0u8; 100]]);
         let mut d = Deframer::new(RxConfig::new(false, false).with_max_ulpdu(64));
         d.push(&wire);
@@ -1154,11 +1214,12 @@ mod tests {
         ));
     }
 
-    /// RFC 5044 MULPDU: siw's EMSS of 1448 without markers gives 1442; with
-    /// markers three are reserved; an FPDU of MULPDU octets never exceeds EMSS
-    /// at any 4-aligned marker phase.
+    /// RFC 5044 §4.5 (MULPDU): `EMSS - (6 + EMSS mod 4)` without markers and
+    /// `EMSS - (6 + 4 * ceil(EMSS / 512) + EMSS mod 4)` with markers; siw's EMSS
+    /// of 1448 without markers gives 1442; with markers three are reserved; an
+    /// FPDU of MULPDU octets never exceeds EMSS at any 4-aligned marker phase.
     #[test]
-    fn rfc5044_mulpdu_formula() {
+    fn rfc5044_4_5_mulpdu_formula() {
         assert_eq!(mulpdu(1448, false), 1442);
         assert_eq!(mulpdu(1460, false), 1454);
         assert_eq!(mulpdu(1461, false), 1454);

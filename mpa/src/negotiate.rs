@@ -20,11 +20,13 @@
 //!   Any other revision is rejected with a Reply carrying the responder's own
 //!   revision. An initiator refuses a Reply with a revision it did not offer.
 //! * **M** — per direction: a frame's M asks the *other* side to send markers.
-//!   A side that cannot insert markers must refuse a peer's M = 1.
+//!   A side that cannot insert markers ([`Config::markers_tx`] off) refuses a
+//!   peer's M = 1, as Linux siw does.
 //! * **C** — CRC is used in both directions if either frame has C = 1. A side
 //!   that cannot do CRC ([`CrcPolicy::Off`]) must therefore refuse.
 //! * **R** — only in a Reply; the initiator reports it as
-//!   [`NegotiationError::Rejected`] with the responder's private data.
+//!   [`NegotiationError::Rejected`] with the responder's private data. In a
+//!   Request it is sent as zero and not checked on receipt.
 //! * **Res** — sent as zero, ignored on receipt.
 //! * **PD_Length** — at most 512 octets, RFC 6581 enhanced data included.
 //!
@@ -39,7 +41,11 @@
 //!   responder's ORD exceeds the initiator's IRD the initiator must raise its IRD
 //!   or fail with "insufficient IRD resources" (LLP error 6). With
 //!   [`Config::relaxed_ird_ord`] (the behaviour of Linux siw) a side raises its
-//!   own IRD up to [`Config::ird_max`] instead of under-provisioning.
+//!   own IRD up to [`Config::ird_max`] instead of under-provisioning. (Linux siw
+//!   with relaxed negotiation switched off, and cxgb4 in its strict mode, also
+//!   terminate with error 6 when the initiator's ORD exceeds the responder's
+//!   IRD; lowering the ORD, as done here and by cxgb4's relaxed mode, never
+//!   exceeds what the peer granted, so it is kept.)
 //! * Peer-to-peer: a responder that accepts P2P echoes the P2P flag and selects
 //!   exactly one of the offered RTR types; if it supports none it rejects
 //!   ("no matching RTR option", LLP error 7). The initiator then sends that RTR
@@ -1018,6 +1024,61 @@ mod tests {
         assert!(!acc.reply.reject);
     }
 
+    /// RFC 5044 §7.1.1 (R): R is sent as zero in a Request and not checked on
+    /// reception there — a Request with R = 1 is answered like any other.
+    #[test]
+    fn rfc5044_7_1_1_reject_bit_in_request_not_checked() {
+        let mut req = request(&Config::default()).expect("valid");
+        assert!(!req.reject);
+        assert_eq!(req.to_bytes().expect("emit")[16] & 0x20, 0);
+        req.reject = true;
+        let acc = respond(&Config::default(), &req).expect("R ignored in a Request");
+        assert!(!acc.reply.reject);
+        assert_eq!(acc.session.role, Role::Responder);
+    }
+
+    /// RFC 6581 (responder side): a revision 2 responder honours an enhanced
+    /// Request (Rev 2, H, IRD/ORD data) even when it would not send enhanced
+    /// data in its own Requests; it answers with Rev 2, H and its IRD/ORD.
+    #[test]
+    fn rfc6581_responder_honours_enhanced_request() {
+        let responder = Config {
+            enhanced: false,
+            ird: 3,
+            ord: 2,
+            ..Config::default()
+        };
+        let acc =
+            respond(&responder, &request(&Config::default()).expect("valid")).expect("accepted");
+        assert_eq!(acc.reply.revision, 2);
+        assert!(acc.reply.enhanced_flag);
+        let e = acc.reply.enhanced.expect("enhanced data echoed");
+        // ORD lowered to the initiator's IRD (1); IRD kept.
+        assert_eq!((e.ird, e.ord), (3, 1));
+        assert!(acc.session.enhanced);
+    }
+
+    /// RFC 6581 (peer-to-peer): a Request that asks for peer-to-peer mode but
+    /// offers no RTR type cannot be satisfied; the responder rejects it with
+    /// "no matching RTR option" (LLP code 7) rather than inventing a type.
+    #[test]
+    fn rfc6581_p2p_request_without_rtr_types_rejected() {
+        let mut req = request(&p2p(RtrSet::ALL)).expect("valid");
+        if let Some(e) = req.enhanced.as_mut() {
+            e.rtr = RtrSet::EMPTY;
+        }
+        let rej = respond(&p2p(RtrSet::ALL), &req).expect_err("nothing offered");
+        assert_eq!(
+            rej.reason,
+            RejectReason::NoMatchingRtr {
+                offered: RtrSet::EMPTY,
+                supported: RtrSet::ALL
+            }
+        );
+        assert_eq!(rej.reason.llp_error(), LlpErrorCode::NoMatchingRtr);
+        assert!(rej.reply.reject);
+    }
+
     /// RFC 5044 §7.1.1 (Rev): a revision 2 responder answers a revision 1 Request
     /// with revision 1 and no enhanced data; with `accept_rev1` off it rejects.
     #[test]
@@ -1182,7 +1243,7 @@ mod tests {
         assert_eq!(rej.reason.llp_error(), LlpErrorCode::LocalCatastrophic);
     }
 
-    /// RFC 6581: the responder echoes Rev 2 and H with its own IRD/ORD; its ORD
+    /// RFC 6581 (IRD/ORD negotiation): the responder echoes Rev 2 and H with its own IRD/ORD; its ORD
     /// is lowered to the initiator's IRD, and the initiator lowers its ORD to the
     /// responder's IRD.
     #[test]
@@ -1207,7 +1268,7 @@ mod tests {
         assert!(si.enhanced && sr.enhanced);
     }
 
-    /// RFC 6581: an initiator whose IRD is below the responder's ORD fails with
+    /// RFC 6581 (IRD/ORD negotiation): an initiator whose IRD is below the responder's ORD fails with
     /// "insufficient IRD" (LLP code 6) unless it may raise its IRD.
     #[test]
     fn rfc6581_insufficient_ird() {
@@ -1322,7 +1383,7 @@ mod tests {
         );
     }
 
-    /// RFC 6581: no common RTR type (or no P2P support) makes the responder
+    /// RFC 6581 (peer-to-peer, RTR): no common RTR type (or no P2P support) makes the responder
     /// reject with "no matching RTR option" (LLP code 7).
     #[test]
     fn rfc6581_no_matching_rtr_rejects() {
@@ -1347,7 +1408,7 @@ mod tests {
         );
     }
 
-    /// RFC 6581: the initiator checks the Reply's RTR selection — P2P must be
+    /// RFC 6581 (peer-to-peer, RTR): the initiator checks the Reply's RTR selection — P2P must be
     /// echoed and exactly one offered type selected.
     #[test]
     fn rfc6581_initiator_checks_rtr_selection() {
@@ -1387,7 +1448,7 @@ mod tests {
         ));
     }
 
-    /// RFC 6581: a zero-length Read RTR needs one Read credit; the responder does
+    /// RFC 6581 (RTR, zero-length RDMA Read): a zero-length Read RTR needs one Read credit; the responder does
     /// not pick it when the initiator's ORD is 0, and the initiator refuses it
     /// when its negotiated ORD is 0.
     #[test]
@@ -1423,7 +1484,7 @@ mod tests {
         );
     }
 
-    /// RFC 6581: a Rev 2 Request with H set but without the 4-octet enhanced
+    /// RFC 6581 (enhanced Request) / RFC 5044 §8 (code 4): a Rev 2 Request with H set but without the 4-octet enhanced
     /// data is invalid and rejected (LLP code 4).
     #[test]
     fn rfc6581_missing_enhanced_data_rejected() {
@@ -1436,7 +1497,7 @@ mod tests {
         assert!(rej.reply.enhanced.is_none());
     }
 
-    /// RFC 6581: an initiator that sent enhanced data needs Rev 2 + H + data back.
+    /// RFC 6581 (enhanced Reply): an initiator that sent enhanced data needs Rev 2 + H + data back.
     #[test]
     fn rfc6581_enhanced_must_be_echoed() {
         let req = request(&Config::default()).expect("valid");
@@ -1457,7 +1518,7 @@ mod tests {
         );
     }
 
-    /// RFC 6581: a Reject to an enhanced Request keeps the enhanced layout with
+    /// RFC 6581 (enhanced Reply) / RFC 5044 §7.1.1 (R): a Reject to an enhanced Request keeps the enhanced layout with
     /// the IRD/ORD the responder could offer and no RTR selection.
     #[test]
     fn rfc6581_reject_carries_ird_ord() {

@@ -4,8 +4,9 @@
 //! in an RDMAP Terminate message (RFC 5040) whose *Layer* nibble is
 //! [`TERM_LAYER_LLP`] and whose *Error Type* nibble is [`TERM_ETYPE_MPA`]; the
 //! *Error Code* octet is one of [`LlpErrorCode`]. Codes 1–4 are the MPA errors of
-//! RFC 5044; codes 5–7 were added by RFC 6581 for enhanced connection setup. The
-//! values are those registered for MPA by RFC 6580 (and used by Linux siw).
+//! RFC 5044 §8; codes 5–7 were added by RFC 6581 for enhanced connection setup.
+//! The values are those registered for MPA by RFC 6580 (and used by Linux siw,
+//! cxgb4 and Wireshark's iWARP dissector).
 
 use core::fmt;
 
@@ -19,15 +20,17 @@ pub const TERM_ETYPE_MPA: u8 = 0x0;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum LlpErrorCode {
-    /// 0x01: the TCP connection was closed, terminated or lost.
+    /// 0x01: the TCP connection was closed, terminated or lost (RFC 5044 §8).
     TcpConnectionLost = 0x01,
-    /// 0x02: an FPDU failed its CRC32c check.
+    /// 0x02: an FPDU failed its CRC32c check (RFC 5044 §8).
     CrcError = 0x02,
-    /// 0x03: a marker and the ULPDU_Length fields disagree about where an FPDU
-    /// starts (also used here for an ULPDU_Length that cannot be valid, which
-    /// likewise means the FPDU boundary is lost).
+    /// 0x03: with a valid CRC, a marker and the ULPDU_Length fields disagree
+    /// about where an FPDU starts (RFC 5044 §8). Also used here, as Linux siw
+    /// does, for an ULPDU_Length that cannot be valid, which likewise means the
+    /// FPDU boundary is lost.
     MarkerLengthMismatch = 0x03,
-    /// 0x04: an invalid MPA Request or Reply frame.
+    /// 0x04: an invalid MPA Request or Reply frame (RFC 5044 §8); the TCP
+    /// connection is closed.
     InvalidRequestReply = 0x04,
     /// 0x05: local catastrophic error (RFC 6581).
     LocalCatastrophic = 0x05,
@@ -77,7 +80,7 @@ impl fmt::Display for LlpErrorCode {
 mod tests {
     use super::*;
 
-    /// RFC 5044 / RFC 6581 (registry RFC 6580): the seven MPA LLP error codes
+    /// RFC 5044 §8 / RFC 6581 (registry RFC 6580): the seven MPA LLP error codes
     /// have the values 1..=7 and survive a decode/encode round trip; other octets
     /// are not MPA codes.
     #[test]

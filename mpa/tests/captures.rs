@@ -198,7 +198,7 @@ fn check_capture(name: &str) -> Summary {
                 markers: false,
             });
             let mut again = Vec::new();
-            // The captured stream with PAD octets zeroed, as RFC 5044 §4 requires
+            // The captured stream with PAD octets zeroed, as RFC 5044 §4.1 requires
             // of a sender (siw does not always zero them).
             let mut expected = stream.clone();
             for r in d.by_ref() {
@@ -238,11 +238,11 @@ fn check_capture(name: &str) -> Summary {
     s
 }
 
-/// RFC 5044 §4 (FPDU format, CRC Calculation) against siw: the CRC connection's FPDUs all carry a good
+/// RFC 5044 §4.1, §4.4, §4.5 against siw: the CRC connection's FPDUs all carry a good
 /// CRC32c, the other connection's CRC fields are zero, and our encoder
 /// reproduces every FPDU octet. siw's largest ULPDU is MULPDU(1448) = 1442.
 #[test]
-fn rfc5044_fpdu_siw_rping_crc_capture() {
+fn rfc5044_4_siw_rping_crc_capture() {
     let s = check_capture("siw-rping-crc.pcap");
     assert_eq!(s.connections, 2);
     assert_eq!(s.fpdus, 32);
@@ -251,10 +251,11 @@ fn rfc5044_fpdu_siw_rping_crc_capture() {
     assert_eq!(s.nonzero_pad, 0);
 }
 
-/// siw ↔ siw rdma_cm traffic (7 connections, 189 FPDUs, some spanning TCP
-/// segments and some segments holding several FPDUs).
+/// RFC 5044 §4.1 / §4.5 against siw ↔ siw rdma_cm traffic (7 connections,
+/// 189 FPDUs, some spanning TCP segments and some segments holding several
+/// FPDUs; no ULPDU above MULPDU(1448) = 1442).
 #[test]
-fn rfc5044_fpdu_siw_siw_rdmacm_capture() {
+fn rfc5044_4_siw_siw_rdmacm_capture() {
     let s = check_capture("siw-siw-rdmacm.pcap");
     assert_eq!(s.connections, 7);
     assert_eq!(s.fpdus, 189);
@@ -264,9 +265,9 @@ fn rfc5044_fpdu_siw_siw_rdmacm_capture() {
     assert_eq!(s.nonzero_pad, 6);
 }
 
-/// The accept-race capture frames cleanly too (the quirk is above MPA).
+/// RFC 5044 §4.1: the accept-race capture frames cleanly too (the quirk is above MPA).
 #[test]
-fn rfc5044_fpdu_siw_accept_race_capture() {
+fn rfc5044_4_siw_accept_race_capture() {
     let s = check_capture("siw-accept-race.pcap");
     assert_eq!(s.connections, 6);
     assert_eq!(s.fpdus, 151);

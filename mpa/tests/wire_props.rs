@@ -208,11 +208,11 @@ fn is_marker_pos(offset: u32, p: usize) -> bool {
 }
 
 proptest! {
-    /// RFC 5044 §4 (FPDU format, MPA Markers, CRC Calculation): encode then deframe returns the same ULPDUs, offsets
+    /// RFC 5044 §4.1, §4.3, §4.4: encode then deframe returns the same ULPDUs, offsets
     /// and wire lengths for any sizes, CRC/marker settings, start offset and
     /// re-chunking of the stream (including one octet at a time).
     #[test]
-    fn rfc5044_fpdu_fpdu_round_trip_any_chunking(
+    fn rfc5044_4_1_fpdu_round_trip_any_chunking(
         sizes in proptest::collection::vec(0usize..4000, 1..6),
         crc in any::<bool>(), markers in any::<bool>(),
         offset in 0u32..512, seed in any::<u8>(),
@@ -257,14 +257,14 @@ proptest! {
         }
     }
 
-    /// RFC 5044 (MPA Markers): with markers on, a marker sits at every stream position
+    /// RFC 5044 §4.2 / §4.3: with markers on, a marker sits at every stream position
     /// ≡ 0 (mod 512) from the origin — and nowhere else — with zero reserved
     /// bits and an FPDUPTR of 0 when it opens an FPDU, otherwise the distance
     /// back to that FPDU's ULPDU_Length. Checked against an independent
     /// marker-stripping parser; with 4-aligned phases the CRC covers all octets
     /// before the last four.
     #[test]
-    fn rfc5044_markers_markers_every_512_with_correct_pointer(
+    fn rfc5044_4_3_markers_every_512_with_correct_pointer(
         sizes in proptest::collection::vec(0usize..3000, 1..6),
         crc in any::<bool>(), offset in 0u32..512, seed in any::<u8>(),
     ) {
@@ -308,11 +308,11 @@ proptest! {
         }
     }
 
-    /// RFC 5044 (CRC Calculation): flipping any single bit of a CRC-protected stream (4-aligned
+    /// RFC 5044 §4.4: flipping any single bit of a CRC-protected stream (4-aligned
     /// marker phase, as on a real connection) is detected — an error, or an FPDU
     /// left incomplete — and no FPDU that differs from what was sent is delivered.
     #[test]
-    fn rfc5044_crc_single_bit_flip_is_caught(
+    fn rfc5044_4_4_single_bit_flip_is_caught(
         sizes in proptest::collection::vec(0usize..2000, 1..5),
         markers in any::<bool>(), phase in 0u32..128, seed in any::<u8>(), bit in any::<usize>(),
     ) {
@@ -341,10 +341,10 @@ proptest! {
     }
 }
 
-/// RFC 5044 §4: a corrupted ULPDU_Length beyond the configured maximum stops
+/// RFC 5044 §4.1 / §8 (code 3): a corrupted ULPDU_Length beyond the configured maximum stops
 /// the deframer with a fatal `BadLength`.
 #[test]
-fn rfc5044_fpdu_length_beyond_limit_is_fatal_mid_stream() {
+fn rfc5044_8_length_beyond_limit_is_fatal_mid_stream() {
     let enc = encode_all(TxConfig::default(), 0, &[10, 20, 30], 1);
     let mut wire = enc.wire.clone();
     let second = enc.starts[1];
