@@ -18,7 +18,8 @@
 //!   in-memory device and calls an application hook ([`TcpApp`](tcp::TcpApp)).
 //! - **Links** join two interfaces. Each direction has its own [`LinkParams`]: bandwidth,
 //!   delay, jitter, MTU, queue limit, i.i.d. and Gilbert–Elliott loss, duplication, reordering
-//!   and corruption, plus [`LinkCounters`]. Links go down and up, and parameters change, at
+//!   and corruption (optionally confined to the transport payload with checksums repaired,
+//!   [`CorruptScope`], so that it reaches the application protocol), plus [`LinkCounters`]. Links go down and up, and parameters change, at
 //!   scheduled times ([`Action`]). The exact model is described in [`link`].
 //! - **Captures** record a link into a pcap file or buffer with virtual timestamps
 //!   ([`Sim::capture`]).
@@ -97,9 +98,12 @@ pub mod switch;
 pub mod tcp;
 pub mod testing;
 pub mod time;
+pub mod wire;
 
 pub use capture::{CaptureId, CapturePoint};
-pub use link::{Dir, GilbertElliott, LinkCounters, LinkId, LinkParams, ParamError, QueueLimit};
+pub use link::{
+    CorruptScope, Dir, GilbertElliott, LinkCounters, LinkId, LinkParams, ParamError, QueueLimit,
+};
 pub use node::{IfaceRef, Node, NodeHandle, NodeId};
 pub use rng::DetRng;
 pub use sim::{Action, CaptureSink, Sim, SimError};

@@ -136,8 +136,27 @@ pub struct LinkParams {
     /// at most every bit past `corrupt_offset`).
     pub corrupt_bits: u32,
     /// Corruption never touches the first `corrupt_offset` bytes (e.g. 14 keeps the Ethernet
-    /// header intact so the frame still reaches its destination).
+    /// header intact so the frame still reaches its destination). With
+    /// [`CorruptScope::PayloadFixChecksums`] the offset counts from the start of the transport
+    /// payload instead.
     pub corrupt_offset: usize,
+    /// Which bits corruption may flip, and whether checksums are repaired afterwards.
+    pub corrupt_scope: CorruptScope,
+}
+
+/// What a corrupted frame has flipped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CorruptScope {
+    /// Any bit past [`LinkParams::corrupt_offset`]; checksums are left as they are, so the
+    /// receiver's IPv4 header checksum or TCP/UDP checksum normally catches the damage.
+    #[default]
+    Frame,
+    /// Only bits of the TCP or UDP payload of an unfragmented IPv4 frame (past
+    /// [`LinkParams::corrupt_offset`] bytes of that payload); the IPv4 header checksum and the
+    /// TCP/UDP checksum are recomputed afterwards ([`crate::wire::fix_checksums`]), so the
+    /// damage passes IP and TCP and reaches the application protocol. Frames of other kinds, and
+    /// frames with no payload (pure ACKs), are never corrupted.
+    PayloadFixChecksums,
 }
 
 impl Default for LinkParams {
@@ -156,6 +175,7 @@ impl Default for LinkParams {
             corrupt: 0.0,
             corrupt_bits: 1,
             corrupt_offset: 0,
+            corrupt_scope: CorruptScope::Frame,
         }
     }
 }
@@ -236,6 +256,11 @@ impl LinkParams {
     /// Sets the corruption probability.
     pub fn corrupt(mut self, p: f64) -> Self {
         self.corrupt = p;
+        self
+    }
+    /// Sets which bits corruption may flip ([`CorruptScope`]).
+    pub fn corrupt_scope(mut self, scope: CorruptScope) -> Self {
+        self.corrupt_scope = scope;
         self
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::capture::{Capture, CaptureId, CapturePoint, Sink};
-use crate::link::{Dir, LinkCounters, LinkId, LinkParams, ParamError, QueueLimit};
+use crate::link::{CorruptScope, Dir, LinkCounters, LinkId, LinkParams, ParamError, QueueLimit};
 use crate::node::{IfaceRef, Node, NodeHandle, NodeId};
 use crate::rng::DetRng;
 use crate::switch::Switch;
@@ -833,20 +833,35 @@ impl Sim {
         }
         if !lost {
             if d.rng.chance(p.corrupt) {
-                let bits = (frame.len().saturating_sub(p.corrupt_offset) as u64).saturating_mul(8);
+                // The byte range that may be hit.
+                let (start, end) = match p.corrupt_scope {
+                    CorruptScope::Frame => (p.corrupt_offset, frame.len()),
+                    CorruptScope::PayloadFixChecksums => {
+                        crate::wire::ipv4_layout(&frame).map_or((0, 0), |l| {
+                            (
+                                l.payload.start.saturating_add(p.corrupt_offset),
+                                l.payload.end,
+                            )
+                        })
+                    }
+                };
+                let bits = (end.saturating_sub(start) as u64).saturating_mul(8);
                 let flips = u64::from(p.corrupt_bits.max(1)).min(bits);
                 let mut flipped = std::collections::BTreeSet::new();
                 while (flipped.len() as u64) < flips {
                     flipped.insert(d.rng.below(bits));
                 }
                 for &bit in &flipped {
-                    let byte = p.corrupt_offset + (bit / 8) as usize;
+                    let byte = start + (bit / 8) as usize;
                     if let Some(b) = frame.get_mut(byte) {
                         *b ^= 1 << (bit % 8);
                     }
                 }
                 if !flipped.is_empty() {
                     d.counters.corrupted += 1;
+                    if p.corrupt_scope == CorruptScope::PayloadFixChecksums {
+                        crate::wire::fix_checksums(&mut frame);
+                    }
                 }
             }
             let duplicate = d.rng.chance(p.duplicate);
