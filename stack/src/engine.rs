@@ -429,6 +429,9 @@ pub struct QpEngine {
     pending_fatal: bool,
 
     events: VecDeque<QpEvent>,
+
+    /// Reused payload buffer for outgoing segments (no allocation or zeroing per segment).
+    scratch: Vec<u8>,
 }
 
 fn model(tagged: bool) -> usize {
@@ -531,6 +534,7 @@ impl QpEngine {
             close_transport: false,
             pending_fatal: false,
             events: VecDeque::new(),
+            scratch: Vec::new(),
         };
         // Both setup paths and the direct one need a usable MULPDU.
         let markers = match &setup {
@@ -1732,6 +1736,15 @@ impl QpEngine {
         self.busy[model(tagged)].is_none_or(|b| b == s)
     }
 
+    /// The payload scratch buffer, at least `n` bytes long (put it back after use).
+    fn take_scratch(&mut self, n: usize) -> Vec<u8> {
+        let mut v = std::mem::take(&mut self.scratch);
+        if v.len() < n {
+            v.resize(n, 0);
+        }
+        v
+    }
+
     fn emit(&mut self, header: &Header, payload: &[u8]) {
         let (h, n) = header_bytes(header);
         if let Some(enc) = self.enc.as_mut() {
@@ -2060,9 +2073,14 @@ impl QpEngine {
                     },
                     other => other,
                 };
-                let mut payload = vec![0u8; n as usize];
-                sgl.gather(u64::from(sent), &mut payload);
-                self.emit(&header, &payload);
+                let mut scratch = self.take_scratch(n as usize);
+                let payload = scratch.get_mut(..n as usize).unwrap_or(&mut []);
+                // The scratch buffer holds older bytes: never let them out on a failed gather.
+                if !sgl.gather(u64::from(sent), payload) {
+                    payload.fill(0);
+                }
+                self.emit(&header, payload);
+                self.scratch = scratch;
                 self.busy[model(tagged)] = if last { None } else { Some(Stream::Sq) };
                 if last {
                     self.mark_generated(seq, true);
@@ -2184,16 +2202,19 @@ impl QpEngine {
             RespJob::Read { req, src, sent } => {
                 let n = (req.size - sent).min(room);
                 let last = sent + n == req.size;
-                let mut payload = vec![0u8; n as usize];
-                if let Some(s) = &src {
-                    s.read(sent as usize, &mut payload);
+                let mut scratch = self.take_scratch(n as usize);
+                let payload = scratch.get_mut(..n as usize).unwrap_or(&mut []);
+                // The scratch buffer holds older bytes: never let them out on a failed read.
+                if !src.as_ref().is_some_and(|s| s.read(sent as usize, payload)) {
+                    payload.fill(0);
                 }
                 let h = Header::ReadResponse {
                     last,
                     stag: req.sink_stag,
                     to: req.sink_to.wrapping_add(u64::from(sent)),
                 };
-                self.emit(&h, &payload);
+                self.emit(&h, payload);
+                self.scratch = scratch;
                 if last {
                     self.busy[model(true)] = None;
                     self.ird.complete();

@@ -11,7 +11,10 @@
 //! * [`cq`] — completion queues shared by QPs, work completions, asynchronous events and an
 //!   eventfd completion channel;
 //! * [`wr`] — work requests and scatter/gather elements;
-//! * [`engine`] — [`engine::QpEngine`], the sans-IO protocol engine of one queue pair.
+//! * [`engine`] — [`engine::QpEngine`], the sans-IO protocol engine of one queue pair;
+//! * [`rnic`] — the runtime: [`Rnic`] runs QP engines over non-blocking kernel TCP sockets
+//!   with a progress thread (or manual progress), connection management (listen / connect /
+//!   accept / reject / adopt a socket / disconnect) and asynchronous events.
 //!
 //! # The engine's surface
 //!
@@ -32,7 +35,7 @@
 //!
 //! # How drivers run it
 //!
-//! **Progress thread over kernel TCP** (the next step of the project): one thread owns the
+//! **Progress thread over kernel TCP** ([`rnic`]): one thread owns the
 //! engines of its QPs and an epoll set holding each QP's non-blocking TCP socket plus an
 //! eventfd that application threads signal after posting (posting goes through a
 //! `Mutex<QpEngine>` or a command queue the thread drains). On every wake-up the thread, for
@@ -72,6 +75,8 @@
 pub mod cq;
 pub mod engine;
 pub mod mem;
+pub mod rnic;
+mod transport;
 pub mod wr;
 
 pub use cq::{
@@ -82,6 +87,10 @@ pub use engine::{
     CloseReason, EngineError, PostError, QpConfig, QpEngine, QpEvent, QpState, Setup, SetupError,
 };
 pub use mem::{Access, Addressing, MemError, MemTable, MemoryRegion, MrOptions, Pd, RegisteredBuf};
+pub use rnic::{
+    AdoptRole, CmError, ConnReqId, ConnectRequest, Event, Listener, ListenerId, ProgressMode, Qp,
+    QpAttr, Rnic, RnicConfig, RnicError,
+};
 pub use wr::{RecvWr, SendOp, SendWr, Sge};
 
 pub use ddp;

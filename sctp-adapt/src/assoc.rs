@@ -1,0 +1,2688 @@
+//! One SCTP association: the state machine of RFC 9260 §4 with data transfer (§6),
+//! congestion control (§7), path management (§8) and shutdown (§9), plus SCTP-PF (RFC 7829).
+//!
+//! The association is sans-IO. Feed it packets with [`Association::handle_packet`] and expiry
+//! with [`Association::handle_timeout`]; drain [`Association::poll_transmit`],
+//! [`Association::poll_event`] and [`Association::recv`]; sleep until
+//! [`Association::poll_timeout`].
+//!
+//! Internally TSNs are 64-bit: the wire's 32-bit serial numbers (RFC 1982 arithmetic) are
+//! unwrapped against the nearest known value, so comparisons are plain integer comparisons.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::config::AssociationConfig;
+use crate::cookie::Cookie;
+use crate::init::{
+    InitReply, Responder, address_params, answer_init, peer_addresses, unrecognized_params,
+};
+use crate::path::{HbPending, Path, PathState, PathStats, choose_local};
+use crate::rng::Rng;
+use crate::time::Instant;
+use crate::wire::{
+    self, COMMON_HEADER_LEN, Chunk, ChunkIter, CommonHeader, DATA_HEADER_LEN, DataChunk,
+    ErrorCause, GapBlock, InitChunk, Packet, Param, RawChunk, SackChunk, UnknownAction, chunk_type,
+    data_flags, pad4,
+};
+
+/// A packet to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Local address to send from.
+    pub local: SocketAddr,
+    /// Destination address.
+    pub remote: SocketAddr,
+    /// The SCTP packet (common header, chunks, CRC32c).
+    pub bytes: Vec<u8>,
+}
+
+/// Association states (RFC 9260 §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// INIT sent, waiting for INIT ACK.
+    CookieWait,
+    /// COOKIE ECHO sent, waiting for COOKIE ACK.
+    CookieEchoed,
+    /// Up.
+    Established,
+    /// The user asked to shut down; outstanding data is still being delivered.
+    ShutdownPending,
+    /// SHUTDOWN sent.
+    ShutdownSent,
+    /// SHUTDOWN received; outstanding data is still being delivered.
+    ShutdownReceived,
+    /// SHUTDOWN ACK sent.
+    ShutdownAckSent,
+    /// Gone.
+    Closed,
+}
+
+/// Why an association ended abnormally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AbortReason {
+    /// The peer sent an ABORT with these causes.
+    Peer(Vec<ErrorCause>),
+    /// [`Association::abort`] was called.
+    Local,
+    /// Retransmissions were exhausted (RFC 9260 §8.1 Association.Max.Retrans, or
+    /// Max.Init.Retransmits during setup): the peer is unreachable.
+    Timeout,
+    /// The peer broke the protocol; an ABORT with a Protocol Violation cause was sent.
+    ProtocolViolation(String),
+    /// The peer refused the setup (missing or invalid INIT ACK content).
+    SetupFailed(String),
+}
+
+/// Something the application should know about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The association is up (COMMUNICATION UP).
+    Connected,
+    /// The peer restarted (RFC 9260 §5.2.4 case A); queued and in-flight data were dropped.
+    Restarted,
+    /// A message became readable; call [`Association::recv`] until it returns `None`.
+    DataReadable {
+        /// Stream of the message.
+        stream: u16,
+    },
+    /// A path became active (confirmed, or recovered).
+    PathUp {
+        /// Peer address.
+        remote: SocketAddr,
+    },
+    /// A path entered the Potentially Failed state (RFC 7829).
+    PathPotentiallyFailed {
+        /// Peer address.
+        remote: SocketAddr,
+    },
+    /// A path became inactive (RFC 9260 §8.2).
+    PathDown {
+        /// Peer address.
+        remote: SocketAddr,
+    },
+    /// New data now goes to a different path (failover, switchback or
+    /// [`Association::set_primary`]).
+    PrimaryChanged {
+        /// Peer address now used for new data.
+        remote: SocketAddr,
+    },
+    /// The peer reported errors in an ERROR chunk.
+    ErrorReceived {
+        /// The causes.
+        causes: Vec<ErrorCause>,
+    },
+    /// Shutdown finished; the association is closed.
+    ShutdownComplete,
+    /// The association was aborted.
+    Aborted {
+        /// Why.
+        reason: AbortReason,
+    },
+}
+
+/// A received user message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// Stream identifier.
+    pub stream: u16,
+    /// Payload protocol identifier.
+    pub ppid: u32,
+    /// Stream sequence number (0 for unordered messages).
+    pub ssn: u16,
+    /// Sent unordered.
+    pub unordered: bool,
+    /// The message.
+    pub data: Vec<u8>,
+}
+
+/// Why [`Association::send`] refused a message.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SendError {
+    /// Not in a state that accepts new data.
+    #[error("the association is not accepting data in state {0:?}")]
+    InvalidState(State),
+    /// The stream does not exist.
+    #[error("stream {stream} does not exist: the association has {streams} outbound streams")]
+    InvalidStream {
+        /// Requested stream.
+        stream: u16,
+        /// Outbound streams negotiated.
+        streams: u16,
+    },
+    /// Empty messages cannot be sent (RFC 9260 §6.2: a DATA chunk carries user data).
+    #[error("empty messages cannot be sent")]
+    Empty,
+    /// Larger than the peer's receive buffer, so it could never be reassembled.
+    #[error("message of {len} bytes exceeds the peer's receive window of {max} bytes")]
+    TooLarge {
+        /// Message length.
+        len: usize,
+        /// Largest message accepted.
+        max: usize,
+    },
+    /// The send buffer is full; retry after acknowledgements free space.
+    #[error("send buffer full: {queued} bytes queued, limit {limit}")]
+    BufferFull {
+        /// Bytes waiting.
+        queued: usize,
+        /// Configured limit.
+        limit: usize,
+    },
+}
+
+/// Why a path operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum PathError {
+    /// The address is not one of the peer's.
+    #[error("{0} is not a transport address of the peer")]
+    UnknownAddress(SocketAddr),
+    /// The path is not confirmed yet.
+    #[error("{0} has not been confirmed by a heartbeat yet")]
+    Unconfirmed(SocketAddr),
+}
+
+/// Association-wide counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AssociationStats {
+    /// Packets accepted.
+    pub packets_received: u64,
+    /// Packets discarded (bad checksum, wrong tag, malformed framing, wrong ports).
+    pub packets_discarded: u64,
+    /// Messages delivered to the application.
+    pub messages_received: u64,
+    /// Messages accepted by `send`.
+    pub messages_sent: u64,
+    /// Duplicate TSNs received.
+    pub duplicate_tsns: u64,
+    /// SACKs sent.
+    pub sacks_sent: u64,
+    /// T3-rtx expirations.
+    pub t3_expirations: u64,
+    /// Fast retransmit events (entries into fast recovery or single marks).
+    pub fast_retransmits: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rtx {
+    No,
+    Fast,
+    Timeout,
+}
+
+#[derive(Debug)]
+struct Pending {
+    stream: u16,
+    ssn: u16,
+    ppid: u32,
+    flags: u8,
+    data: Vec<u8>,
+}
+
+#[derive(Debug)]
+struct Sent {
+    tsn: u64,
+    stream: u16,
+    ssn: u16,
+    ppid: u32,
+    flags: u8,
+    data: Vec<u8>,
+    path: usize,
+    sent_at: Instant,
+    tx_count: u32,
+    misses: u32,
+    acked: bool,
+    in_flight: bool,
+    rtx: Rtx,
+    fast_retransmitted: bool,
+}
+
+impl Sent {
+    fn size(&self) -> usize {
+        DATA_HEADER_LEN + self.data.len()
+    }
+}
+
+#[derive(Debug)]
+struct RxChunk {
+    stream: u16,
+    ssn: u16,
+    ppid: u32,
+    flags: u8,
+    data: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SackState {
+    None,
+    Delayed(Instant),
+    Now,
+}
+
+/// Unwraps a 32-bit serial number to the 64-bit value nearest `reference`.
+fn unwrap32(reference: u64, wire: u32) -> u64 {
+    let diff = i64::from(wire.wrapping_sub(reference as u32) as i32);
+    reference.wrapping_add_signed(diff)
+}
+
+const TSN_BASE: u64 = 1 << 32;
+
+/// Parameters shared by every association of an endpoint.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    pub config: AssociationConfig,
+    pub key: [u8; 32],
+    pub local_port: u16,
+    pub local_addrs: Vec<SocketAddr>,
+}
+
+/// An SCTP association.
+#[derive(Debug)]
+pub struct Association {
+    shared: Shared,
+    rng: Rng,
+    state: State,
+    peer_port: u16,
+    local_tag: u32,
+    peer_tag: u32,
+    paths: Vec<Path>,
+    primary: usize,
+    data_path: usize,
+    // Setup.
+    init_packet: Option<Vec<u8>>,
+    cookie_echo: Option<Vec<u8>>,
+    t1: Option<Instant>,
+    t1_path: usize,
+    t1_sent: Option<Instant>,
+    t1_retransmits: u32,
+    local_initial_tsn: u32,
+    // Send side.
+    out_streams: u16,
+    out_ssn: Vec<u16>,
+    queue: VecDeque<Pending>,
+    queued_bytes: usize,
+    next_tsn: u64,
+    cum_ack: u64,
+    outstanding: VecDeque<Sent>,
+    gap_acked: usize,
+    rtx_fast: usize,
+    rtx_timeout: usize,
+    fast_once: bool,
+    t3_once: bool,
+    peer_rwnd: usize,
+    peer_initial_rwnd: usize,
+    peer_window_closed: bool,
+    last_sack_at: Option<Instant>,
+    fast_recovery_exit: Option<u64>,
+    assoc_errors: u32,
+    burst_budget: u32,
+    // Receive side.
+    in_streams: u16,
+    peer_cum: u64,
+    highest_rx: u64,
+    rx_ranges: Vec<(u64, u64)>,
+    dups: Vec<u32>,
+    reasm: BTreeMap<u64, RxChunk>,
+    in_ssn: Vec<u16>,
+    ordered: Vec<BTreeMap<u16, Message>>,
+    ready: VecDeque<Message>,
+    rx_held: usize,
+    sack: SackState,
+    packets_since_sack: u32,
+    sack_path: usize,
+    last_rwnd: usize,
+    // Control.
+    ctrl: VecDeque<Transmit>,
+    pending_errors: Vec<ErrorCause>,
+    t2: Option<Instant>,
+    t2_path: usize,
+    events: VecDeque<Event>,
+    stats: AssociationStats,
+}
+
+impl Association {
+    fn blank(shared: Shared, seed: u64, peer_port: u16) -> Association {
+        let mut rng = Rng::new(seed);
+        let local_tag = rng.nonzero_u32();
+        let local_initial_tsn = rng.next_u32();
+        let next = TSN_BASE + u64::from(local_initial_tsn);
+        let rbuf = shared.config.recv_buffer as usize;
+        Association {
+            rng,
+            state: State::Closed,
+            peer_port,
+            local_tag,
+            peer_tag: 0,
+            paths: Vec::new(),
+            primary: 0,
+            data_path: 0,
+            init_packet: None,
+            cookie_echo: None,
+            t1: None,
+            t1_path: 0,
+            t1_sent: None,
+            t1_retransmits: 0,
+            local_initial_tsn,
+            out_streams: shared.config.outbound_streams,
+            out_ssn: Vec::new(),
+            queue: VecDeque::new(),
+            queued_bytes: 0,
+            next_tsn: next,
+            cum_ack: next - 1,
+            outstanding: VecDeque::new(),
+            gap_acked: 0,
+            rtx_fast: 0,
+            rtx_timeout: 0,
+            fast_once: false,
+            t3_once: false,
+            peer_rwnd: 0,
+            peer_initial_rwnd: 0,
+            peer_window_closed: false,
+            last_sack_at: None,
+            fast_recovery_exit: None,
+            assoc_errors: 0,
+            burst_budget: shared.config.max_burst,
+            in_streams: 0,
+            peer_cum: 0,
+            highest_rx: 0,
+            rx_ranges: Vec::new(),
+            dups: Vec::new(),
+            reasm: BTreeMap::new(),
+            in_ssn: Vec::new(),
+            ordered: Vec::new(),
+            ready: VecDeque::new(),
+            rx_held: 0,
+            sack: SackState::None,
+            packets_since_sack: 0,
+            sack_path: 0,
+            last_rwnd: rbuf,
+            ctrl: VecDeque::new(),
+            pending_errors: Vec::new(),
+            t2: None,
+            t2_path: 0,
+            events: VecDeque::new(),
+            stats: AssociationStats::default(),
+            shared,
+        }
+    }
+
+    /// Starts an association towards `remote` (port `peer_port`): sends INIT.
+    pub(crate) fn connect(
+        now: Instant,
+        shared: Shared,
+        seed: u64,
+        remote: SocketAddr,
+        peer_port: u16,
+    ) -> Association {
+        let mut a = Association::blank(shared, seed, peer_port);
+        let local = choose_local(&a.shared.local_addrs, &remote);
+        a.paths
+            .push(Path::new(remote, local, true, &a.shared.config, now));
+        a.state = State::CookieWait;
+        let cfg = &a.shared.config;
+        let mut params = address_params(&a.shared.local_addrs, |_| true);
+        let mut types = Vec::new();
+        if a.shared.local_addrs.iter().any(|x| x.is_ipv4()) {
+            types.push(wire::param_type::IPV4_ADDRESS);
+        }
+        if a.shared.local_addrs.iter().any(|x| x.is_ipv6()) {
+            types.push(wire::param_type::IPV6_ADDRESS);
+        }
+        if !types.is_empty() {
+            params.push(Param::SupportedAddressTypes(types));
+        }
+        let init = InitChunk {
+            initiate_tag: a.local_tag,
+            a_rwnd: cfg.recv_buffer,
+            outbound_streams: cfg.outbound_streams,
+            inbound_streams: cfg.max_inbound_streams,
+            initial_tsn: a.local_initial_tsn,
+            params,
+        };
+        let mut chunk = Vec::new();
+        Chunk::Init(init).emit(&mut chunk);
+        a.init_packet = Some(chunk);
+        a.send_t1(now, false);
+        a
+    }
+
+    /// Creates the association described by a validated cookie (RFC 9260 §5.1 step D). The
+    /// caller then hands it the COOKIE ECHO packet, which is answered with COOKIE ACK.
+    pub(crate) fn from_cookie(
+        now: Instant,
+        shared: Shared,
+        seed: u64,
+        cookie: &Cookie,
+        source: SocketAddr,
+    ) -> Association {
+        let mut a = Association::blank(shared, seed, cookie.peer_port);
+        a.install_cookie(now, cookie, source);
+        a.state = State::Established;
+        a.events.push_back(Event::Connected);
+        a
+    }
+
+    fn install_cookie(&mut self, now: Instant, c: &Cookie, source: SocketAddr) {
+        self.local_tag = c.local_tag;
+        self.peer_tag = c.peer_tag;
+        self.local_initial_tsn = c.local_tsn;
+        self.next_tsn = TSN_BASE + u64::from(c.local_tsn);
+        self.cum_ack = self.next_tsn - 1;
+        self.outstanding.clear();
+        self.gap_acked = 0;
+        self.rtx_fast = 0;
+        self.rtx_timeout = 0;
+        self.set_peer_params(
+            c.peer_tsn,
+            c.peer_rwnd,
+            c.outbound_streams,
+            c.inbound_streams,
+        );
+        let cfg = self.shared.config.clone();
+        if self.paths.is_empty() {
+            for (i, addr) in c.peer_addrs.iter().enumerate() {
+                if i > 0 && !self.reachable(addr) {
+                    continue;
+                }
+                let local = if i == 0 {
+                    c.local_addr
+                } else {
+                    choose_local(&self.shared.local_addrs, addr)
+                };
+                self.paths.push(Path::new(*addr, local, i == 0, &cfg, now));
+            }
+        }
+        let idx = self.path_index_or_add(now, source, c.local_addr);
+        self.confirm_path(idx, false);
+        self.primary = 0;
+        self.data_path = 0;
+        for p in &mut self.paths {
+            p.ssthresh = (c.peer_rwnd as usize).max(p.initial_cwnd());
+        }
+    }
+
+    fn set_peer_params(&mut self, peer_tsn: u32, peer_rwnd: u32, out: u16, inb: u16) {
+        self.peer_cum = TSN_BASE + u64::from(peer_tsn) - 1;
+        self.highest_rx = self.peer_cum;
+        self.rx_ranges.clear();
+        self.reasm.clear();
+        self.peer_rwnd = peer_rwnd as usize;
+        self.peer_initial_rwnd = peer_rwnd as usize;
+        self.out_streams = out;
+        self.in_streams = inb;
+        self.out_ssn = vec![0; usize::from(out)];
+        self.in_ssn = vec![0; usize::from(inb)];
+        self.ordered = (0..inb).map(|_| BTreeMap::new()).collect();
+    }
+
+    // --------------------------------------------------------------------------------------
+    // Public API
+    // --------------------------------------------------------------------------------------
+
+    /// Current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Whether the association has closed (shutdown complete or aborted) and has nothing
+    /// left to send.
+    pub fn is_drained(&self) -> bool {
+        self.state == State::Closed && self.ctrl.is_empty()
+    }
+
+    /// Our verification tag (what the peer puts in its packets).
+    pub fn local_tag(&self) -> u32 {
+        self.local_tag
+    }
+
+    /// The peer's verification tag (0 before it is known).
+    pub fn peer_tag(&self) -> u32 {
+        self.peer_tag
+    }
+
+    /// The peer's SCTP port.
+    pub fn peer_port(&self) -> u16 {
+        self.peer_port
+    }
+
+    /// Peer transport addresses, in the order they were learned.
+    pub fn remote_addresses(&self) -> Vec<SocketAddr> {
+        self.paths.iter().map(|p| p.remote).collect()
+    }
+
+    /// Negotiated (outbound, inbound) stream counts.
+    pub fn streams(&self) -> (u16, u16) {
+        (self.out_streams, self.in_streams)
+    }
+
+    /// Per-path statistics.
+    pub fn path_stats(&self) -> Vec<PathStats> {
+        self.paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p.snapshot(i == self.primary, i == self.data_path))
+            .collect()
+    }
+
+    /// Association-wide counters.
+    pub fn stats(&self) -> &AssociationStats {
+        &self.stats
+    }
+
+    /// Bytes accepted by `send` and not yet acknowledged.
+    pub fn buffered_amount(&self) -> usize {
+        self.queued_bytes
+    }
+
+    /// Makes `remote` the primary path.
+    pub fn set_primary(&mut self, remote: SocketAddr) -> Result<(), PathError> {
+        let i = self
+            .path_index(remote)
+            .ok_or(PathError::UnknownAddress(remote))?;
+        if !self.paths[i].confirmed() {
+            return Err(PathError::Unconfirmed(remote));
+        }
+        self.primary = i;
+        self.reselect_data_path();
+        Ok(())
+    }
+
+    /// Sets the path MTU (IP level) of the path to `remote`.
+    pub fn set_path_mtu(&mut self, remote: SocketAddr, pmtu: usize) -> Result<(), PathError> {
+        let i = self
+            .path_index(remote)
+            .ok_or(PathError::UnknownAddress(remote))?;
+        self.paths[i].pmtu = pmtu.max(68);
+        Ok(())
+    }
+
+    /// Queues a user message on `stream`. Messages larger than one packet are fragmented
+    /// (RFC 9260 §6.9).
+    pub fn send(
+        &mut self,
+        stream: u16,
+        ppid: u32,
+        unordered: bool,
+        data: &[u8],
+    ) -> Result<(), SendError> {
+        match self.state {
+            State::CookieWait | State::CookieEchoed | State::Established => {}
+            s => return Err(SendError::InvalidState(s)),
+        }
+        if stream >= self.out_streams {
+            return Err(SendError::InvalidStream {
+                stream,
+                streams: self.out_streams,
+            });
+        }
+        if data.is_empty() {
+            return Err(SendError::Empty);
+        }
+        let max = if self.peer_initial_rwnd > 0 {
+            self.peer_initial_rwnd
+        } else {
+            self.shared.config.send_buffer
+        };
+        if data.len() > max {
+            return Err(SendError::TooLarge {
+                len: data.len(),
+                max,
+            });
+        }
+        let limit = self.shared.config.send_buffer;
+        if self.queued_bytes > 0 && self.queued_bytes + data.len() > limit {
+            return Err(SendError::BufferFull {
+                queued: self.queued_bytes,
+                limit,
+            });
+        }
+        if self.out_ssn.len() < usize::from(self.out_streams) {
+            self.out_ssn.resize(usize::from(self.out_streams), 0);
+        }
+        let ssn = if unordered {
+            0
+        } else {
+            let s = &mut self.out_ssn[usize::from(stream)];
+            let v = *s;
+            *s = s.wrapping_add(1);
+            v
+        };
+        let frag = self.fragment_size();
+        let n = data.len().div_ceil(frag);
+        for (i, part) in data.chunks(frag).enumerate() {
+            let mut flags = if unordered { data_flags::UNORDERED } else { 0 };
+            if i == 0 {
+                flags |= data_flags::BEGINNING;
+            }
+            if i + 1 == n {
+                flags |= data_flags::END;
+            }
+            self.queue.push_back(Pending {
+                stream,
+                ssn,
+                ppid,
+                flags,
+                data: part.to_vec(),
+            });
+        }
+        self.queued_bytes += data.len();
+        self.stats.messages_sent += 1;
+        if self.total_flight() == 0 {
+            self.burst_budget = self.burst_budget.max(self.shared.config.max_burst);
+        }
+        Ok(())
+    }
+
+    /// The next received message, in delivery order.
+    pub fn recv(&mut self) -> Option<Message> {
+        let m = self.ready.pop_front()?;
+        self.rx_held = self.rx_held.saturating_sub(m.data.len());
+        self.stats.messages_received += 1;
+        // Receiver-side silly window avoidance: announce the reopened window only once it
+        // has grown by at least min(half the buffer, one packet) since last advertised.
+        let rwnd = self.rwnd();
+        let mtu = self.paths.get(self.sack_path).map_or(1500, |p| p.pmtu);
+        let step = (self.shared.config.recv_buffer as usize / 2).min(mtu);
+        // Only a window that was advertised as less than half the buffer is worth an update
+        // of its own; otherwise the next regular SACK carries the new value.
+        let half = self.shared.config.recv_buffer as usize / 2;
+        if self.state_accepts_data() && self.last_rwnd < half && rwnd >= self.last_rwnd + step {
+            self.sack = SackState::Now;
+        }
+        Some(m)
+    }
+
+    /// Starts the graceful shutdown (RFC 9260 §9.2): queued data is still delivered.
+    pub fn shutdown(&mut self, now: Instant) {
+        match self.state {
+            State::Established => {
+                self.state = State::ShutdownPending;
+                self.progress_shutdown(now);
+            }
+            State::CookieWait | State::CookieEchoed => self.abort(),
+            _ => {}
+        }
+    }
+
+    /// Aborts the association (RFC 9260 §9.1): sends ABORT with a User-Initiated Abort cause
+    /// and closes at once.
+    pub fn abort(&mut self) {
+        if self.state == State::Closed {
+            return;
+        }
+        if self.peer_tag != 0 {
+            let p = self.data_path;
+            let vtag = self.peer_tag;
+            self.queue_ctrl(
+                p,
+                vtag,
+                &[Chunk::Abort {
+                    t_bit: false,
+                    causes: vec![ErrorCause::UserInitiatedAbort(Vec::new())],
+                }],
+            );
+        }
+        self.close(Event::Aborted {
+            reason: AbortReason::Local,
+        });
+    }
+
+    pub(crate) fn events_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Association::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.state == State::Closed {
+            return None;
+        }
+        let mut t: Option<Instant> = None;
+        let mut min = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |t| t.min(x)));
+            }
+        };
+        min(self.t1);
+        min(self.t2);
+        if let SackState::Delayed(d) = self.sack {
+            min(Some(d));
+        }
+        if matches!(self.state, State::CookieWait | State::CookieEchoed) {
+            return t;
+        }
+        for p in &self.paths {
+            min(p.t3);
+            min(p.hb_pending.as_ref().map(|h| h.deadline));
+            min(p.hb_due(&self.shared.config));
+        }
+        t
+    }
+
+    /// Processes timer expiry.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.add_burst();
+        if self.t1.is_some_and(|t| t <= now) {
+            self.t1_expired(now);
+        }
+        if self.t2.is_some_and(|t| t <= now) {
+            self.t2_expired(now);
+        }
+        if let SackState::Delayed(d) = self.sack
+            && d <= now
+        {
+            self.sack = SackState::Now;
+        }
+        if matches!(
+            self.state,
+            State::CookieWait | State::CookieEchoed | State::Closed
+        ) {
+            return;
+        }
+        for i in 0..self.paths.len() {
+            if self.state == State::Closed {
+                return;
+            }
+            if self.paths[i].t3.is_some_and(|t| t <= now) {
+                self.t3_expired(now, i);
+            }
+            if self.state == State::Closed {
+                return;
+            }
+            if self.paths[i]
+                .hb_pending
+                .as_ref()
+                .is_some_and(|h| h.deadline <= now)
+            {
+                self.hb_timeout(now, i);
+            }
+            if self.state == State::Closed {
+                return;
+            }
+            if self.paths[i]
+                .hb_due(&self.shared.config)
+                .is_some_and(|t| t <= now)
+            {
+                self.send_heartbeat(now, i);
+            }
+        }
+    }
+
+    // --------------------------------------------------------------------------------------
+    // Paths
+    // --------------------------------------------------------------------------------------
+
+    /// Whether we have a local address of `a`'s family (paths we could never use are not
+    /// created).
+    fn reachable(&self, a: &SocketAddr) -> bool {
+        self.shared
+            .local_addrs
+            .iter()
+            .any(|l| l.is_ipv4() == a.is_ipv4())
+    }
+
+    fn path_index(&self, remote: SocketAddr) -> Option<usize> {
+        self.paths.iter().position(|p| p.remote == remote)
+    }
+
+    fn path_index_or_add(&mut self, now: Instant, remote: SocketAddr, local: SocketAddr) -> usize {
+        if let Some(i) = self.path_index(remote) {
+            return i;
+        }
+        let cfg = self.shared.config.clone();
+        self.paths.push(Path::new(remote, local, false, &cfg, now));
+        self.paths.len() - 1
+    }
+
+    fn confirm_path(&mut self, i: usize, notify: bool) {
+        let p = &mut self.paths[i];
+        let was = p.state;
+        p.errors = 0;
+        p.state = PathState::Active;
+        p.hb_now = false;
+        if notify && was != PathState::Active {
+            let remote = p.remote;
+            self.events.push_back(Event::PathUp { remote });
+        }
+        if was != PathState::Active {
+            self.reselect_data_path();
+        }
+    }
+
+    /// RFC 9260 §6.4 / RFC 7829 §5.1: new data goes to the primary if it is active,
+    /// otherwise to an active alternate; with none active, to a Potentially Failed path with
+    /// the fewest errors; with none of those either (dormant), to the path with the fewest
+    /// errors, the primary on a tie.
+    fn reselect_data_path(&mut self) {
+        let best =
+            |pred: &dyn Fn(&Path) -> bool, paths: &[Path], primary: usize| -> Option<usize> {
+                if paths.get(primary).is_some_and(pred) {
+                    return Some(primary);
+                }
+                paths
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| pred(p))
+                    .min_by_key(|(_, p)| p.errors)
+                    .map(|(i, _)| i)
+            };
+        let chosen = best(&|p| p.state == PathState::Active, &self.paths, self.primary)
+            .or_else(|| {
+                best(
+                    &|p| p.state == PathState::PotentiallyFailed,
+                    &self.paths,
+                    self.primary,
+                )
+            })
+            .or_else(|| {
+                best(
+                    &|p| p.state == PathState::Inactive,
+                    &self.paths,
+                    self.primary,
+                )
+            })
+            .unwrap_or(self.primary);
+        if chosen != self.data_path {
+            self.data_path = chosen;
+            if let Some(p) = self.paths.get(chosen) {
+                let remote = p.remote;
+                self.events.push_back(Event::PrimaryChanged { remote });
+            }
+        }
+    }
+
+    /// Destination for retransmitting a chunk last sent to `last` (RFC 9260 §6.4.1: an active
+    /// alternate when there is one).
+    fn rtx_path(&self, last: usize) -> usize {
+        if self.paths.len() > 1 {
+            if self.data_path != last && self.paths[self.data_path].state == PathState::Active {
+                return self.data_path;
+            }
+            if let Some(i) = (0..self.paths.len())
+                .filter(|&i| i != last && self.paths[i].state == PathState::Active)
+                .min_by_key(|&i| self.paths[i].errors)
+            {
+                return i;
+            }
+        }
+        self.data_path
+    }
+
+    /// One more consecutive timeout on path `i` (RFC 9260 §8.2, RFC 7829 §5.1).
+    fn path_error(&mut self, now: Instant, i: usize) {
+        self.paths[i].last_error = Some(now);
+        let cfg = &self.shared.config;
+        let pmr = cfg.path_max_retrans;
+        let pfmr = cfg.pf_max_retrans;
+        let p = &mut self.paths[i];
+        p.errors = p.errors.saturating_add(1);
+        let remote = p.remote;
+        if p.state == PathState::Unconfirmed {
+            return;
+        }
+        if p.errors > pmr {
+            if p.state != PathState::Inactive {
+                p.state = PathState::Inactive;
+                p.hb_now = false;
+                self.events.push_back(Event::PathDown { remote });
+                self.reselect_data_path();
+            }
+        } else if let Some(pfmr) = pfmr
+            && pfmr < pmr
+            && p.errors > pfmr
+            && p.state == PathState::Active
+        {
+            p.state = PathState::PotentiallyFailed;
+            // Probe at once, then every RTO while in PF.
+            p.hb_now = true;
+            self.events
+                .push_back(Event::PathPotentiallyFailed { remote });
+            self.reselect_data_path();
+        }
+    }
+
+    /// One more consecutive failure of the peer (RFC 9260 §8.1). Returns `true` when the
+    /// association was closed.
+    fn assoc_error(&mut self) -> bool {
+        self.assoc_errors = self.assoc_errors.saturating_add(1);
+        if self.assoc_errors > self.shared.config.association_max_retrans {
+            self.close(Event::Aborted {
+                reason: AbortReason::Timeout,
+            });
+            return true;
+        }
+        false
+    }
+
+    /// Evidence that path `i` works: acknowledged data or a heartbeat reply.
+    fn path_ok(&mut self, i: usize) {
+        self.assoc_errors = 0;
+        let p = &mut self.paths[i];
+        p.errors = 0;
+        if matches!(p.state, PathState::PotentiallyFailed | PathState::Inactive) {
+            self.confirm_path(i, true);
+        }
+    }
+
+    fn send_heartbeat(&mut self, now: Instant, i: usize) {
+        let nonce = self.rng.next_u64();
+        let rto = self.paths[i].rto;
+        let jitter_span = rto.as_nanos() as u64;
+        let jitter =
+            self.rng.below(jitter_span.saturating_add(1)) as i64 - (jitter_span / 2) as i64;
+        let p = &mut self.paths[i];
+        p.hb_pending = Some(HbPending {
+            nonce,
+            deadline: now + rto,
+        });
+        p.hb_now = false;
+        p.hb_jitter = jitter;
+        p.last_active = now;
+        p.stats.heartbeats_sent += 1;
+        let mut info = Vec::with_capacity(32);
+        info.extend_from_slice(&nonce.to_be_bytes());
+        info.extend_from_slice(&now.as_nanos().to_be_bytes());
+        put_addr(&mut info, &p.remote);
+        let vtag = self.peer_tag;
+        self.queue_ctrl(i, vtag, &[Chunk::Heartbeat(info)]);
+    }
+
+    fn hb_timeout(&mut self, now: Instant, i: usize) {
+        let cfg = self.shared.config.clone();
+        let p = &mut self.paths[i];
+        p.hb_pending = None;
+        p.last_active = now;
+        p.backoff(&cfg);
+        let counts = p.state != PathState::Unconfirmed;
+        self.path_error(now, i);
+        // RFC 7829 §5.1: a Potentially Failed (or unconfirmed) path is probed again at once,
+        // so probes go out one RTO apart (with the RTO backed off).
+        let p = &mut self.paths[i];
+        if matches!(
+            p.state,
+            PathState::PotentiallyFailed | PathState::Unconfirmed
+        ) {
+            p.hb_now = true;
+        }
+        if counts {
+            self.assoc_error();
+        }
+    }
+
+    fn handle_heartbeat_ack(&mut self, now: Instant, info: &[u8]) {
+        let (Some(nonce), Some(sent)) = (be64(info, 0), be64(info, 8)) else {
+            return;
+        };
+        let Some(addr) = get_addr(info.get(16..).unwrap_or(&[])) else {
+            return;
+        };
+        let Some(i) = self.path_index(addr) else {
+            return;
+        };
+        // RFC 9260 §8.3: only a reply carrying the nonce we sent counts.
+        if self.paths[i].hb_pending.as_ref().map(|h| h.nonce) != Some(nonce) {
+            return;
+        }
+        let cfg = self.shared.config.clone();
+        let p = &mut self.paths[i];
+        p.hb_pending = None;
+        p.last_active = now;
+        let rtt = now.saturating_duration_since(Instant::from_nanos(sent));
+        p.rtt_sample(rtt, &cfg);
+        self.path_ok(i);
+        if self.paths[i].state == PathState::Unconfirmed {
+            self.confirm_path(i, true);
+        }
+    }
+
+    // --------------------------------------------------------------------------------------
+    // Output
+    // --------------------------------------------------------------------------------------
+
+    fn header(&self, vtag: u32) -> CommonHeader {
+        CommonHeader {
+            src_port: self.shared.local_port,
+            dst_port: self.peer_port,
+            verification_tag: vtag,
+        }
+    }
+
+    fn queue_ctrl(&mut self, path: usize, vtag: u32, chunks: &[Chunk<'_>]) {
+        let Some(p) = self.paths.get(path) else {
+            return;
+        };
+        let (local, remote) = (p.local, p.remote);
+        self.queue_to(local, remote, vtag, chunks);
+    }
+
+    fn queue_to(&mut self, local: SocketAddr, remote: SocketAddr, vtag: u32, chunks: &[Chunk<'_>]) {
+        let bytes = wire::build_packet(&self.header(vtag), chunks);
+        self.account_sent(remote, bytes.len());
+        self.ctrl.push_back(Transmit {
+            local,
+            remote,
+            bytes,
+        });
+    }
+
+    fn account_sent(&mut self, remote: SocketAddr, len: usize) {
+        if let Some(i) = self.path_index(remote) {
+            let s = &mut self.paths[i].stats;
+            s.packets_sent += 1;
+            s.bytes_sent += len as u64;
+        }
+    }
+
+    /// Max.Burst (RFC 9260 §6.1): every packet or timeout handled lets the output routine
+    /// send up to Max.Burst packets of new data; the allowance ends when `poll_transmit`
+    /// reports that nothing more can be sent.
+    fn add_burst(&mut self) {
+        let m = self.shared.config.max_burst;
+        self.burst_budget = self
+            .burst_budget
+            .saturating_add(m)
+            .min(m.saturating_mul(16));
+    }
+
+    /// The next packet to send, if any.
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if let Some(t) = self.ctrl.pop_front() {
+            return Some(t);
+        }
+        let t = match self.state {
+            State::Established
+            | State::ShutdownPending
+            | State::ShutdownReceived
+            | State::ShutdownSent
+            | State::ShutdownAckSent => self.build_data_packet(now),
+            _ => None,
+        };
+        if t.is_none() {
+            self.burst_budget = 0;
+        }
+        t
+    }
+
+    fn fragment_size(&self) -> usize {
+        let mtu = self
+            .paths
+            .iter()
+            .filter(|p| p.confirmed())
+            .map(|p| p.mtu(&self.shared.config))
+            .min()
+            .unwrap_or(1200);
+        // One DATA chunk filling a packet, rounded down to a multiple of 4.
+        (mtu.saturating_sub(COMMON_HEADER_LEN + DATA_HEADER_LEN) & !3).max(4)
+    }
+
+    fn total_flight(&self) -> usize {
+        self.paths.iter().map(|p| p.flight).sum()
+    }
+
+    fn rwnd(&self) -> usize {
+        (self.shared.config.recv_buffer as usize).saturating_sub(self.rx_held)
+    }
+
+    fn state_accepts_data(&self) -> bool {
+        matches!(
+            self.state,
+            State::Established | State::ShutdownPending | State::ShutdownSent
+        )
+    }
+
+    fn make_sack(&mut self, room: usize) -> SackChunk {
+        let cum = self.peer_cum;
+        let max_items = room.saturating_sub(16) / 4;
+        let gaps: Vec<GapBlock> = self
+            .rx_ranges
+            .iter()
+            .filter_map(|&(s, e)| {
+                let (s, e) = (s - cum, e - cum);
+                (e <= 0xffff).then_some(GapBlock {
+                    start: s as u16,
+                    end: e as u16,
+                })
+            })
+            .take(max_items)
+            .collect();
+        let dup_room = max_items.saturating_sub(gaps.len());
+        let dups: Vec<u32> = self.dups.drain(..).take(dup_room).collect();
+        self.dups.clear();
+        let rwnd = self.rwnd();
+        self.last_rwnd = rwnd;
+        self.sack = SackState::None;
+        self.packets_since_sack = 0;
+        self.stats.sacks_sent += 1;
+        SackChunk {
+            cum_tsn_ack: cum as u32,
+            a_rwnd: rwnd.min(u32::MAX as usize) as u32,
+            gaps,
+            dup_tsns: dups,
+        }
+    }
+
+    fn flush_sack(&mut self) {
+        let d = self.sack_path.min(self.paths.len().saturating_sub(1));
+        let Some(p) = self.paths.get(d) else {
+            return;
+        };
+        let mtu = p.mtu(&self.shared.config);
+        let sack = self.make_sack(mtu.saturating_sub(COMMON_HEADER_LEN + 64).min(1024));
+        let mut chunks = vec![Chunk::Sack(sack)];
+        if !self.pending_errors.is_empty() {
+            chunks.push(Chunk::Error(std::mem::take(&mut self.pending_errors)));
+        }
+        let vtag = self.peer_tag;
+        self.queue_ctrl(d, vtag, &chunks);
+    }
+
+    fn build_data_packet(&mut self, now: Instant) -> Option<Transmit> {
+        let cfg = &self.shared.config;
+        // Choose what to send and where.
+        let mut dest: Option<usize> = None;
+        let mut kind = Rtx::No;
+        if self.rtx_fast > 0 || self.rtx_timeout > 0 {
+            let want = if self.rtx_fast > 0 {
+                Rtx::Fast
+            } else {
+                Rtx::Timeout
+            };
+            if let Some(c) = self.outstanding.iter().find(|c| c.rtx == want) {
+                let d = match want {
+                    Rtx::Fast if self.paths[c.path].state == PathState::Active => c.path,
+                    _ => self.rtx_path(c.path),
+                };
+                let force = match want {
+                    Rtx::Fast => self.fast_once,
+                    _ => self.t3_once,
+                };
+                let p = &self.paths[d];
+                if force || p.flight < p.cwnd {
+                    dest = Some(d);
+                    kind = want;
+                }
+            }
+        }
+        let mut new_data = false;
+        if dest.is_none()
+            && !self.queue.is_empty()
+            && matches!(
+                self.state,
+                State::Established | State::ShutdownPending | State::ShutdownReceived
+            )
+            && self.burst_budget > 0
+        {
+            let d = self.data_path;
+            let p = &mut self.paths[d];
+            // RFC 9260 §7.2.1: after an idle period the window decays to
+            // max(cwnd / 2, 4 * MTU) per RTO without transmission.
+            if p.flight == 0 && !p.rto.is_zero() {
+                let idle = now.saturating_duration_since(p.last_active);
+                let periods = idle.as_nanos() / p.rto.as_nanos();
+                for _ in 0..periods.min(32) {
+                    p.cwnd = (p.cwnd / 2).max(4 * p.pmtu);
+                }
+            }
+            let p = &self.paths[d];
+            let first = self.queue.front().map_or(0, |c| c.data.len());
+            let flight = self.total_flight();
+            let rwnd_ok = first <= self.peer_rwnd || flight == 0;
+            if p.confirmed() && p.flight < p.cwnd && rwnd_ok {
+                dest = Some(d);
+                new_data = true;
+            }
+        }
+        let sack_due = match self.sack {
+            SackState::Now => true,
+            SackState::Delayed(_) => dest.is_some(),
+            SackState::None => false,
+        };
+        let errors_due = !self.pending_errors.is_empty();
+        if dest.is_none() && !sack_due && !errors_due {
+            return None;
+        }
+        let d = dest.unwrap_or(self.sack_path.min(self.paths.len().saturating_sub(1)));
+        let mtu = self.paths.get(d)?.mtu(cfg);
+        let mut buf = Vec::with_capacity(mtu);
+        self.header(self.peer_tag).emit(&mut buf);
+        if sack_due {
+            let room = mtu.saturating_sub(buf.len() + 64);
+            let sack = self.make_sack(room.min(1024));
+            Chunk::Sack(sack).emit(&mut buf);
+        }
+        if errors_due {
+            let causes = std::mem::take(&mut self.pending_errors);
+            Chunk::Error(causes).emit(&mut buf);
+        }
+        let mut any_data = false;
+        if kind != Rtx::No {
+            self.fill_retransmissions(now, d, kind, mtu, &mut buf, &mut any_data);
+            match kind {
+                Rtx::Fast => self.fast_once = false,
+                _ => self.t3_once = false,
+            }
+        } else if new_data {
+            self.fill_new_data(now, d, mtu, &mut buf, &mut any_data);
+            if any_data {
+                self.burst_budget = self.burst_budget.saturating_sub(1);
+            }
+        }
+        if any_data && self.paths[d].t3.is_none() {
+            self.paths[d].t3 = Some(now + self.paths[d].rto);
+        }
+        if buf.len() <= COMMON_HEADER_LEN {
+            return None;
+        }
+        wire::finish_packet(&mut buf);
+        let p = &mut self.paths[d];
+        p.stats.packets_sent += 1;
+        p.stats.bytes_sent += buf.len() as u64;
+        Some(Transmit {
+            local: p.local,
+            remote: p.remote,
+            bytes: buf,
+        })
+    }
+
+    fn fill_retransmissions(
+        &mut self,
+        now: Instant,
+        d: usize,
+        kind: Rtx,
+        mtu: usize,
+        buf: &mut Vec<u8>,
+        any: &mut bool,
+    ) {
+        for c in self.outstanding.iter_mut() {
+            if c.rtx != kind {
+                continue;
+            }
+            let size = pad4(c.size());
+            if buf.len() + size > mtu && *any {
+                break;
+            }
+            if buf.len() + size > mtu && buf.len() > COMMON_HEADER_LEN {
+                // Control chunks already fill the packet; the chunk goes in the next one.
+                break;
+            }
+            Chunk::Data(DataChunk {
+                flags: c.flags,
+                tsn: c.tsn as u32,
+                stream: c.stream,
+                ssn: c.ssn,
+                ppid: c.ppid,
+                data: &c.data,
+            })
+            .emit(buf);
+            *any = true;
+            c.rtx = Rtx::No;
+            c.tx_count += 1;
+            c.path = d;
+            c.sent_at = now;
+            c.in_flight = true;
+            c.misses = 0;
+            if kind == Rtx::Fast {
+                self.rtx_fast -= 1;
+            } else {
+                self.rtx_timeout -= 1;
+            }
+            let p = &mut self.paths[d];
+            p.flight += c.size();
+            p.stats.chunks_retransmitted += 1;
+            p.stats.bytes_retransmitted += c.data.len() as u64;
+            // Karn: no RTT sample from a retransmitted chunk.
+            if p.rtt_probe.is_some_and(|(t, _)| t == c.tsn) {
+                p.rtt_probe = None;
+            }
+            self.peer_rwnd = self.peer_rwnd.saturating_sub(c.data.len());
+        }
+    }
+
+    fn fill_new_data(
+        &mut self,
+        now: Instant,
+        d: usize,
+        mtu: usize,
+        buf: &mut Vec<u8>,
+        any: &mut bool,
+    ) {
+        let zero_window_probe = self.total_flight() == 0;
+        while let Some(front) = self.queue.front() {
+            let size = pad4(DATA_HEADER_LEN + front.data.len());
+            if buf.len() + size > mtu {
+                break;
+            }
+            if (*any || !zero_window_probe) && front.data.len() > self.peer_rwnd {
+                break;
+            }
+            let Some(c) = self.queue.pop_front() else {
+                break;
+            };
+            let tsn = self.next_tsn;
+            self.next_tsn += 1;
+            Chunk::Data(DataChunk {
+                flags: c.flags,
+                tsn: tsn as u32,
+                stream: c.stream,
+                ssn: c.ssn,
+                ppid: c.ppid,
+                data: &c.data,
+            })
+            .emit(buf);
+            *any = true;
+            self.peer_rwnd = self.peer_rwnd.saturating_sub(c.data.len());
+            let p = &mut self.paths[d];
+            let sent = Sent {
+                tsn,
+                stream: c.stream,
+                ssn: c.ssn,
+                ppid: c.ppid,
+                flags: c.flags,
+                data: c.data,
+                path: d,
+                sent_at: now,
+                tx_count: 1,
+                misses: 0,
+                acked: false,
+                in_flight: true,
+                rtx: Rtx::No,
+                fast_retransmitted: false,
+            };
+            p.flight += sent.size();
+            p.stats.data_chunks_sent += 1;
+            p.last_active = now;
+            if p.rtt_probe.is_none() {
+                p.rtt_probe = Some((tsn, now));
+            }
+            self.outstanding.push_back(sent);
+        }
+    }
+
+    // --------------------------------------------------------------------------------------
+    // Timers
+    // --------------------------------------------------------------------------------------
+
+    fn send_t1(&mut self, now: Instant, retransmission: bool) {
+        let i = self.t1_path.min(self.paths.len().saturating_sub(1));
+        let Some(p) = self.paths.get(i) else {
+            return;
+        };
+        let (local, remote, rto) = (p.local, p.remote, p.rto);
+        let mut bytes = Vec::new();
+        match self.state {
+            State::CookieWait => {
+                // §8.5.1 A: the INIT carries verification tag 0.
+                self.header(0).emit(&mut bytes);
+                if let Some(c) = &self.init_packet {
+                    bytes.extend_from_slice(c);
+                }
+            }
+            State::CookieEchoed => {
+                self.header(self.peer_tag).emit(&mut bytes);
+                if let Some(c) = &self.cookie_echo {
+                    bytes.extend_from_slice(c);
+                }
+            }
+            _ => return,
+        }
+        wire::finish_packet(&mut bytes);
+        self.account_sent(remote, bytes.len());
+        self.ctrl.push_back(Transmit {
+            local,
+            remote,
+            bytes,
+        });
+        self.t1 = Some(now + rto);
+        self.t1_sent = if retransmission { None } else { Some(now) };
+    }
+
+    fn t1_expired(&mut self, now: Instant) {
+        self.t1_retransmits += 1;
+        if self.t1_retransmits > self.shared.config.max_init_retransmits {
+            self.close(Event::Aborted {
+                reason: AbortReason::Timeout,
+            });
+            return;
+        }
+        let cfg = self.shared.config.clone();
+        if let Some(p) = self.paths.get_mut(self.t1_path) {
+            p.backoff(&cfg);
+        }
+        // RFC 9260 §5.1.6 / §6.4: try another of the peer's addresses on retransmission.
+        if self.paths.len() > 1 {
+            let rto = self.paths[self.t1_path].rto;
+            self.t1_path = (self.t1_path + 1) % self.paths.len();
+            let p = &mut self.paths[self.t1_path];
+            p.rto = p.rto.max(rto);
+        }
+        self.send_t1(now, true);
+    }
+
+    fn send_t2(&mut self, now: Instant) {
+        let d = self.t2_path.min(self.paths.len().saturating_sub(1));
+        let vtag = self.peer_tag;
+        match self.state {
+            State::ShutdownSent => {
+                let cum = self.peer_cum as u32;
+                self.queue_ctrl(d, vtag, &[Chunk::Shutdown { cum_tsn_ack: cum }]);
+            }
+            State::ShutdownAckSent => self.queue_ctrl(d, vtag, &[Chunk::ShutdownAck]),
+            _ => return,
+        }
+        self.t2 = Some(now + self.paths[d].rto);
+    }
+
+    fn t2_expired(&mut self, now: Instant) {
+        let cfg = self.shared.config.clone();
+        let d = self.t2_path;
+        self.paths[d].backoff(&cfg);
+        self.path_error(now, d);
+        if self.assoc_error() {
+            return;
+        }
+        self.t2_path = self.rtx_path(d);
+        self.send_t2(now);
+    }
+
+    /// RFC 9260 §6.3.3: T3-rtx expired for path `i`.
+    fn t3_expired(&mut self, now: Instant, i: usize) {
+        self.paths[i].t3 = None;
+        let mut marked = 0;
+        let mut oldest_sent = now;
+        for c in self.outstanding.iter_mut() {
+            if c.path == i && c.in_flight && !c.acked {
+                oldest_sent = oldest_sent.min(c.sent_at);
+                c.in_flight = false;
+                if c.rtx == Rtx::Fast {
+                    self.rtx_fast -= 1;
+                }
+                if c.rtx != Rtx::Timeout {
+                    self.rtx_timeout += 1;
+                }
+                c.rtx = Rtx::Timeout;
+                marked += 1;
+            }
+        }
+        if marked == 0 {
+            return;
+        }
+        self.stats.t3_expirations += 1;
+        let cfg = self.shared.config.clone();
+        let p = &mut self.paths[i];
+        let mtu = p.pmtu;
+        // E1 / §7.2.3.
+        p.ssthresh = (p.cwnd / 2).max(4 * mtu);
+        p.cwnd = mtu;
+        p.pba = 0;
+        p.flight = 0;
+        p.rtt_probe = None;
+        p.stats.timeouts += 1;
+        // E2.
+        p.backoff(&cfg);
+        self.fast_recovery_exit = None;
+        self.t3_once = true;
+        // RFC 9260 §6.1 A: while the peer keeps its window closed and keeps acknowledging,
+        // unanswered zero-window probes do not count as errors.
+        let probing =
+            self.peer_window_closed && self.last_sack_at.is_some_and(|t| t >= oldest_sent);
+        if !probing {
+            self.path_error(now, i);
+            self.assoc_error();
+        }
+    }
+
+    // --------------------------------------------------------------------------------------
+    // Input
+    // --------------------------------------------------------------------------------------
+
+    /// Processes a packet received on `local` from `remote`. Packets that fail the checksum,
+    /// carry other ports or the wrong verification tag are discarded (RFC 9260 §6.8, §8.5).
+    pub fn handle_packet(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        data: &[u8],
+    ) {
+        let Ok(pkt) = Packet::new_checked(data) else {
+            self.stats.packets_discarded += 1;
+            return;
+        };
+        if pkt.verify_checksum().is_err() {
+            self.stats.packets_discarded += 1;
+            return;
+        }
+        self.handle_verified(now, local, remote, data);
+    }
+
+    /// [`Association::handle_packet`] after the checksum was verified.
+    pub(crate) fn handle_verified(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        data: &[u8],
+    ) {
+        if self.state == State::Closed {
+            return;
+        }
+        let pkt = Packet::new_unchecked(data);
+        let hdr = pkt.header();
+        if hdr.dst_port != self.shared.local_port || hdr.src_port != self.peer_port {
+            self.stats.packets_discarded += 1;
+            return;
+        }
+        let mut raws: Vec<RawChunk<'_>> = Vec::with_capacity(4);
+        for r in ChunkIter::new(pkt.payload()) {
+            match r {
+                Ok(r) => raws.push(r),
+                Err(_) => {
+                    // Broken chunk framing: nothing in the packet can be trusted.
+                    self.stats.packets_discarded += 1;
+                    return;
+                }
+            }
+        }
+        let Some(first) = raws.first() else {
+            self.stats.packets_discarded += 1;
+            return;
+        };
+        let vtag = hdr.verification_tag;
+        // RFC 9260 §8.5.1 rule A: an INIT travels alone with tag 0.
+        if raws.iter().any(|c| c.chunk_type == chunk_type::INIT) {
+            if raws.len() != 1 || vtag != 0 {
+                self.stats.packets_discarded += 1;
+                return;
+            }
+            match Chunk::parse(first) {
+                Ok(Chunk::Init(init)) => self.handle_init(now, local, remote, &init),
+                _ => self.stats.packets_discarded += 1,
+            }
+            return;
+        }
+        // Rules B and C: ABORT and SHUTDOWN COMPLETE carry our tag, or the peer's with T set.
+        if let Some(c) = raws.iter().find(|c| {
+            c.chunk_type == chunk_type::ABORT || c.chunk_type == chunk_type::SHUTDOWN_COMPLETE
+        }) {
+            let t_bit = c.flags & 1 != 0;
+            let ok = if t_bit {
+                vtag == self.peer_tag
+            } else {
+                vtag == self.local_tag
+            };
+            if !ok {
+                self.stats.packets_discarded += 1;
+                return;
+            }
+        } else if first.chunk_type == chunk_type::COOKIE_ECHO {
+            // Rule D: checked against the cookie (§5.2.4).
+        } else if first.chunk_type == chunk_type::SHUTDOWN_ACK
+            && matches!(self.state, State::CookieWait | State::CookieEchoed)
+        {
+            // Rule E: treat as out of the blue: SHUTDOWN COMPLETE with the T bit, reflecting
+            // the packet's tag.
+            self.queue_to(
+                local,
+                remote,
+                vtag,
+                &[Chunk::ShutdownComplete { t_bit: true }],
+            );
+            return;
+        } else if vtag != self.local_tag {
+            self.stats.packets_discarded += 1;
+            return;
+        }
+        self.stats.packets_received += 1;
+        let path = self.path_index(remote);
+        if let Some(i) = path {
+            self.paths[i].stats.packets_received += 1;
+            self.paths[i].local = local;
+        }
+        self.add_burst();
+        let mut reports: Vec<ErrorCause> = Vec::new();
+        let mut got_data = false;
+        let mut got_new_data = false;
+        let mut ooo = false;
+        let mut immediate = false;
+        for raw in &raws {
+            if self.state == State::Closed {
+                break;
+            }
+            let chunk = match Chunk::parse(raw) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.protocol_violation(now, e.to_string());
+                    return;
+                }
+            };
+            match chunk {
+                Chunk::Data(d) => {
+                    got_data = true;
+                    if d.immediate() {
+                        immediate = true;
+                    }
+                    match self.handle_data(&d, path) {
+                        DataOutcome::New { in_order } => {
+                            got_new_data = true;
+                            if !in_order {
+                                ooo = true;
+                            }
+                        }
+                        DataOutcome::Duplicate | DataOutcome::Dropped => immediate = true,
+                        DataOutcome::Abort => return,
+                    }
+                }
+                Chunk::Sack(s) => self.handle_sack(now, &s, true),
+                Chunk::InitAck(ia) => self.handle_init_ack(now, local, remote, &ia),
+                Chunk::CookieEcho(c) => {
+                    if !self.handle_cookie_echo(now, local, remote, vtag, c) {
+                        return;
+                    }
+                }
+                Chunk::CookieAck => {
+                    if self.state == State::CookieEchoed {
+                        self.t1 = None;
+                        if let (Some(sent), Some(p)) =
+                            (self.t1_sent, self.paths.get_mut(self.t1_path))
+                        {
+                            let cfg = self.shared.config.clone();
+                            p.rtt_sample(now - sent, &cfg);
+                        }
+                        self.cookie_echo = None;
+                        self.state = State::Established;
+                        self.events.push_back(Event::Connected);
+                    }
+                }
+                Chunk::Heartbeat(info) => {
+                    self.queue_to(local, remote, self.peer_tag, &[Chunk::HeartbeatAck(info)]);
+                }
+                Chunk::HeartbeatAck(info) => self.handle_heartbeat_ack(now, &info),
+                Chunk::Abort { causes, .. } => {
+                    self.close(Event::Aborted {
+                        reason: AbortReason::Peer(causes),
+                    });
+                    return;
+                }
+                Chunk::Shutdown { cum_tsn_ack } => self.handle_shutdown(now, cum_tsn_ack, path),
+                Chunk::ShutdownAck => {
+                    if matches!(self.state, State::ShutdownSent | State::ShutdownAckSent) {
+                        self.queue_to(
+                            local,
+                            remote,
+                            self.peer_tag,
+                            &[Chunk::ShutdownComplete { t_bit: false }],
+                        );
+                        self.close(Event::ShutdownComplete);
+                        return;
+                    }
+                }
+                Chunk::ShutdownComplete { .. } => {
+                    if self.state == State::ShutdownAckSent {
+                        self.close(Event::ShutdownComplete);
+                        return;
+                    }
+                }
+                Chunk::Error(causes) => self.handle_error(now, causes),
+                Chunk::Init(_) => {}
+                Chunk::Unknown { chunk_type, .. } => {
+                    let action = UnknownAction::for_chunk(chunk_type);
+                    if action.reports() {
+                        reports.push(ErrorCause::UnrecognizedChunk(raw.bytes.to_vec()));
+                    }
+                    if !action.continues() {
+                        break;
+                    }
+                }
+            }
+        }
+        if !reports.is_empty() && self.peer_tag != 0 {
+            self.queue_to(local, remote, self.peer_tag, &[Chunk::Error(reports)]);
+        }
+        if got_data {
+            if let Some(i) = path {
+                self.sack_path = i;
+            }
+            if self.state == State::ShutdownSent {
+                // RFC 9260 §9.2: answer DATA with SHUTDOWN at once and restart T2.
+                self.sack = SackState::Now;
+                self.send_t2(now);
+            } else {
+                self.packets_since_sack += 1;
+                if immediate
+                    || ooo
+                    || !self.rx_ranges.is_empty()
+                    || self.packets_since_sack >= self.shared.config.sack_freq
+                    || !got_new_data
+                {
+                    self.sack = SackState::Now;
+                } else if self.sack == SackState::None {
+                    self.sack = SackState::Delayed(now + self.shared.config.sack_delay);
+                }
+            }
+        }
+        if !self.pending_errors.is_empty() {
+            // RFC 9260 §6.5: report at once (bundled with the SACK).
+            self.sack = SackState::Now;
+        }
+        if self.sack == SackState::Now && got_data {
+            // Acknowledge now rather than at the next poll: a driver that hands over a batch
+            // of packets before polling still gets one SACK per `sack_freq` packets, which
+            // keeps the sender's ack clock (and cwnd growth) independent of batching.
+            self.flush_sack();
+        }
+        self.progress_shutdown(now);
+    }
+
+    fn protocol_violation(&mut self, _now: Instant, what: String) {
+        let vtag = self.peer_tag;
+        let p = self.data_path;
+        self.queue_ctrl(
+            p,
+            vtag,
+            &[Chunk::Abort {
+                t_bit: false,
+                causes: vec![ErrorCause::ProtocolViolation(what.clone().into_bytes())],
+            }],
+        );
+        self.close(Event::Aborted {
+            reason: AbortReason::ProtocolViolation(what),
+        });
+    }
+
+    fn close(&mut self, event: Event) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.state = State::Closed;
+        self.t1 = None;
+        self.t2 = None;
+        for p in &mut self.paths {
+            p.t3 = None;
+            p.hb_pending = None;
+        }
+        self.sack = SackState::None;
+        self.events.push_back(event);
+    }
+
+    // ---------------------------------------------------------------- setup and collisions
+
+    /// INIT for an existing association: RFC 9260 §5.2.1, §5.2.2, §9.2.
+    fn handle_init(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        init: &InitChunk,
+    ) {
+        if self.state == State::ShutdownAckSent {
+            // §9.2: the INIT is discarded and SHUTDOWN ACK retransmitted.
+            let vtag = self.peer_tag;
+            self.queue_to(local, remote, vtag, &[Chunk::ShutdownAck]);
+            return;
+        }
+        let collision = matches!(self.state, State::CookieWait | State::CookieEchoed);
+        if !collision {
+            // §5.2.2: an INIT adding addresses to a live association is refused.
+            let (_, considered) = unrecognized_params(&init.params);
+            let new: Vec<SocketAddr> = peer_addresses(remote, &init.params[..considered])
+                .into_iter()
+                .filter(|a| self.path_index(*a).is_none())
+                .collect();
+            if !new.is_empty() && init.initiate_tag != 0 {
+                let mut tlvs = Vec::new();
+                for p in address_params(&new, |_| true) {
+                    p.emit(&mut tlvs);
+                }
+                self.queue_to(
+                    local,
+                    remote,
+                    init.initiate_tag,
+                    &[Chunk::Abort {
+                        t_bit: false,
+                        causes: vec![ErrorCause::RestartWithNewAddresses(tlvs)],
+                    }],
+                );
+                return;
+            }
+        }
+        let (tag, tsn) = if collision {
+            (self.local_tag, self.local_initial_tsn)
+        } else {
+            (self.rng.nonzero_u32(), self.rng.next_u32())
+        };
+        let r = Responder {
+            config: &self.shared.config,
+            key: &self.shared.key,
+            local_port: self.shared.local_port,
+            local_addrs: &self.shared.local_addrs,
+            local_tag: tag,
+            local_tsn: tsn,
+            tie_tags: (self.local_tag, self.peer_tag),
+        };
+        match answer_init(now, &r, local, remote, self.peer_port, init) {
+            InitReply::Discard => {}
+            InitReply::Abort(bytes) | InitReply::InitAck(bytes) => {
+                self.account_sent(remote, bytes.len());
+                self.ctrl.push_back(Transmit {
+                    local,
+                    remote,
+                    bytes,
+                });
+            }
+        }
+    }
+
+    /// INIT ACK in COOKIE-WAIT (RFC 9260 §5.1 C, §5.2.3).
+    fn handle_init_ack(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        ia: &InitChunk,
+    ) {
+        if self.state != State::CookieWait {
+            // §5.2.3: an unexpected INIT ACK is discarded.
+            return;
+        }
+        // §3.3.3: Initiate Tag 0, or no streams, ends the attempt.
+        if ia.initiate_tag == 0 || ia.outbound_streams == 0 || ia.inbound_streams == 0 {
+            self.queue_to(
+                local,
+                remote,
+                ia.initiate_tag,
+                &[Chunk::Abort {
+                    t_bit: false,
+                    causes: vec![ErrorCause::InvalidMandatoryParam],
+                }],
+            );
+            self.close(Event::Aborted {
+                reason: AbortReason::SetupFailed(
+                    "INIT ACK with invalid mandatory parameter".into(),
+                ),
+            });
+            return;
+        }
+        let (report, considered) = unrecognized_params(&ia.params);
+        let considered = &ia.params[..considered];
+        let Some(cookie) = considered.iter().find_map(|p| match p {
+            Param::StateCookie(c) => Some(c.clone()),
+            _ => None,
+        }) else {
+            // §5.1 / §3.3.10.2: no State Cookie: ABORT with Missing Mandatory Parameter.
+            self.queue_to(
+                local,
+                remote,
+                ia.initiate_tag,
+                &[Chunk::Abort {
+                    t_bit: false,
+                    causes: vec![ErrorCause::MissingMandatoryParam(vec![
+                        wire::param_type::STATE_COOKIE,
+                    ])],
+                }],
+            );
+            self.close(Event::Aborted {
+                reason: AbortReason::SetupFailed("INIT ACK without a State Cookie".into()),
+            });
+            return;
+        };
+        self.peer_tag = ia.initiate_tag;
+        let out = self.shared.config.outbound_streams.min(ia.inbound_streams);
+        let inb = self
+            .shared
+            .config
+            .max_inbound_streams
+            .min(ia.outbound_streams);
+        self.set_peer_params(ia.initial_tsn, ia.a_rwnd, out, inb);
+        let addrs = peer_addresses(remote, considered);
+        let addrs: Vec<SocketAddr> = addrs.into_iter().filter(|a| self.reachable(a)).collect();
+        for a in addrs {
+            let l = choose_local(&self.shared.local_addrs, &a);
+            self.path_index_or_add(now, a, l);
+        }
+        let src = self.path_index_or_add(now, remote, local);
+        self.paths[src].local = local;
+        self.confirm_path(src, false);
+        if let Some(sent) = self.t1_sent {
+            let cfg = self.shared.config.clone();
+            self.paths[src].rtt_sample(now - sent, &cfg);
+        }
+        for p in &mut self.paths {
+            p.ssthresh = (ia.a_rwnd as usize).max(p.initial_cwnd());
+        }
+        let mut chunk = Vec::new();
+        Chunk::CookieEcho(&cookie).emit(&mut chunk);
+        if !report.is_empty() {
+            // §3.2.1: unrecognised INIT ACK parameters are reported in an ERROR bundled with
+            // the COOKIE ECHO.
+            Chunk::Error(vec![ErrorCause::UnrecognizedParams(report.concat())]).emit(&mut chunk);
+        }
+        self.cookie_echo = Some(chunk);
+        self.state = State::CookieEchoed;
+        self.t1_retransmits = 0;
+        self.t1_path = 0;
+        self.send_t1(now, false);
+    }
+
+    /// COOKIE ECHO for an existing association (RFC 9260 §5.1.5, §5.2.4). Returns whether the
+    /// rest of the packet may be processed.
+    fn handle_cookie_echo(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        vtag: u32,
+        bytes: &[u8],
+    ) -> bool {
+        let Ok(c) = Cookie::open(bytes, &self.shared.key) else {
+            self.stats.packets_discarded += 1;
+            return false;
+        };
+        if c.local_tag != vtag
+            || c.local_port != self.shared.local_port
+            || c.peer_port != self.peer_port
+        {
+            return false;
+        }
+        let expires = c.created_ns.saturating_add(c.lifetime_ns);
+        if now.as_nanos() > expires {
+            let stale_us = (now.as_nanos() - expires) / 1000;
+            self.queue_to(
+                local,
+                remote,
+                c.peer_tag,
+                &[Chunk::Error(vec![ErrorCause::StaleCookie {
+                    staleness_us: stale_us.min(u64::from(u32::MAX)) as u32,
+                }])],
+            );
+            return false;
+        }
+        let local_match = c.local_tag == self.local_tag;
+        let peer_match = c.peer_tag == self.peer_tag;
+        let ack = |s: &mut Self| {
+            let vtag = s.peer_tag;
+            s.queue_to(local, remote, vtag, &[Chunk::CookieAck]);
+        };
+        if !local_match
+            && !peer_match
+            && c.local_tie_tag == self.local_tag
+            && c.peer_tie_tag == self.peer_tag
+        {
+            // (A) the peer restarted.
+            if self.state == State::ShutdownAckSent {
+                let vtag = c.peer_tag;
+                self.queue_to(
+                    local,
+                    remote,
+                    vtag,
+                    &[
+                        Chunk::ShutdownAck,
+                        Chunk::Error(vec![ErrorCause::CookieWhileShuttingDown]),
+                    ],
+                );
+                return false;
+            }
+            self.restart(now, &c, remote);
+            ack(self);
+            return true;
+        }
+        if local_match && !peer_match {
+            // (B) setup collision: take the peer's tag and parameters from the cookie.
+            if matches!(self.state, State::CookieWait | State::CookieEchoed) || self.peer_tag == 0 {
+                self.peer_tag = c.peer_tag;
+                self.set_peer_params(
+                    c.peer_tsn,
+                    c.peer_rwnd,
+                    c.outbound_streams,
+                    c.inbound_streams,
+                );
+                let addrs: Vec<SocketAddr> = c
+                    .peer_addrs
+                    .iter()
+                    .copied()
+                    .filter(|a| self.reachable(a))
+                    .collect();
+                for a in addrs {
+                    let l = choose_local(&self.shared.local_addrs, &a);
+                    self.path_index_or_add(now, a, l);
+                }
+            } else {
+                self.peer_tag = c.peer_tag;
+            }
+            let i = self.path_index_or_add(now, remote, local);
+            self.confirm_path(i, false);
+            self.t1 = None;
+            if matches!(self.state, State::CookieWait | State::CookieEchoed) {
+                self.state = State::Established;
+                self.events.push_back(Event::Connected);
+            }
+            ack(self);
+            return true;
+        }
+        if !local_match && peer_match && c.local_tie_tag == 0 && c.peer_tie_tag == 0 {
+            // (C) a late cookie from an earlier attempt: discard.
+            return false;
+        }
+        if local_match && peer_match {
+            // (D) duplicate or first COOKIE ECHO of this association.
+            if self.state == State::CookieEchoed {
+                self.t1 = None;
+                self.state = State::Established;
+                self.events.push_back(Event::Connected);
+            }
+            ack(self);
+            return true;
+        }
+        false
+    }
+
+    fn restart(&mut self, now: Instant, c: &Cookie, source: SocketAddr) {
+        self.queue.clear();
+        self.queued_bytes = 0;
+        self.ready.clear();
+        self.rx_held = 0;
+        for p in &mut self.paths {
+            p.flight = 0;
+            p.t3 = None;
+            p.cwnd = p.initial_cwnd();
+            p.rtt_probe = None;
+        }
+        self.fast_recovery_exit = None;
+        self.install_cookie(now, c, source);
+        self.state = State::Established;
+        self.events.push_back(Event::Restarted);
+    }
+
+    fn handle_error(&mut self, now: Instant, causes: Vec<ErrorCause>) {
+        if self.state == State::CookieEchoed
+            && let Some(stale) = causes.iter().find_map(|c| match c {
+                ErrorCause::StaleCookie { staleness_us } => Some(*staleness_us),
+                _ => None,
+            })
+        {
+            // RFC 9260 §5.2.6: start over with a Cookie Preservative asking for the measured
+            // staleness plus the round trip (at most one second more).
+            self.t1_retransmits += 1;
+            if self.t1_retransmits > self.shared.config.max_init_retransmits {
+                self.close(Event::Aborted {
+                    reason: AbortReason::Timeout,
+                });
+                return;
+            }
+            let rtt = self
+                .t1_sent
+                .map_or(Duration::ZERO, |s| now - s)
+                .min(Duration::from_secs(1));
+            let ms = u64::from(stale) / 1000 + rtt.as_millis() as u64 + 1;
+            if let Some(init) = &mut self.init_packet
+                && let Some(raw) = ChunkIter::new(init).next().and_then(Result::ok)
+                && let Ok(Chunk::Init(mut i)) = Chunk::parse(&raw)
+            {
+                i.params
+                    .retain(|p| !matches!(p, Param::CookiePreservative(_)));
+                i.params
+                    .push(Param::CookiePreservative(ms.min(u64::from(u32::MAX)) as u32));
+                let mut out = Vec::new();
+                Chunk::Init(i).emit(&mut out);
+                *init = out;
+            }
+            self.peer_tag = 0;
+            self.cookie_echo = None;
+            self.state = State::CookieWait;
+            self.send_t1(now, false);
+            return;
+        }
+        self.events.push_back(Event::ErrorReceived { causes });
+    }
+
+    // ---------------------------------------------------------------- data and SACK
+
+    fn handle_data(&mut self, d: &DataChunk<'_>, path: Option<usize>) -> DataOutcome {
+        if !self.state_accepts_data() && self.state != State::ShutdownReceived {
+            return DataOutcome::Dropped;
+        }
+        let tsn = unwrap32(self.peer_cum, d.tsn);
+        if d.data.is_empty() {
+            // RFC 9260 §6.2: no user data: ABORT with the No User Data cause.
+            let vtag = self.peer_tag;
+            let p = path.unwrap_or(self.data_path);
+            self.queue_ctrl(
+                p,
+                vtag,
+                &[Chunk::Abort {
+                    t_bit: false,
+                    causes: vec![ErrorCause::NoUserData { tsn: d.tsn }],
+                }],
+            );
+            self.close(Event::Aborted {
+                reason: AbortReason::ProtocolViolation("DATA chunk without user data".into()),
+            });
+            return DataOutcome::Abort;
+        }
+        if tsn <= self.peer_cum || self.rx_contains(tsn) {
+            self.stats.duplicate_tsns += 1;
+            if self.dups.len() < 64 {
+                self.dups.push(d.tsn);
+            }
+            return DataOutcome::Duplicate;
+        }
+        if tsn - self.peer_cum > 0xffff {
+            // Cannot be reported in a gap block; the sender is far out of its window.
+            return DataOutcome::Dropped;
+        }
+        if d.stream >= self.in_streams {
+            // RFC 9260 §6.5: acknowledge the TSN, report Invalid Stream Identifier, drop.
+            self.pending_errors
+                .push(ErrorCause::InvalidStreamId { stream: d.stream });
+            self.rx_insert(tsn);
+            return DataOutcome::New { in_order: true };
+        }
+        // RFC 9260 §6.2: with no buffer left, drop chunks beyond the highest TSN received;
+        // chunks filling holes are still taken.
+        if self.rx_held + d.data.len() > self.shared.config.recv_buffer as usize
+            && tsn > self.highest_rx
+        {
+            return DataOutcome::Dropped;
+        }
+        let in_order = tsn == self.peer_cum + 1 && self.rx_ranges.is_empty();
+        self.rx_insert(tsn);
+        self.rx_held += d.data.len();
+        let check = d.end() || tsn < self.highest_rx || (d.beginning() && d.end());
+        self.reasm.insert(
+            tsn,
+            RxChunk {
+                stream: d.stream,
+                ssn: d.ssn,
+                ppid: d.ppid,
+                flags: d.flags,
+                data: d.data.to_vec(),
+            },
+        );
+        if tsn > self.highest_rx {
+            self.highest_rx = tsn;
+        }
+        if check {
+            self.try_reassemble(tsn);
+        }
+        DataOutcome::New { in_order }
+    }
+
+    fn rx_contains(&self, tsn: u64) -> bool {
+        self.rx_ranges.iter().any(|&(s, e)| s <= tsn && tsn <= e)
+    }
+
+    fn rx_insert(&mut self, tsn: u64) {
+        if tsn == self.peer_cum + 1 {
+            self.peer_cum = tsn;
+            if let Some(&(s, e)) = self.rx_ranges.first()
+                && s == self.peer_cum + 1
+            {
+                self.peer_cum = e;
+                self.rx_ranges.remove(0);
+            }
+            return;
+        }
+        let pos = self.rx_ranges.partition_point(|&(_, e)| e + 1 < tsn);
+        match self.rx_ranges.get_mut(pos) {
+            Some(r) if r.0 <= tsn + 1 => {
+                r.0 = r.0.min(tsn);
+                r.1 = r.1.max(tsn);
+                // Merge with the next range if they now touch.
+                if let Some(&(ns, ne)) = self.rx_ranges.get(pos + 1)
+                    && ns <= self.rx_ranges[pos].1 + 1
+                {
+                    self.rx_ranges[pos].1 = self.rx_ranges[pos].1.max(ne);
+                    self.rx_ranges.remove(pos + 1);
+                }
+            }
+            _ => self.rx_ranges.insert(pos, (tsn, tsn)),
+        }
+    }
+
+    /// Finds the message containing the chunk at `tsn`, if complete, and delivers it.
+    fn try_reassemble(&mut self, tsn: u64) {
+        let Some(c) = self.reasm.get(&tsn) else {
+            return;
+        };
+        let (stream, flags) = (c.stream, c.flags);
+        let unordered = flags & data_flags::UNORDERED;
+        let same =
+            |x: &RxChunk| x.stream == stream && (x.flags & data_flags::UNORDERED) == unordered;
+        // Walk back to the B fragment.
+        let mut start = tsn;
+        loop {
+            let Some(c) = self.reasm.get(&start) else {
+                return;
+            };
+            if !same(c) {
+                return;
+            }
+            if c.flags & data_flags::BEGINNING != 0 {
+                break;
+            }
+            if start != tsn && c.flags & data_flags::END != 0 {
+                return;
+            }
+            start -= 1;
+        }
+        // Walk forward to the E fragment.
+        let mut end = tsn;
+        loop {
+            let Some(c) = self.reasm.get(&end) else {
+                return;
+            };
+            if !same(c) {
+                return;
+            }
+            if c.flags & data_flags::END != 0 {
+                break;
+            }
+            if end != start && c.flags & data_flags::BEGINNING != 0 {
+                return;
+            }
+            end += 1;
+        }
+        let mut data = Vec::new();
+        let mut ppid = 0;
+        let mut ssn = 0;
+        for t in start..=end {
+            if let Some(c) = self.reasm.remove(&t) {
+                if t == start {
+                    ppid = c.ppid;
+                    ssn = c.ssn;
+                    if start == end {
+                        data = c.data;
+                        break;
+                    }
+                    data.reserve(c.data.len() * (end - start + 1) as usize);
+                }
+                data.extend_from_slice(&c.data);
+            }
+        }
+        let msg = Message {
+            stream,
+            ppid,
+            ssn,
+            unordered: unordered != 0,
+            data,
+        };
+        if msg.unordered {
+            self.deliver(msg);
+            return;
+        }
+        let s = usize::from(stream);
+        if self.in_ssn.get(s) == Some(&ssn) {
+            self.deliver(msg);
+            self.in_ssn[s] = ssn.wrapping_add(1);
+            while let Some(next) = self.ordered[s].remove(&self.in_ssn[s]) {
+                self.in_ssn[s] = self.in_ssn[s].wrapping_add(1);
+                self.deliver(next);
+            }
+        } else if let Some(q) = self.ordered.get_mut(s) {
+            q.insert(ssn, msg);
+        }
+    }
+
+    fn deliver(&mut self, m: Message) {
+        if self.ready.is_empty() {
+            self.events
+                .push_back(Event::DataReadable { stream: m.stream });
+        }
+        self.ready.push_back(m);
+    }
+
+    /// RFC 9260 §6.2.1: processing a SACK.
+    ///
+    /// `is_sack` is false for the cumulative ack carried by a SHUTDOWN, which says nothing
+    /// about chunks above it.
+    fn handle_sack(&mut self, now: Instant, s: &SackChunk, is_sack: bool) {
+        if !matches!(
+            self.state,
+            State::Established
+                | State::ShutdownPending
+                | State::ShutdownReceived
+                | State::ShutdownSent
+                | State::ShutdownAckSent
+        ) {
+            return;
+        }
+        let cum = unwrap32(self.cum_ack, s.cum_tsn_ack);
+        if cum < self.cum_ack {
+            // D i): an old, reordered SACK.
+            return;
+        }
+        if cum >= self.next_tsn {
+            self.protocol_violation(
+                now,
+                format!(
+                    "SACK acknowledges TSN {} that was never sent",
+                    s.cum_tsn_ack
+                ),
+            );
+            return;
+        }
+        let cfg = self.shared.config.clone();
+        let npaths = self.paths.len();
+        let mut acked_bytes = vec![0usize; npaths];
+        // Per path, the latest send time among newly acknowledged chunks: only data sent
+        // after a path's last timeout proves that the path works now.
+        let mut acked_sent_at: Vec<Option<Instant>> = vec![None; npaths];
+        let mut flight_before: Vec<usize> = self.paths.iter().map(|p| p.flight).collect();
+        let cum_advanced = cum > self.cum_ack;
+        let mut htna: Option<u64> = None;
+        let mut rtt_samples: Vec<(usize, Duration)> = Vec::new();
+        // Cumulative part.
+        while self.cum_ack < cum {
+            let Some(c) = self.outstanding.pop_front() else {
+                break;
+            };
+            self.cum_ack = c.tsn;
+            self.queued_bytes = self.queued_bytes.saturating_sub(c.data.len());
+            if c.acked {
+                self.gap_acked -= 1;
+                continue;
+            }
+            match c.rtx {
+                Rtx::Fast => self.rtx_fast -= 1,
+                Rtx::Timeout => self.rtx_timeout -= 1,
+                Rtx::No => {}
+            }
+            htna = Some(c.tsn);
+            let p = &mut self.paths[c.path];
+            if c.in_flight {
+                p.flight = p.flight.saturating_sub(c.size());
+            }
+            acked_bytes[c.path] += c.size();
+            acked_sent_at[c.path] = acked_sent_at[c.path].max(Some(c.sent_at));
+            if let Some((t, at)) = p.rtt_probe
+                && t == c.tsn
+            {
+                p.rtt_probe = None;
+                if c.tx_count == 1 {
+                    rtt_samples.push((c.path, now - at));
+                }
+            }
+        }
+        self.cum_ack = cum;
+        // Gap ack blocks.
+        if is_sack && (!s.gaps.is_empty() || self.gap_acked > 0) {
+            let mut blocks: Vec<(u64, u64)> = s
+                .gaps
+                .iter()
+                .filter(|g| g.start <= g.end && g.start > 0)
+                .map(|g| (cum + u64::from(g.start), cum + u64::from(g.end)))
+                .collect();
+            blocks.sort_unstable();
+            let mut bi = 0;
+            for c in self.outstanding.iter_mut() {
+                while bi < blocks.len() && blocks[bi].1 < c.tsn {
+                    bi += 1;
+                }
+                let in_gap = bi < blocks.len() && blocks[bi].0 <= c.tsn;
+                if in_gap && !c.acked {
+                    c.acked = true;
+                    self.gap_acked += 1;
+                    match c.rtx {
+                        Rtx::Fast => self.rtx_fast -= 1,
+                        Rtx::Timeout => self.rtx_timeout -= 1,
+                        Rtx::No => {}
+                    }
+                    c.rtx = Rtx::No;
+                    htna = Some(htna.map_or(c.tsn, |h| h.max(c.tsn)));
+                    let p = &mut self.paths[c.path];
+                    if c.in_flight {
+                        p.flight = p.flight.saturating_sub(c.size());
+                        c.in_flight = false;
+                    }
+                    acked_bytes[c.path] += c.size();
+                    acked_sent_at[c.path] = acked_sent_at[c.path].max(Some(c.sent_at));
+                    if let Some((t, at)) = p.rtt_probe
+                        && t == c.tsn
+                    {
+                        p.rtt_probe = None;
+                        if c.tx_count == 1 {
+                            rtt_samples.push((c.path, now - at));
+                        }
+                    }
+                } else if !in_gap && c.acked {
+                    // Reneged: the peer dropped it; send it again.
+                    c.acked = false;
+                    self.gap_acked -= 1;
+                    c.rtx = Rtx::Timeout;
+                    self.rtx_timeout += 1;
+                }
+            }
+        }
+        for (i, r) in rtt_samples {
+            self.paths[i].rtt_sample(r, &cfg);
+        }
+        // Miss indications and fast retransmit (§7.2.4). Only chunks below a gap-acked TSN
+        // are "reported missing"; outside Fast Recovery the HTNA rule further limits the
+        // count to chunks below the highest TSN newly acknowledged by this SACK.
+        let mut newly_marked: Vec<usize> = Vec::new();
+        let highest_gap = s.gaps.iter().map(|g| cum + u64::from(g.end)).max();
+        if let (true, Some(hg)) = (is_sack, highest_gap) {
+            let in_fr = self.fast_recovery_exit.is_some();
+            let limit = if in_fr && cum_advanced {
+                hg
+            } else {
+                htna.map_or(0, |h| h.min(hg))
+            };
+            for c in self.outstanding.iter_mut() {
+                if c.tsn >= limit {
+                    break;
+                }
+                if c.acked || c.rtx != Rtx::No || c.fast_retransmitted || !c.in_flight {
+                    continue;
+                }
+                c.misses += 1;
+                if c.misses >= 3 {
+                    c.rtx = Rtx::Fast;
+                    c.fast_retransmitted = true;
+                    c.in_flight = false;
+                    self.rtx_fast += 1;
+                    let p = &mut self.paths[c.path];
+                    p.flight = p.flight.saturating_sub(c.size());
+                    p.stats.fast_retransmits += 1;
+                    if !newly_marked.contains(&c.path) {
+                        newly_marked.push(c.path);
+                    }
+                }
+            }
+        }
+        if !newly_marked.is_empty() {
+            self.stats.fast_retransmits += 1;
+            if self.fast_recovery_exit.is_none() {
+                for &i in &newly_marked {
+                    let p = &mut self.paths[i];
+                    p.ssthresh = (p.cwnd / 2).max(4 * p.pmtu);
+                    p.cwnd = p.ssthresh;
+                    p.pba = 0;
+                    flight_before[i] = 0;
+                }
+                self.fast_recovery_exit = Some(self.next_tsn - 1);
+            }
+            self.fast_once = true;
+        }
+        if self.fast_recovery_exit.is_some_and(|x| self.cum_ack >= x) {
+            self.fast_recovery_exit = None;
+        }
+        // Congestion window growth (§7.2.1, §7.2.2) and T3 management.
+        let in_fr = self.fast_recovery_exit.is_some();
+        for i in 0..npaths {
+            let acked = acked_bytes[i];
+            if acked > 0 {
+                self.assoc_errors = 0;
+                let fresh = match (acked_sent_at[i], self.paths[i].last_error) {
+                    (Some(sent), Some(err)) => sent > err,
+                    _ => true,
+                };
+                if fresh {
+                    self.path_ok(i);
+                }
+                let p = &mut self.paths[i];
+                let mtu = p.pmtu;
+                let full = flight_before[i] + mtu > p.cwnd;
+                if cum_advanced && !in_fr && full {
+                    if p.cwnd <= p.ssthresh {
+                        p.cwnd += acked.min(mtu);
+                    } else {
+                        p.pba += acked;
+                        if p.pba >= p.cwnd {
+                            p.pba -= p.cwnd;
+                            p.cwnd += mtu;
+                        }
+                    }
+                }
+                // R3: restart T3 when the earliest outstanding chunk of this path was acked.
+                p.t3 = if p.flight > 0 {
+                    Some(now + p.rto)
+                } else {
+                    None
+                };
+            }
+            let p = &mut self.paths[i];
+            if p.flight == 0 {
+                p.pba = 0;
+                p.t3 = None;
+            }
+        }
+        let outstanding_bytes: usize = self
+            .outstanding
+            .iter()
+            .filter(|c| !c.acked)
+            .map(|c| c.data.len())
+            .sum();
+        self.peer_rwnd = (s.a_rwnd as usize).saturating_sub(outstanding_bytes);
+        if is_sack {
+            self.last_sack_at = Some(now);
+            let mtu = self.paths.get(self.data_path).map_or(1500, |p| p.pmtu);
+            self.peer_window_closed = self.peer_rwnd < mtu;
+        }
+    }
+
+    // ---------------------------------------------------------------- shutdown
+
+    fn handle_shutdown(&mut self, now: Instant, cum_tsn_ack: u32, path: Option<usize>) {
+        match self.state {
+            State::Established | State::ShutdownPending | State::ShutdownReceived => {
+                let sack = SackChunk {
+                    cum_tsn_ack,
+                    a_rwnd: self.peer_rwnd.min(u32::MAX as usize) as u32,
+                    gaps: Vec::new(),
+                    dup_tsns: Vec::new(),
+                };
+                let a = unwrap32(self.cum_ack, cum_tsn_ack);
+                if a >= self.cum_ack && a < self.next_tsn {
+                    let keep = self.peer_rwnd;
+                    self.handle_sack(now, &sack, false);
+                    self.peer_rwnd = keep;
+                }
+                if self.state != State::Closed {
+                    self.state = State::ShutdownReceived;
+                    if let Some(i) = path {
+                        self.t2_path = i;
+                    }
+                }
+            }
+            State::ShutdownSent => {
+                // Both sides shut down at once: answer with SHUTDOWN ACK.
+                self.state = State::ShutdownAckSent;
+                self.t2_path = path.unwrap_or(self.data_path);
+                self.send_t2(now);
+            }
+            State::ShutdownAckSent => {
+                self.t2_path = path.unwrap_or(self.t2_path);
+                self.send_t2(now);
+            }
+            _ => {}
+        }
+    }
+
+    fn progress_shutdown(&mut self, now: Instant) {
+        let all_acked = self.queue.is_empty() && self.outstanding.is_empty();
+        match self.state {
+            State::ShutdownPending if all_acked => {
+                self.state = State::ShutdownSent;
+                self.t2_path = self.data_path;
+                self.send_t2(now);
+            }
+            State::ShutdownReceived if all_acked => {
+                self.state = State::ShutdownAckSent;
+                self.send_t2(now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Whether `remote` (with SCTP port `peer_port`) is one of this association's peer
+    /// transport addresses. Used by the endpoint to demultiplex by address.
+    pub(crate) fn peer_matches(&self, remote: SocketAddr, peer_port: u16) -> bool {
+        self.peer_port == peer_port && self.path_index(remote).is_some()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DataOutcome {
+    New { in_order: bool },
+    Duplicate,
+    Dropped,
+    Abort,
+}
+
+fn be64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+fn put_addr(out: &mut Vec<u8>, a: &SocketAddr) {
+    match a.ip() {
+        std::net::IpAddr::V4(ip) => {
+            out.push(4);
+            out.extend_from_slice(&ip.octets());
+        }
+        std::net::IpAddr::V6(ip) => {
+            out.push(6);
+            out.extend_from_slice(&ip.octets());
+        }
+    }
+    out.extend_from_slice(&a.port().to_be_bytes());
+}
+
+fn get_addr(b: &[u8]) -> Option<SocketAddr> {
+    let (ip, rest): (std::net::IpAddr, &[u8]) = match b.first()? {
+        4 => {
+            let o: [u8; 4] = b.get(1..5)?.try_into().ok()?;
+            (o.into(), b.get(5..)?)
+        }
+        6 => {
+            let o: [u8; 16] = b.get(1..17)?.try_into().ok()?;
+            (o.into(), b.get(17..)?)
+        }
+        _ => return None,
+    };
+    let port = u16::from_be_bytes(rest.get(..2)?.try_into().ok()?);
+    Some(SocketAddr::new(ip, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 9260 §1.6: serial number arithmetic across the 2^32 wrap.
+    #[test]
+    fn rfc9260_1_6_tsn_unwrapping_across_wrap() {
+        let r = TSN_BASE + u64::from(u32::MAX) - 1;
+        assert_eq!(unwrap32(r, 1), TSN_BASE + u64::from(u32::MAX) + 2);
+        assert_eq!(unwrap32(r, u32::MAX - 5), r - 4);
+        assert_eq!(unwrap32(TSN_BASE + 10, 5), TSN_BASE + 5);
+    }
+}

@@ -1,0 +1,117 @@
+//! Tunables. Defaults are the protocol parameter values of RFC 9260 §16 and RFC 7829 §5.1.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Per-association protocol parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AssociationConfig {
+    /// RTO.Initial (1 s).
+    pub rto_initial: Duration,
+    /// RTO.Min (1 s).
+    pub rto_min: Duration,
+    /// RTO.Max (60 s).
+    pub rto_max: Duration,
+    /// RTO.Alpha (1/8).
+    pub rto_alpha: f64,
+    /// RTO.Beta (1/4).
+    pub rto_beta: f64,
+    /// Clock granularity G used when RTTVAR would be 0 (RFC 9260 §6.3.1 C4).
+    pub clock_granularity: Duration,
+    /// Max.Init.Retransmits (8).
+    pub max_init_retransmits: u32,
+    /// Association.Max.Retrans (10).
+    pub association_max_retrans: u32,
+    /// Path.Max.Retrans (5).
+    pub path_max_retrans: u32,
+    /// PotentiallyFailed.Max.Retrans of RFC 7829 (PFMR). `Some(0)`, the default, is the
+    /// "quick failover" variant: a single timeout moves a path to Potentially Failed. `None`
+    /// disables SCTP-PF (plain RFC 9260 failover after Path.Max.Retrans).
+    pub pf_max_retrans: Option<u32>,
+    /// HB.interval (30 s).
+    pub hb_interval: Duration,
+    /// Whether idle confirmed paths are probed with heartbeats.
+    pub heartbeats: bool,
+    /// Valid.Cookie.Life (60 s).
+    pub valid_cookie_life: Duration,
+    /// Maximum delay before acknowledging DATA (200 ms; RFC 9260 §6.2 caps it at 500 ms).
+    pub sack_delay: Duration,
+    /// Acknowledge at least every this many packets carrying DATA (2).
+    pub sack_freq: u32,
+    /// Max.Burst (4): new-data packets sent in reply to one incoming packet or timeout.
+    pub max_burst: u32,
+    /// Receive buffer in bytes: the a_rwnd announced in INIT / INIT ACK.
+    pub recv_buffer: u32,
+    /// Bytes of user data that may wait in the send queue (not yet acknowledged).
+    pub send_buffer: usize,
+    /// Outbound streams requested (OS).
+    pub outbound_streams: u16,
+    /// Inbound streams accepted (MIS).
+    pub max_inbound_streams: u16,
+    /// Path MTU of a new path at the IP level (bytes, including the IP header).
+    pub pmtu: usize,
+    /// Bytes below SCTP besides the IP header, e.g. 8 for UDP encapsulation (RFC 6951).
+    pub encapsulation_overhead: usize,
+}
+
+impl Default for AssociationConfig {
+    fn default() -> Self {
+        AssociationConfig {
+            rto_initial: Duration::from_secs(1),
+            rto_min: Duration::from_secs(1),
+            rto_max: Duration::from_secs(60),
+            rto_alpha: 0.125,
+            rto_beta: 0.25,
+            clock_granularity: Duration::from_millis(1),
+            max_init_retransmits: 8,
+            association_max_retrans: 10,
+            path_max_retrans: 5,
+            pf_max_retrans: Some(0),
+            hb_interval: Duration::from_secs(30),
+            heartbeats: true,
+            valid_cookie_life: Duration::from_secs(60),
+            sack_delay: Duration::from_millis(200),
+            sack_freq: 2,
+            max_burst: 4,
+            recv_buffer: 1 << 20,
+            send_buffer: 4 << 20,
+            outbound_streams: 16,
+            max_inbound_streams: 16,
+            pmtu: 1500,
+            encapsulation_overhead: 0,
+        }
+    }
+}
+
+/// Endpoint configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointConfig {
+    /// Local SCTP port.
+    pub port: u16,
+    /// Local addresses (the network-level addresses packets are sent from and received on).
+    /// All of them are announced to peers in INIT and INIT ACK.
+    pub local_addrs: Vec<SocketAddr>,
+    /// Seed for verification tags, initial TSNs, heartbeat nonces and (unless
+    /// `cookie_secret` is given) the cookie key. Must be unpredictable in production.
+    pub seed: u64,
+    /// Key for signing state cookies; derived from `seed` when `None`.
+    pub cookie_secret: Option<[u8; 32]>,
+    /// Whether incoming INITs are answered (a listening endpoint).
+    pub accept_incoming: bool,
+    /// Parameters for every association of this endpoint.
+    pub association: AssociationConfig,
+}
+
+impl EndpointConfig {
+    /// A configuration with default protocol parameters.
+    pub fn new(port: u16, local_addrs: Vec<SocketAddr>, seed: u64) -> EndpointConfig {
+        EndpointConfig {
+            port,
+            local_addrs,
+            seed,
+            cookie_secret: None,
+            accept_incoming: true,
+            association: AssociationConfig::default(),
+        }
+    }
+}

@@ -1,0 +1,1134 @@
+//! The RNIC runtime: queue pairs over kernel TCP, driven by a progress thread (or by the
+//! application in manual-progress mode), with connection management.
+//!
+//! # Model
+//!
+//! An [`Rnic`] owns a memory table ([`MemTable`]), its queue pairs ([`Qp`]) and one
+//! *progress core*: an epoll set ([`mio::Poll`]) holding every listening and connected
+//! socket plus an eventfd waker. The core runs each QP's [`QpEngine`] exactly as the crate
+//! documentation describes: bytes read from the socket go to `handle_stream`, the engine's
+//! `poll_transmit` output is written until the socket would block (then `EPOLLOUT` is
+//! awaited), engine events become [`Event`]s, and the socket is shut down when the engine
+//! says so.
+//!
+//! * **Progress thread** ([`ProgressMode::Thread`], the default): posting is a doorbell —
+//!   [`Qp::post_send`] locks the QP's engine for the duration of the post, marks the QP and
+//!   wakes the thread only when it sleeps. After the last piece of work the thread keeps
+//!   polling for [`RnicConfig::busy_poll`] (default 50 µs) before it sleeps in `epoll_wait`;
+//!   busy polling trades a core for latency (`softrnic write-lat --busy-poll-us 0` shows the
+//!   difference).
+//! * **Manual progress** ([`ProgressMode::Manual`]): no thread; the application calls
+//!   [`Rnic::advance`] (the OSC verbs' `rnic_advance`), which runs one pass of the same core
+//!   in the caller's thread. Blocking calls ([`Rnic::connect_blocking`] and friends) drive
+//!   progress themselves in this mode, and a post transmits at once in the posting thread
+//!   (unless another thread is inside `advance`, which is then woken).
+//!
+//! # Connection management
+//!
+//! * Active side: [`Rnic::connect`] starts a non-blocking TCP connect; once it completes the
+//!   engine sends the MPA Request ([`Setup::Initiator`]). The outcome arrives as
+//!   [`Event::Established`], [`Event::Rejected`] (the responder's reject, with its private
+//!   data) or [`Event::ConnectFailed`]. [`Rnic::connect_blocking`] waits for it.
+//! * Passive side: [`Rnic::listen`] binds a listener. Each incoming connection's MPA Request
+//!   is read and parsed by the runtime (the passive side sends nothing before the Request
+//!   is complete, RFC 5044 §7.1.2) and reported as [`Event::ConnectRequest`] with the
+//!   peer's address, private data and MPA parameters. [`Rnic::accept`] hands the connection
+//!   to a QP whose engine ([`Setup::Responder`]) negotiates and sends the Reply;
+//!   [`Rnic::reject`] sends a Reply with R = 1 and the given private data and closes.
+//!   [`Rnic::accept_blocking`] waits for the next request of a listener, accepts it and
+//!   waits for the connection to be established.
+//! * [`Rnic::adopt`] takes an already connected [`std::net::TcpStream`] and runs MPA over it
+//!   as initiator or responder (or starts in full operation with a session agreed
+//!   elsewhere).
+//! * [`Rnic::disconnect`] closes gracefully (outstanding work completes, then the TCP
+//!   connection is shut down; whatever is still posted is flushed). [`Rnic::destroy_qp`]
+//!   aborts and flushes at once. Closing the RNIC (drop or [`Rnic::close`]) aborts every
+//!   connection and joins the thread.
+//!
+//! # Errors and asynchronous events
+//!
+//! Protocol errors are handled by the engine (Terminate sent, error completions pushed to
+//! the CQs); the runtime reports them as [`Event::TerminateSent`] /
+//! [`Event::TerminateReceived`], [`Event::QpError`] (the QP entered Error other than by a
+//! graceful disconnect) and [`Event::CqOverflow`], next to the connection events. Read them
+//! with [`Rnic::poll_event`] or [`Rnic::wait_event`].
+//!
+//! # Example
+//!
+//! ```
+//! use std::time::Duration;
+//! use stack::{Access, Cq, MrOptions, QpAttr, RecvWr, Rnic, RnicConfig, SendWr, mpa};
+//!
+//! let t = Duration::from_secs(5);
+//! let (a, b) = (Rnic::open(RnicConfig::default())?, Rnic::open(RnicConfig::default())?);
+//! let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+//! let (ca, cb) = (Cq::new(16), Cq::new(16));
+//! let qa = a.create_qp(QpAttr::new(pa, ca.clone(), ca.clone()))?;
+//! let qb = b.create_qp(QpAttr::new(pb, cb.clone(), cb.clone()))?;
+//! let src = a.mem().register_new(pa, 64, MrOptions::new(Access::NONE)).unwrap();
+//! let dst = b.mem().register_new(pb, 64, MrOptions::new(Access::LOCAL_WRITE)).unwrap();
+//! src.buf().write_at(0, b"ping").unwrap();
+//! qb.post_recv(RecvWr::new(1, vec![dst.sge(0, 64)]))?;
+//!
+//! let l = b.listen("127.0.0.1:0".parse().unwrap())?;
+//! std::thread::scope(|s| {
+//!     let h = s.spawn(|| b.accept_blocking(&l, &qb, mpa::Config::default(), t));
+//!     a.connect_blocking(&qa, l.local_addr, mpa::Config::default(), t).unwrap();
+//!     h.join().unwrap().unwrap();
+//! });
+//! qa.post_send(SendWr::send(1, vec![src.sge(0, 4)]))?;
+//! assert!(cb.wait(t));
+//! assert_eq!(cb.poll_one().unwrap().byte_len, 4);
+//! assert_eq!(dst.buf().read_range(0..4).unwrap(), b"ping");
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # The EMSS
+//!
+//! The MULPDU is derived from the connected socket's `TCP_MAXSEG` (clamped to what an FPDU
+//! can carry), so on an Ethernet path FPDUs fit one TCP segment (RFC 5044 §6) and on
+//! loopback they are large.
+
+use std::collections::{HashSet, VecDeque};
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mpa::{ConnFrame, NegotiationError, Session};
+use rdmap::Terminate;
+use thiserror::Error;
+
+use crate::cq::{Cq, CqId, QpId, Wc, WcOpcode, WcStatus};
+use crate::engine::{CloseReason, EngineError, PostError, QpEngine, QpState, Setup, SetupError};
+use crate::mem::{MemTable, Pd};
+use crate::transport::Core;
+use crate::wr::{RecvWr, SendWr};
+
+/// Who drives the progress core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ProgressMode {
+    /// A progress thread owned by the RNIC.
+    #[default]
+    Thread,
+    /// The application calls [`Rnic::advance`].
+    Manual,
+}
+
+/// RNIC settings.
+#[derive(Clone, Debug)]
+pub struct RnicConfig {
+    /// Progress thread or manual progress.
+    pub progress: ProgressMode,
+    /// How long the progress thread keeps polling after its last piece of work before it
+    /// sleeps in `epoll_wait` (0: sleep at once).
+    pub busy_poll: Duration,
+    /// Size of the buffer each socket read uses.
+    pub read_chunk: usize,
+    /// Use at most this EMSS, whatever `TCP_MAXSEG` says (e.g. 1448 to make FPDUs as on an
+    /// Ethernet path even over loopback).
+    pub max_emss: Option<u32>,
+}
+
+impl Default for RnicConfig {
+    fn default() -> Self {
+        RnicConfig {
+            progress: ProgressMode::Thread,
+            busy_poll: Duration::from_micros(50),
+            read_chunk: 256 * 1024,
+            max_emss: None,
+        }
+    }
+}
+
+/// Attributes of a new QP.
+#[derive(Clone, Debug)]
+pub struct QpAttr {
+    /// Protection domain.
+    pub pd: Pd,
+    /// CQ for send-queue completions.
+    pub send_cq: Cq,
+    /// CQ for receive-queue completions.
+    pub recv_cq: Cq,
+    /// Maximum outstanding send work requests.
+    pub sq_depth: usize,
+    /// Maximum posted receive work requests.
+    pub rq_depth: usize,
+    /// Maximum SGEs per work request (at least 6).
+    pub max_sge: usize,
+}
+
+impl QpAttr {
+    /// Depth 256 per queue, 6 SGEs.
+    pub fn new(pd: Pd, send_cq: Cq, recv_cq: Cq) -> QpAttr {
+        QpAttr {
+            pd,
+            send_cq,
+            recv_cq,
+            sq_depth: 256,
+            rq_depth: 256,
+            max_sge: crate::wr::MIN_MAX_SGE,
+        }
+    }
+}
+
+/// Identifies a listener.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ListenerId(pub u32);
+
+/// Identifies a pending connection request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConnReqId(pub u64);
+
+/// An incoming connection whose MPA Request has arrived, awaiting [`Rnic::accept`] or
+/// [`Rnic::reject`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConnectRequest {
+    /// Pass this to [`Rnic::accept`] / [`Rnic::reject`].
+    pub id: ConnReqId,
+    /// The listener it arrived on.
+    pub listener: ListenerId,
+    /// The initiator's address.
+    pub peer: SocketAddr,
+    /// Our address of the connection.
+    pub local: SocketAddr,
+    /// The MPA Request as received: revision, M/C flags, RFC 6581 IRD/ORD, P2P flag and
+    /// offered RTR types (`enhanced`), and the ULP private data.
+    pub request: ConnFrame,
+}
+
+impl ConnectRequest {
+    /// The initiator's ULP private data.
+    pub fn private_data(&self) -> &[u8] {
+        &self.request.private_data
+    }
+}
+
+/// Why connection setup failed.
+#[derive(Clone, Debug, PartialEq, Eq, Error)]
+pub enum CmError {
+    /// The TCP connection could not be made or broke.
+    #[error("TCP connection failed: {0}")]
+    Tcp(String),
+    /// MPA setup failed (malformed frame, negotiation, timeout, closed).
+    #[error("{0}")]
+    Setup(SetupError),
+    /// The responder rejected the connection.
+    #[error("connection rejected by the peer ({} bytes of private data)", private_data.len())]
+    Rejected {
+        /// The responder's private data.
+        private_data: Vec<u8>,
+    },
+    /// The QP was destroyed or the RNIC closed during setup.
+    #[error("connection setup aborted (QP destroyed, disconnected or RNIC closed)")]
+    Aborted,
+    /// The connection request vanished (the initiator closed it) before it was accepted.
+    #[error("the connection request was withdrawn by the initiator")]
+    Withdrawn,
+}
+
+/// Events of the RNIC: connection management and asynchronous QP errors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// An MPA Request arrived on a listener.
+    ConnectRequest(ConnectRequest),
+    /// A QP finished MPA setup and is in full operation.
+    Established {
+        /// The QP.
+        qp: QpId,
+        /// What was negotiated (includes the peer's private data).
+        session: Box<Session>,
+    },
+    /// The responder rejected our MPA Request.
+    Rejected {
+        /// The QP.
+        qp: QpId,
+        /// The responder's private data.
+        private_data: Vec<u8>,
+    },
+    /// Connection setup failed for another reason.
+    ConnectFailed {
+        /// The QP.
+        qp: QpId,
+        /// Why.
+        error: CmError,
+    },
+    /// The TCP connection of an established QP ended.
+    Disconnected {
+        /// The QP.
+        qp: QpId,
+        /// How.
+        reason: CloseReason,
+    },
+    /// The QP sent a Terminate (it found an error in what the peer sent, or a local one).
+    TerminateSent {
+        /// The QP.
+        qp: QpId,
+        /// The Terminate.
+        terminate: Terminate,
+    },
+    /// The peer sent a Terminate.
+    TerminateReceived {
+        /// The QP.
+        qp: QpId,
+        /// The Terminate.
+        terminate: Terminate,
+    },
+    /// The QP entered the Error state other than by a graceful disconnect; outstanding work
+    /// requests were flushed.
+    QpError {
+        /// The QP.
+        qp: QpId,
+        /// The state it left.
+        from: QpState,
+    },
+    /// A completion did not fit a CQ; the QP failed.
+    CqOverflow {
+        /// The QP.
+        qp: QpId,
+        /// The CQ.
+        cq: CqId,
+    },
+}
+
+impl Event {
+    /// The QP the event concerns, if any.
+    pub fn qp(&self) -> Option<QpId> {
+        match self {
+            Event::ConnectRequest(_) => None,
+            Event::Established { qp, .. }
+            | Event::Rejected { qp, .. }
+            | Event::ConnectFailed { qp, .. }
+            | Event::Disconnected { qp, .. }
+            | Event::TerminateSent { qp, .. }
+            | Event::TerminateReceived { qp, .. }
+            | Event::QpError { qp, .. }
+            | Event::CqOverflow { qp, .. } => Some(*qp),
+        }
+    }
+}
+
+/// Errors of the runtime's calls.
+#[derive(Debug, Error)]
+pub enum RnicError {
+    /// A socket or epoll operation failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// The engine refused the configuration.
+    #[error("{0}")]
+    Engine(#[from] EngineError),
+    /// The MPA configuration is unusable.
+    #[error("MPA configuration: {0}")]
+    Mpa(#[from] mpa::negotiate::ConfigError),
+    /// Connection setup failed.
+    #[error("{0}")]
+    Cm(#[from] CmError),
+    /// The QP is already connected or connecting.
+    #[error("QP {0:?} is already connected or connecting")]
+    QpBusy(QpId),
+    /// No such QP on this RNIC.
+    #[error("QP {0:?} does not exist on this RNIC")]
+    UnknownQp(QpId),
+    /// No pending connection request with this id.
+    #[error("no pending connection request {0:?}")]
+    UnknownRequest(ConnReqId),
+    /// No such listener.
+    #[error("no listener {0:?}")]
+    UnknownListener(ListenerId),
+    /// The wait timed out.
+    #[error("timed out")]
+    Timeout,
+    /// The RNIC was closed.
+    #[error("the RNIC is closed")]
+    Closed,
+    /// [`Rnic::advance`] called while a progress thread runs.
+    #[error("rnic_advance needs ProgressMode::Manual (a progress thread is running)")]
+    NotManual,
+}
+
+/// Where a QP's connection stands (for the blocking calls).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ConnStatus {
+    Unconnected,
+    Connecting,
+    Connected(Box<Session>),
+    Failed(CmError),
+    Closed(CloseReason),
+}
+
+/// The engine slot of a QP: empty until a connection starts.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) engine: Option<QpEngine>,
+    /// Receives posted before the connection started.
+    pub(crate) early_recv: Vec<RecvWr>,
+}
+
+/// A QP's state shared between the application and the progress core.
+#[derive(Debug)]
+pub(crate) struct QpShared {
+    pub(crate) id: QpId,
+    pub(crate) attr: QpAttr,
+    pub(crate) slot: Mutex<Slot>,
+    /// Send work posted since the core last looked.
+    pub(crate) tx_pending: AtomicBool,
+    pub(crate) status: Mutex<ConnStatus>,
+    pub(crate) status_cv: Condvar,
+    pub(crate) destroyed: AtomicBool,
+}
+
+impl QpShared {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn set_status(&self, s: ConnStatus) {
+        let mut g = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        *g = s;
+        drop(g);
+        self.status_cv.notify_all();
+    }
+
+    pub(crate) fn status(&self) -> ConnStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Completes every early receive with `Flushed` (the QP never connected).
+    pub(crate) fn flush_early(&self) {
+        let mut s = self.lock();
+        for wr in s.early_recv.drain(..) {
+            let _ = self.attr.recv_cq.push(Wc::new(
+                self.id,
+                wr.wr_id,
+                WcOpcode::Recv,
+                WcStatus::Flushed,
+            ));
+        }
+    }
+}
+
+/// Requests from the application to the progress core.
+#[derive(Debug)]
+pub(crate) enum Cmd {
+    Listen(ListenerId, TcpListener),
+    CloseListener(ListenerId),
+    Connect(Arc<QpShared>, SocketAddr, mpa::Config),
+    Accept(ConnReqId, Arc<QpShared>, mpa::Config),
+    Reject(ConnReqId, Vec<u8>),
+    Adopt(Arc<QpShared>, std::net::TcpStream, Setup),
+    Disconnect(Arc<QpShared>),
+    Destroy(Arc<QpShared>),
+}
+
+/// State shared by the application threads and the progress core.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) cfg: RnicConfig,
+    pub(crate) mem: Arc<MemTable>,
+    pub(crate) cmds: Mutex<VecDeque<Cmd>>,
+    /// Something to do: commands queued or send work posted.
+    pub(crate) rung: AtomicBool,
+    /// The progress thread is (about to be) asleep in `epoll_wait`.
+    pub(crate) sleeping: AtomicBool,
+    pub(crate) stop: AtomicBool,
+    pub(crate) waker: mio::Waker,
+    pub(crate) events: Mutex<VecDeque<Event>>,
+    pub(crate) events_cv: Condvar,
+    /// Connection requests reported and not yet accepted or rejected.
+    pub(crate) pending: Mutex<HashSet<ConnReqId>>,
+    pub(crate) qps: Mutex<Vec<Arc<QpShared>>>,
+    pub(crate) core: Mutex<Option<Core>>,
+    next_qp: AtomicU32,
+    next_listener: AtomicU32,
+    pub(crate) next_req: AtomicU64,
+}
+
+impl Shared {
+    /// Rings the doorbell: the core has work; wake the thread if it sleeps.
+    pub(crate) fn ring(&self) {
+        self.rung.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    pub(crate) fn command(&self, cmd: Cmd) {
+        self.cmds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(cmd);
+        self.ring();
+    }
+
+    pub(crate) fn publish(&self, ev: Event) {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(ev);
+        self.events_cv.notify_all();
+    }
+
+    fn manual(&self) -> bool {
+        self.cfg.progress == ProgressMode::Manual
+    }
+
+    /// Runs one pass of the core (manual mode), waiting at most `timeout`.
+    fn advance(&self, timeout: Duration) -> Result<usize, RnicError> {
+        let mut g = self.core.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(core) = g.as_mut() else {
+            return Err(RnicError::Closed);
+        };
+        if timeout.is_zero() {
+            return Ok(core.turn(self, Some(timeout))?);
+        }
+        // A post from another thread while this one waits in epoll wakes it.
+        self.sleeping.store(true, Ordering::SeqCst);
+        let r = core.turn(self, Some(timeout));
+        self.sleeping.store(false, Ordering::SeqCst);
+        Ok(r?)
+    }
+
+    /// Manual mode: after a post, transmit at once if no other thread is in the core.
+    fn post_kick(&self) {
+        if self.manual()
+            && let Ok(mut g) = self.core.try_lock()
+            && let Some(core) = g.as_mut()
+        {
+            let _ = core.turn(self, Some(Duration::ZERO));
+        }
+    }
+
+    /// Waits until `done` returns `Some`, driving progress in manual mode; `wait` blocks
+    /// for a wake-up in thread mode.
+    fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        mut done: impl FnMut() -> Option<T>,
+        mut wait: impl FnMut(Duration),
+    ) -> Result<T, RnicError> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if let Some(v) = done() {
+                return Ok(v);
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return Err(RnicError::Closed);
+            }
+            let left = deadline.map_or(Duration::from_secs(3600), |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return Err(RnicError::Timeout);
+            }
+            let step = left.min(Duration::from_millis(20));
+            if self.manual() {
+                self.advance(step)?;
+            } else {
+                wait(step);
+            }
+        }
+    }
+}
+
+/// A software RNIC instance. See the [module documentation](self).
+#[derive(Debug)]
+pub struct Rnic {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// A queue pair of an [`Rnic`] (cheap to clone; clones name the same QP).
+#[derive(Clone, Debug)]
+pub struct Qp {
+    inner: Arc<QpShared>,
+    rnic: Arc<Shared>,
+}
+
+/// A listening socket of an [`Rnic`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listener {
+    /// Its id (in [`ConnectRequest::listener`]).
+    pub id: ListenerId,
+    /// The bound address (with the actual port when port 0 was asked for).
+    pub local_addr: SocketAddr,
+}
+
+/// How an adopted socket starts ([`Rnic::adopt`]).
+#[derive(Clone, Debug)]
+pub enum AdoptRole {
+    /// Send the MPA Request with this configuration.
+    Initiator(mpa::Config),
+    /// Wait for the MPA Request and answer with this configuration (no application
+    /// decision: the request is accepted whenever negotiation allows).
+    Responder(mpa::Config),
+    /// Full operation at once with a session agreed elsewhere.
+    Established(Session),
+}
+
+impl Rnic {
+    /// Opens an RNIC (starting its progress thread in [`ProgressMode::Thread`]).
+    pub fn open(cfg: RnicConfig) -> Result<Rnic, RnicError> {
+        let poll = mio::Poll::new()?;
+        let waker = mio::Waker::new(poll.registry(), crate::transport::WAKER)?;
+        let mode = cfg.progress;
+        let core = Core::new(poll, cfg.read_chunk);
+        let shared = Arc::new(Shared {
+            cfg,
+            mem: MemTable::new(),
+            cmds: Mutex::new(VecDeque::new()),
+            rung: AtomicBool::new(false),
+            sleeping: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            waker,
+            events: Mutex::new(VecDeque::new()),
+            events_cv: Condvar::new(),
+            pending: Mutex::new(HashSet::new()),
+            qps: Mutex::new(Vec::new()),
+            core: Mutex::new(Some(core)),
+            next_qp: AtomicU32::new(1),
+            next_listener: AtomicU32::new(1),
+            next_req: AtomicU64::new(1),
+        });
+        let thread = match mode {
+            ProgressMode::Manual => None,
+            ProgressMode::Thread => {
+                let s = shared.clone();
+                Some(
+                    std::thread::Builder::new()
+                        .name("softrnic-progress".into())
+                        .spawn(move || crate::transport::run_thread(&s))?,
+                )
+            }
+        };
+        Ok(Rnic {
+            shared,
+            thread: Mutex::new(thread),
+        })
+    }
+
+    /// The RNIC's memory table (protection domains, registrations).
+    pub fn mem(&self) -> &Arc<MemTable> {
+        &self.shared.mem
+    }
+
+    /// The configuration it was opened with.
+    pub fn config(&self) -> &RnicConfig {
+        &self.shared.cfg
+    }
+
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&self) -> Pd {
+        self.shared.mem.alloc_pd()
+    }
+
+    /// Creates a QP (not connected yet; receives may be posted already).
+    pub fn create_qp(&self, attr: QpAttr) -> Result<Qp, RnicError> {
+        if attr.max_sge < crate::wr::MIN_MAX_SGE {
+            return Err(EngineError::MaxSgeTooSmall(attr.max_sge).into());
+        }
+        if self.shared.stop.load(Ordering::SeqCst) {
+            return Err(RnicError::Closed);
+        }
+        let id = QpId(self.shared.next_qp.fetch_add(1, Ordering::Relaxed));
+        let inner = Arc::new(QpShared {
+            id,
+            attr,
+            slot: Mutex::new(Slot {
+                engine: None,
+                early_recv: Vec::new(),
+            }),
+            tx_pending: AtomicBool::new(false),
+            status: Mutex::new(ConnStatus::Unconnected),
+            status_cv: Condvar::new(),
+            destroyed: AtomicBool::new(false),
+        });
+        self.shared
+            .qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(inner.clone());
+        Ok(Qp {
+            inner,
+            rnic: self.shared.clone(),
+        })
+    }
+
+    fn check_qp(&self, qp: &Qp) -> Result<(), RnicError> {
+        if !Arc::ptr_eq(&qp.rnic, &self.shared) || qp.inner.destroyed.load(Ordering::SeqCst) {
+            return Err(RnicError::UnknownQp(qp.id()));
+        }
+        if self.shared.stop.load(Ordering::SeqCst) {
+            return Err(RnicError::Closed);
+        }
+        Ok(())
+    }
+
+    /// Claims an unconnected QP for a connection attempt.
+    fn claim(&self, qp: &Qp) -> Result<(), RnicError> {
+        self.check_qp(qp)?;
+        let mut g = qp.inner.status.lock().unwrap_or_else(|p| p.into_inner());
+        if *g != ConnStatus::Unconnected {
+            return Err(RnicError::QpBusy(qp.id()));
+        }
+        *g = ConnStatus::Connecting;
+        Ok(())
+    }
+
+    /// Destroys a QP: an open connection is aborted (TCP reset) and every outstanding work
+    /// request completes with [`WcStatus::Flushed`].
+    pub fn destroy_qp(&self, qp: &Qp) -> Result<(), RnicError> {
+        self.check_qp(qp)?;
+        qp.inner.destroyed.store(true, Ordering::SeqCst);
+        self.shared
+            .qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|q| !Arc::ptr_eq(q, &qp.inner));
+        self.shared.command(Cmd::Destroy(qp.inner.clone()));
+        self.kick();
+        Ok(())
+    }
+
+    /// Listens on `addr` (port 0 picks an ephemeral port).
+    pub fn listen(&self, addr: SocketAddr) -> Result<Listener, RnicError> {
+        let l = TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        let local_addr = l.local_addr()?;
+        let id = ListenerId(self.shared.next_listener.fetch_add(1, Ordering::Relaxed));
+        self.shared.command(Cmd::Listen(id, l));
+        self.kick();
+        Ok(Listener { id, local_addr })
+    }
+
+    /// Stops listening. Requests already reported stay pending.
+    pub fn close_listener(&self, l: &Listener) {
+        self.shared.command(Cmd::CloseListener(l.id));
+        self.kick();
+    }
+
+    /// Starts an active connection of `qp` to `addr` with MPA settings `cfg` (non-blocking;
+    /// the outcome arrives as an [`Event`]).
+    pub fn connect(&self, qp: &Qp, addr: SocketAddr, cfg: mpa::Config) -> Result<(), RnicError> {
+        mpa::request(&cfg)?;
+        self.claim(qp)?;
+        self.shared
+            .command(Cmd::Connect(qp.inner.clone(), addr, cfg));
+        self.kick();
+        Ok(())
+    }
+
+    /// Connects `qp` to `addr` and waits until the connection is established (the verbs'
+    /// active connect).
+    pub fn connect_blocking(
+        &self,
+        qp: &Qp,
+        addr: SocketAddr,
+        cfg: mpa::Config,
+        timeout: Duration,
+    ) -> Result<Session, RnicError> {
+        self.connect(qp, addr, cfg)?;
+        self.wait_established(qp, timeout)
+    }
+
+    /// Accepts connection request `req` on `qp`, answering with MPA settings `cfg` (its
+    /// `private_data` goes into the Reply). Non-blocking: the result arrives as
+    /// [`Event::Established`] or [`Event::ConnectFailed`] (negotiation may still refuse the
+    /// request, e.g. for a CRC or RTR mismatch; the Reply then has R = 1).
+    pub fn accept(&self, req: ConnReqId, qp: &Qp, cfg: mpa::Config) -> Result<(), RnicError> {
+        cfg.validate()?;
+        if !self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&req)
+        {
+            return Err(RnicError::UnknownRequest(req));
+        }
+        self.claim(qp)?;
+        self.shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&req);
+        self.shared.command(Cmd::Accept(req, qp.inner.clone(), cfg));
+        self.kick();
+        Ok(())
+    }
+
+    /// Rejects connection request `req`: an MPA Reply with R = 1 carrying `private_data` is
+    /// sent and the connection closed.
+    pub fn reject(&self, req: ConnReqId, private_data: &[u8]) -> Result<(), RnicError> {
+        if !self
+            .shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&req)
+        {
+            return Err(RnicError::UnknownRequest(req));
+        }
+        self.shared.command(Cmd::Reject(req, private_data.to_vec()));
+        self.kick();
+        Ok(())
+    }
+
+    /// Waits for the next connection request on `listener` (taking it out of the event
+    /// queue), accepts it on `qp` with `cfg` and waits until the connection is established
+    /// (the verbs' passive connect). Returns the session and the request.
+    pub fn accept_blocking(
+        &self,
+        listener: &Listener,
+        qp: &Qp,
+        cfg: mpa::Config,
+        timeout: Duration,
+    ) -> Result<(Session, ConnectRequest), RnicError> {
+        let start = Instant::now();
+        let req = self.wait_request(listener, timeout)?;
+        self.accept(req.id, qp, cfg)?;
+        let left = timeout.saturating_sub(start.elapsed());
+        let s = self.wait_established(qp, left)?;
+        Ok((s, req))
+    }
+
+    /// Waits for the next connection request on `listener`, taking it out of the event
+    /// queue (other events stay queued).
+    pub fn wait_request(
+        &self,
+        listener: &Listener,
+        timeout: Duration,
+    ) -> Result<ConnectRequest, RnicError> {
+        let id = listener.id;
+        let sh = &self.shared;
+        sh.wait_for(
+            timeout,
+            || {
+                let mut q = sh.events.lock().unwrap_or_else(|p| p.into_inner());
+                let pos = q
+                    .iter()
+                    .position(|e| matches!(e, Event::ConnectRequest(r) if r.listener == id))?;
+                match q.remove(pos) {
+                    Some(Event::ConnectRequest(r)) => Some(r),
+                    _ => None,
+                }
+            },
+            |d| {
+                let q = sh.events.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = sh.events_cv.wait_timeout(q, d);
+            },
+        )
+    }
+
+    /// Runs MPA (or full operation) over an already connected TCP socket.
+    pub fn adopt(
+        &self,
+        qp: &Qp,
+        stream: std::net::TcpStream,
+        role: AdoptRole,
+    ) -> Result<(), RnicError> {
+        let setup = match role {
+            AdoptRole::Initiator(c) => {
+                mpa::request(&c)?;
+                Setup::Initiator(c)
+            }
+            AdoptRole::Responder(c) => {
+                c.validate()?;
+                Setup::Responder(c)
+            }
+            AdoptRole::Established(s) => Setup::Established(s),
+        };
+        stream.set_nonblocking(true)?;
+        self.claim(qp)?;
+        self.shared
+            .command(Cmd::Adopt(qp.inner.clone(), stream, setup));
+        self.kick();
+        Ok(())
+    }
+
+    /// Waits until `qp`'s connection is established (or failed).
+    pub fn wait_established(&self, qp: &Qp, timeout: Duration) -> Result<Session, RnicError> {
+        let q = &qp.inner;
+        self.shared.wait_for(
+            timeout,
+            || match q.status() {
+                ConnStatus::Connected(s) => Some(Ok(*s)),
+                ConnStatus::Failed(e) => Some(Err(RnicError::Cm(e))),
+                ConnStatus::Closed(_) => Some(Err(RnicError::Cm(CmError::Aborted))),
+                ConnStatus::Unconnected => Some(Err(RnicError::Cm(CmError::Aborted))),
+                ConnStatus::Connecting => None,
+            },
+            |d| {
+                let g = q.status.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = q.status_cv.wait_timeout(g, d);
+            },
+        )?
+    }
+
+    /// Graceful disconnect: no more posts; outstanding work completes, then the TCP
+    /// connection is shut down and anything still posted is flushed
+    /// ([`Event::Disconnected`] follows).
+    pub fn disconnect(&self, qp: &Qp) -> Result<(), RnicError> {
+        self.check_qp(qp)?;
+        self.shared.command(Cmd::Disconnect(qp.inner.clone()));
+        self.kick();
+        Ok(())
+    }
+
+    /// Waits until `qp`'s TCP connection has closed.
+    pub fn wait_disconnected(&self, qp: &Qp, timeout: Duration) -> Result<CloseReason, RnicError> {
+        let q = &qp.inner;
+        self.shared.wait_for(
+            timeout,
+            || match q.status() {
+                ConnStatus::Closed(r) => Some(r),
+                ConnStatus::Failed(_) => Some(CloseReason::Local),
+                _ => None,
+            },
+            |d| {
+                let g = q.status.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = q.status_cv.wait_timeout(g, d);
+            },
+        )
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&self) -> Option<Event> {
+        self.shared
+            .events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+    }
+
+    /// Waits up to `timeout` for the next event (driving progress in manual mode).
+    pub fn wait_event(&self, timeout: Duration) -> Option<Event> {
+        let sh = &self.shared;
+        sh.wait_for(
+            timeout,
+            || self.poll_event(),
+            |d| {
+                let q = sh.events.lock().unwrap_or_else(|p| p.into_inner());
+                if q.is_empty() {
+                    let _ = sh.events_cv.wait_timeout(q, d);
+                }
+            },
+        )
+        .ok()
+    }
+
+    /// Manual progress (`rnic_advance`): runs one pass of the progress core in the calling
+    /// thread, waiting up to `timeout` for socket activity when there is nothing to do.
+    /// Returns how many pieces of work were done.
+    pub fn advance(&self, timeout: Duration) -> Result<usize, RnicError> {
+        if !self.shared.manual() {
+            return Err(RnicError::NotManual);
+        }
+        self.shared.advance(timeout)
+    }
+
+    /// In manual mode, make commands take effect at once (they are processed by the core).
+    fn kick(&self) {
+        if self.shared.manual() {
+            let _ = self.shared.advance(Duration::ZERO);
+        }
+    }
+
+    /// Closes the RNIC: every connection is aborted (outstanding work flushed) and the
+    /// progress thread joined. Dropping the RNIC does the same.
+    pub fn close(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Rnic {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let _ = self.shared.waker.wake();
+        let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(t) = t {
+            let _ = t.join();
+        }
+        let core = self
+            .shared
+            .core
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(mut core) = core {
+            core.shutdown(&self.shared);
+        }
+        let qps: Vec<_> = self
+            .shared
+            .qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        for q in qps {
+            q.flush_early();
+            if q.status() == ConnStatus::Connecting {
+                q.set_status(ConnStatus::Failed(CmError::Aborted));
+            }
+        }
+        self.shared.events_cv.notify_all();
+    }
+}
+
+impl Qp {
+    /// The QP's id (in completions and events).
+    pub fn id(&self) -> QpId {
+        self.inner.id
+    }
+
+    /// Its attributes.
+    pub fn attr(&self) -> &QpAttr {
+        &self.inner.attr
+    }
+
+    /// The send CQ.
+    pub fn send_cq(&self) -> &Cq {
+        &self.inner.attr.send_cq
+    }
+
+    /// The receive CQ.
+    pub fn recv_cq(&self) -> &Cq {
+        &self.inner.attr.recv_cq
+    }
+
+    /// The engine's state ([`QpState::Idle`] before and during setup).
+    pub fn state(&self) -> QpState {
+        self.inner
+            .lock()
+            .engine
+            .as_ref()
+            .map_or(QpState::Idle, |e| e.state())
+    }
+
+    /// The negotiated session, once established.
+    pub fn session(&self) -> Option<Session> {
+        self.inner
+            .lock()
+            .engine
+            .as_ref()
+            .and_then(|e| e.session().cloned())
+    }
+
+    /// The MULPDU in use (0 before full operation).
+    pub fn mulpdu(&self) -> usize {
+        self.inner.lock().engine.as_ref().map_or(0, |e| e.mulpdu())
+    }
+
+    /// Posts a send-queue work request (the doorbell). The QP must have a connection
+    /// started ([`QpState::Idle`] during setup is fine; the request waits).
+    pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
+        let mut s = self.inner.lock();
+        match s.engine.as_mut() {
+            Some(e) => e.post_send(wr)?,
+            None => return Err(PostError::InvalidState(QpState::Idle)),
+        }
+        drop(s);
+        self.inner.tx_pending.store(true, Ordering::SeqCst);
+        self.rnic.ring();
+        self.rnic.post_kick();
+        Ok(())
+    }
+
+    /// Posts several send work requests under one lock and one doorbell. Stops at the first
+    /// refused one, returning how many were posted and its error.
+    pub fn post_send_batch(
+        &self,
+        wrs: impl IntoIterator<Item = SendWr>,
+    ) -> Result<usize, (usize, PostError)> {
+        let mut s = self.inner.lock();
+        let Some(e) = s.engine.as_mut() else {
+            return Err((0, PostError::InvalidState(QpState::Idle)));
+        };
+        let mut n = 0;
+        let mut err = None;
+        for wr in wrs {
+            if let Err(x) = e.post_send(wr) {
+                err = Some(x);
+                break;
+            }
+            n += 1;
+        }
+        drop(s);
+        if n > 0 {
+            self.inner.tx_pending.store(true, Ordering::SeqCst);
+            self.rnic.ring();
+            self.rnic.post_kick();
+        }
+        match err {
+            Some(x) => Err((n, x)),
+            None => Ok(n),
+        }
+    }
+
+    /// Posts a receive buffer (allowed before the connection starts).
+    pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        let mut s = self.inner.lock();
+        if let Some(e) = s.engine.as_mut() {
+            e.post_recv(wr)?;
+            drop(s);
+            // A receive can unblock nothing on the transmit side, but the engine may have
+            // pushed a flush completion; no doorbell needed.
+            return Ok(());
+        }
+        if wr.sgl.len() > self.inner.attr.max_sge {
+            return Err(PostError::TooManySge {
+                given: wr.sgl.len(),
+                max: self.inner.attr.max_sge,
+            });
+        }
+        if s.early_recv.len() >= self.inner.attr.rq_depth {
+            return Err(PostError::QueueFull {
+                depth: self.inner.attr.rq_depth,
+            });
+        }
+        s.early_recv.push(wr);
+        Ok(())
+    }
+
+    /// Send work requests not yet completed.
+    pub fn sq_outstanding(&self) -> usize {
+        self.inner
+            .lock()
+            .engine
+            .as_ref()
+            .map_or(0, |e| e.sq_outstanding())
+    }
+
+    /// Receive work requests posted and not yet completed.
+    pub fn rq_posted(&self) -> usize {
+        let s = self.inner.lock();
+        s.engine
+            .as_ref()
+            .map_or(s.early_recv.len(), |e| e.rq_posted())
+    }
+}
+
+/// The reason a failed setup is reported as it is.
+pub(crate) fn setup_event(qp: QpId, err: &SetupError) -> (Event, CmError) {
+    match err {
+        SetupError::Negotiation(NegotiationError::Rejected { private_data, .. }) => (
+            Event::Rejected {
+                qp,
+                private_data: private_data.clone(),
+            },
+            CmError::Rejected {
+                private_data: private_data.clone(),
+            },
+        ),
+        e => (
+            Event::ConnectFailed {
+                qp,
+                error: CmError::Setup(e.clone()),
+            },
+            CmError::Setup(e.clone()),
+        ),
+    }
+}

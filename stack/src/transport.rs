@@ -1,0 +1,954 @@
+//! The progress core: kernel TCP sockets in an epoll set, driving the QP engines.
+//!
+//! One [`Core`] per RNIC. Each pass ([`Core::turn`]) takes the application's commands,
+//! services QPs whose doorbell rang (transmit), waits for socket readiness (edge
+//! triggered), reads and writes what is ready, fires due timers, and turns engine events
+//! into RNIC [`Event`]s. The sockets are non-blocking with `TCP_NODELAY` set.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Interest, Token};
+use mpa::{ConnFrame, FrameError};
+
+use crate::engine::{CloseReason, QpConfig, QpEngine, QpEvent, QpState, Setup};
+use crate::rnic::{
+    CmError, Cmd, ConnReqId, ConnStatus, ConnectRequest, Event, ListenerId, QpShared, Shared,
+    setup_event,
+};
+
+/// Token of the eventfd waker.
+pub(crate) const WAKER: Token = Token(0);
+
+/// After our side shuts its write half, how long we keep reading for the peer's FIN before
+/// the socket is dropped.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// How often a busy-polling core looks at its timers.
+const TIMER_GRANULARITY: Duration = Duration::from_millis(1);
+
+/// Largest EMSS used: an FPDU's ULPDU_Length is 16 bits.
+const MAX_EMSS: u32 = 65_535;
+
+/// Smallest EMSS accepted from `TCP_MAXSEG` (below, the default is used).
+const MIN_EMSS: u32 = 128;
+
+/// MPA Request frames longer than this (header + 512 octets of private data) cannot be.
+const MAX_REQUEST_BYTES: usize = 4096;
+
+#[derive(Debug)]
+struct Active {
+    sock: TcpStream,
+    qp: Arc<QpShared>,
+    /// The socket accepted our last write without blocking.
+    writable: bool,
+    /// Our write half is shut; reading until EOF or `linger`.
+    shut: Option<Duration>,
+    /// `handle_closed` was reported to the engine.
+    closed: bool,
+}
+
+#[derive(Debug)]
+enum Conn {
+    Listener {
+        id: ListenerId,
+        sock: TcpListener,
+    },
+    /// Passive side: reading the MPA Request.
+    Incoming {
+        sock: TcpStream,
+        listener: ListenerId,
+        peer: SocketAddr,
+        buf: Vec<u8>,
+        deadline: Option<Duration>,
+        req: Option<ConnReqId>,
+    },
+    /// Active side: TCP connect in progress.
+    Connecting {
+        sock: TcpStream,
+        qp: Arc<QpShared>,
+        cfg: mpa::Config,
+    },
+    /// Writing a reject Reply, then lingering.
+    Rejecting {
+        sock: TcpStream,
+        out: Vec<u8>,
+        shut: Option<Duration>,
+        deadline: Duration,
+    },
+    Active(Active),
+}
+
+/// The progress core of one RNIC.
+#[derive(Debug)]
+pub(crate) struct Core {
+    poll: mio::Poll,
+    events: mio::Events,
+    conns: HashMap<Token, Conn>,
+    next_token: usize,
+    start: Instant,
+    rxbuf: Vec<u8>,
+    ready: Vec<(Token, bool, bool, bool)>,
+    /// The readiness being serviced includes the peer's FIN or an error: read until
+    /// `EAGAIN` even after a short read (the FIN may have come with the data).
+    read_closed: bool,
+    /// When the timers were last looked at.
+    timers_checked: Duration,
+}
+
+/// Runs the progress thread until the RNIC stops.
+pub(crate) fn run_thread(shared: &Shared) {
+    let mut guard = shared.core.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(core) = guard.as_mut() else {
+        return;
+    };
+    let busy = shared.cfg.busy_poll;
+    let mut last_work = Instant::now();
+    let mut idle_spins = 0u32;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let done = core.turn(shared, Some(Duration::ZERO)).unwrap_or(0);
+        if done > 0 {
+            last_work = Instant::now();
+            idle_spins = 0;
+            continue;
+        }
+        idle_spins += 1;
+        // Spinning cannot speed up a socket that is full (we wait for the peer to read):
+        // sleep at once then, and leave the CPU to the peer.
+        let spin =
+            !core.write_blocked() && (!idle_spins.is_multiple_of(16) || last_work.elapsed() < busy);
+        if spin {
+            // Busy polling yields: on a machine with fewer cores than spinning threads the
+            // peer (or the application) gets the CPU at once.
+            std::thread::yield_now();
+            continue;
+        }
+        shared.sleeping.store(true, Ordering::SeqCst);
+        if shared.rung.load(Ordering::SeqCst) || shared.stop.load(Ordering::SeqCst) {
+            shared.sleeping.store(false, Ordering::SeqCst);
+            continue;
+        }
+        let timeout = core.next_timeout();
+        let _ = core.turn(shared, Some(timeout.unwrap_or(Duration::from_secs(1))));
+        shared.sleeping.store(false, Ordering::SeqCst);
+        last_work = Instant::now();
+    }
+}
+
+fn emss_of(sock: &TcpStream, cap: Option<u32>) -> u32 {
+    let mss = socket2::SockRef::from(sock)
+        .tcp_mss()
+        .ok()
+        .filter(|&m| m >= MIN_EMSS)
+        .unwrap_or(crate::engine::DEFAULT_EMSS);
+    let mss = mss.min(MAX_EMSS);
+    cap.map_or(mss, |c| mss.min(c.max(MIN_EMSS)))
+}
+
+fn is_transient(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Interrupted
+}
+
+impl Core {
+    pub(crate) fn new(poll: mio::Poll, read_chunk: usize) -> Core {
+        Core {
+            poll,
+            events: mio::Events::with_capacity(256),
+            conns: HashMap::new(),
+            next_token: 1,
+            start: Instant::now(),
+            rxbuf: vec![0; read_chunk.max(4096)],
+            ready: Vec::new(),
+            read_closed: false,
+            timers_checked: Duration::ZERO,
+        }
+    }
+
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    fn token(&mut self) -> Token {
+        self.next_token += 1;
+        Token(self.next_token)
+    }
+
+    /// Whether some connection waits for its socket to become writable.
+    pub(crate) fn write_blocked(&self) -> bool {
+        self.conns
+            .values()
+            .any(|c| matches!(c, Conn::Active(a) if !a.writable && a.shut.is_none()))
+    }
+
+    /// The time until the next timer, if any.
+    pub(crate) fn next_timeout(&self) -> Option<Duration> {
+        let now = self.now();
+        let mut next: Option<Duration> = None;
+        let mut consider = |d: Option<Duration>| {
+            if let Some(d) = d {
+                next = Some(next.map_or(d, |n| n.min(d)));
+            }
+        };
+        for c in self.conns.values() {
+            match c {
+                Conn::Incoming { deadline, .. } => consider(*deadline),
+                Conn::Rejecting { deadline, .. } => consider(Some(*deadline)),
+                Conn::Active(a) => {
+                    consider(a.shut);
+                    if let Ok(s) = a.qp.slot.try_lock() {
+                        consider(s.engine.as_ref().and_then(|e| e.poll_timeout()));
+                    } else {
+                        consider(Some(now));
+                    }
+                }
+                _ => {}
+            }
+        }
+        next.map(|d| d.saturating_sub(now))
+    }
+
+    /// One pass; returns how many pieces of work were done.
+    pub(crate) fn turn(&mut self, shared: &Shared, timeout: Option<Duration>) -> io::Result<usize> {
+        let mut work = 0;
+        if shared.rung.swap(false, Ordering::SeqCst) {
+            work += self.commands(shared);
+            work += self.doorbells(shared);
+        }
+        // Work done already (commands, doorbells): only collect what is ready, do not wait.
+        let timeout = if work > 0 {
+            Some(Duration::ZERO)
+        } else {
+            timeout
+        };
+        // A zero timeout (busy polling) needs no look at the timers.
+        let timeout = match timeout {
+            Some(t) if t.is_zero() => Some(t),
+            t => match (t, self.next_timeout()) {
+                (Some(t), Some(n)) => Some(t.min(n)),
+                (t, None) => t,
+                (None, n) => n,
+            },
+        };
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if is_transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
+        for ev in self.events.iter() {
+            if ev.token() == WAKER {
+                continue;
+            }
+            let closed = ev.is_read_closed() || ev.is_error();
+            let r = ev.is_readable() || closed;
+            let w = ev.is_writable() || ev.is_write_closed() || ev.is_error();
+            ready.push((ev.token(), r, w, closed));
+        }
+        for &(t, r, w, closed) in &ready {
+            self.read_closed = closed;
+            work += 1;
+            self.service(shared, t, r, w);
+            self.read_closed = false;
+        }
+        self.ready = ready;
+        // Timers have millisecond granularity at most; look at them that often.
+        let now = self.now();
+        if now.saturating_sub(self.timers_checked) >= TIMER_GRANULARITY
+            || timeout != Some(Duration::ZERO)
+        {
+            self.timers_checked = now;
+            work += self.timers(shared);
+        }
+        Ok(work)
+    }
+
+    fn commands(&mut self, shared: &Shared) -> usize {
+        let cmds: Vec<Cmd> = shared
+            .cmds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        let n = cmds.len();
+        for c in cmds {
+            self.command(shared, c);
+        }
+        n
+    }
+
+    fn command(&mut self, shared: &Shared, cmd: Cmd) {
+        match cmd {
+            Cmd::Listen(id, l) => {
+                let mut sock = TcpListener::from_std(l);
+                let t = self.token();
+                if self
+                    .poll
+                    .registry()
+                    .register(&mut sock, t, Interest::READABLE)
+                    .is_ok()
+                {
+                    self.conns.insert(t, Conn::Listener { id, sock });
+                    // Connections may have queued before registration.
+                    self.accept_all(shared, t);
+                }
+            }
+            Cmd::CloseListener(id) => {
+                let t = self
+                    .conns
+                    .iter()
+                    .find(|(_, c)| matches!(c, Conn::Listener { id: i, .. } if *i == id))
+                    .map(|(t, _)| *t);
+                if let Some(t) = t {
+                    self.remove(t);
+                }
+            }
+            Cmd::Connect(qp, addr, cfg) => match TcpStream::connect(addr) {
+                Ok(mut sock) => {
+                    let t = self.token();
+                    match self.poll.registry().register(
+                        &mut sock,
+                        t,
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        Ok(()) => {
+                            self.conns.insert(t, Conn::Connecting { sock, qp, cfg });
+                        }
+                        Err(e) => fail_connect(shared, &qp, CmError::Tcp(e.to_string())),
+                    }
+                }
+                Err(e) => fail_connect(shared, &qp, CmError::Tcp(e.to_string())),
+            },
+            Cmd::Accept(req, qp, cfg) => {
+                let t = self.conns.iter().find_map(|(t, c)| match c {
+                    Conn::Incoming { req: Some(r), .. } if *r == req => Some(*t),
+                    _ => None,
+                });
+                let Some(t) = t else {
+                    fail_connect(shared, &qp, CmError::Withdrawn);
+                    return;
+                };
+                let Some(Conn::Incoming { sock, buf, .. }) = self.conns.remove(&t) else {
+                    return;
+                };
+                self.start_active(shared, t, sock, qp, Setup::Responder(cfg), Some(buf));
+            }
+            Cmd::Reject(req, pd) => {
+                let t = self.conns.iter().find_map(|(t, c)| match c {
+                    Conn::Incoming { req: Some(r), .. } if *r == req => Some(*t),
+                    _ => None,
+                });
+                let Some(t) = t else {
+                    return;
+                };
+                let Some(Conn::Incoming { sock, buf, .. }) = self.conns.remove(&t) else {
+                    return;
+                };
+                let mut out = Vec::new();
+                if let Ok((request, _)) = ConnFrame::parse(&buf) {
+                    let local = mpa::Config::default();
+                    let reply = mpa::reject_reply(&local, &request, &pd);
+                    if reply.emit(&mut out).is_err() {
+                        out.clear();
+                        let _ = mpa::reject_reply(&local, &request, &[]).emit(&mut out);
+                    }
+                }
+                let deadline = self.now() + LINGER;
+                self.conns.insert(
+                    t,
+                    Conn::Rejecting {
+                        sock,
+                        out,
+                        shut: None,
+                        deadline,
+                    },
+                );
+                self.service(shared, t, true, true);
+            }
+            Cmd::Adopt(qp, stream, setup) => {
+                let mut sock = TcpStream::from_std(stream);
+                let t = self.token();
+                if let Err(e) = self.poll.registry().register(
+                    &mut sock,
+                    t,
+                    Interest::READABLE | Interest::WRITABLE,
+                ) {
+                    fail_connect(shared, &qp, CmError::Tcp(e.to_string()));
+                    return;
+                }
+                self.start_active(shared, t, sock, qp, setup, None);
+            }
+            Cmd::Disconnect(qp) => {
+                let t = self.find_qp(&qp);
+                match t.and_then(|t| self.conns.get(&t).map(|c| (t, c))) {
+                    Some((t, Conn::Active(_))) => {
+                        {
+                            let mut s = qp.lock();
+                            if let Some(e) = s.engine.as_mut() {
+                                e.close();
+                            }
+                        }
+                        self.service(shared, t, false, false);
+                    }
+                    Some((t, Conn::Connecting { .. })) => {
+                        self.remove(t);
+                        qp.flush_early();
+                        fail_connect(shared, &qp, CmError::Aborted);
+                    }
+                    _ => {}
+                }
+            }
+            Cmd::Destroy(qp) => {
+                let t = self.find_qp(&qp);
+                let now = self.now();
+                match t.and_then(|t| self.conns.remove(&t).map(|c| (t, c))) {
+                    Some((_, Conn::Active(mut a))) => {
+                        let _ = self.poll.registry().deregister(&mut a.sock);
+                        // Unread data makes the kernel send a reset: an abortive close.
+                        let _ = a.sock.shutdown(Shutdown::Both);
+                        let mut s = qp.lock();
+                        if let Some(e) = s.engine.as_mut()
+                            && !a.closed
+                        {
+                            e.handle_closed(now, CloseReason::Local);
+                        }
+                        drain_events(shared, &qp, s.engine.as_mut());
+                    }
+                    Some((_, Conn::Connecting { mut sock, .. })) => {
+                        let _ = self.poll.registry().deregister(&mut sock);
+                        fail_connect(shared, &qp, CmError::Aborted);
+                    }
+                    Some((t, other)) => {
+                        self.conns.insert(t, other);
+                    }
+                    None => {}
+                }
+                qp.flush_early();
+                if qp.status() == ConnStatus::Connecting {
+                    qp.set_status(ConnStatus::Failed(CmError::Aborted));
+                }
+            }
+        }
+    }
+
+    fn find_qp(&self, qp: &Arc<QpShared>) -> Option<Token> {
+        self.conns.iter().find_map(|(t, c)| match c {
+            Conn::Active(a) if Arc::ptr_eq(&a.qp, qp) => Some(*t),
+            Conn::Connecting { qp: q, .. } if Arc::ptr_eq(q, qp) => Some(*t),
+            _ => None,
+        })
+    }
+
+    fn doorbells(&mut self, shared: &Shared) -> usize {
+        let tokens: Vec<Token> = self
+            .conns
+            .iter()
+            .filter_map(|(t, c)| match c {
+                Conn::Active(a) if a.qp.tx_pending.swap(false, Ordering::SeqCst) => Some(*t),
+                _ => None,
+            })
+            .collect();
+        let n = tokens.len();
+        for t in tokens {
+            self.service(shared, t, false, false);
+        }
+        n
+    }
+
+    fn remove(&mut self, t: Token) {
+        if let Some(c) = self.conns.remove(&t) {
+            let r = self.poll.registry();
+            let _ = match c {
+                Conn::Listener { mut sock, .. } => r.deregister(&mut sock),
+                Conn::Incoming { mut sock, .. }
+                | Conn::Connecting { mut sock, .. }
+                | Conn::Rejecting { mut sock, .. } => r.deregister(&mut sock),
+                Conn::Active(mut a) => r.deregister(&mut a.sock),
+            };
+        }
+    }
+
+    /// Installs the engine of `qp` on the connected `sock` and starts serving it.
+    fn start_active(
+        &mut self,
+        shared: &Shared,
+        t: Token,
+        sock: TcpStream,
+        qp: Arc<QpShared>,
+        setup: Setup,
+        already_read: Option<Vec<u8>>,
+    ) {
+        let _ = sock.set_nodelay(true);
+        let now = self.now();
+        let emss = emss_of(&sock, shared.cfg.max_emss);
+        let attr = &qp.attr;
+        let mut cfg = QpConfig::new(qp.id, attr.pd, attr.send_cq.clone(), attr.recv_cq.clone());
+        cfg.sq_depth = attr.sq_depth;
+        cfg.rq_depth = attr.rq_depth;
+        cfg.max_sge = attr.max_sge;
+        cfg.emss = emss;
+        let mut engine = match QpEngine::new(cfg, shared.mem.clone(), setup, now) {
+            Ok(e) => e,
+            Err(e) => {
+                let mut sock = sock;
+                let _ = self.poll.registry().deregister(&mut sock);
+                qp.flush_early();
+                fail_connect(shared, &qp, CmError::Tcp(format!("engine: {e}")));
+                return;
+            }
+        };
+        {
+            let mut s = qp.lock();
+            for wr in s.early_recv.drain(..) {
+                let id = wr.wr_id;
+                if engine.post_recv(wr).is_err() {
+                    let _ = attr.recv_cq.push(crate::cq::Wc::new(
+                        qp.id,
+                        id,
+                        crate::cq::WcOpcode::Recv,
+                        crate::cq::WcStatus::LocalQpOperation,
+                    ));
+                }
+            }
+            if let Some(buf) = already_read {
+                engine.handle_stream(now, &buf);
+            }
+            s.engine = Some(engine);
+        }
+        self.conns.insert(
+            t,
+            Conn::Active(Active {
+                sock,
+                qp,
+                writable: true,
+                shut: None,
+                closed: false,
+            }),
+        );
+        self.service(shared, t, true, true);
+    }
+
+    fn accept_all(&mut self, shared: &Shared, t: Token) {
+        loop {
+            let Some(Conn::Listener { sock, id }) = self.conns.get(&t) else {
+                return;
+            };
+            let listener = *id;
+            match sock.accept() {
+                Ok((mut s, peer)) => {
+                    let _ = s.set_nodelay(true);
+                    let nt = self.token();
+                    if self
+                        .poll
+                        .registry()
+                        .register(&mut s, nt, Interest::READABLE | Interest::WRITABLE)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    let deadline = Some(self.now() + mpa::negotiate::REQUEST_TIMEOUT);
+                    self.conns.insert(
+                        nt,
+                        Conn::Incoming {
+                            sock: s,
+                            listener,
+                            peer,
+                            buf: Vec::new(),
+                            deadline,
+                            req: None,
+                        },
+                    );
+                    self.service(shared, nt, true, false);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if is_transient(&e) => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    fn service(&mut self, shared: &Shared, t: Token, readable: bool, writable: bool) {
+        let Some(kind) = self.conns.get(&t).map(|c| match c {
+            Conn::Listener { .. } => 0,
+            Conn::Incoming { .. } => 1,
+            Conn::Connecting { .. } => 2,
+            Conn::Rejecting { .. } => 3,
+            Conn::Active(_) => 4,
+        }) else {
+            return;
+        };
+        match kind {
+            0 => self.accept_all(shared, t),
+            1 => self.service_incoming(shared, t),
+            2 => self.service_connecting(shared, t),
+            3 => self.service_rejecting(t),
+            _ => self.service_active(shared, t, readable, writable),
+        }
+    }
+
+    fn service_incoming(&mut self, shared: &Shared, t: Token) {
+        let now = self.now();
+        let Some(Conn::Incoming {
+            sock,
+            listener,
+            peer,
+            buf,
+            deadline,
+            req,
+        }) = self.conns.get_mut(&t)
+        else {
+            return;
+        };
+        let mut eof = false;
+        let mut chunk = [0u8; 1024];
+        loop {
+            match sock.read(&mut chunk) {
+                Ok(0) => {
+                    eof = true;
+                    break;
+                }
+                Ok(n) => buf.extend_from_slice(chunk.get(..n).unwrap_or(&[])),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if is_transient(&e) => {}
+                Err(_) => {
+                    eof = true;
+                    break;
+                }
+            }
+            if buf.len() > MAX_REQUEST_BYTES {
+                break;
+            }
+        }
+        if req.is_none() {
+            match ConnFrame::parse(buf) {
+                Ok((request, _)) => {
+                    let id = ConnReqId(shared.next_req.fetch_add(1, Ordering::Relaxed));
+                    *req = Some(id);
+                    *deadline = None;
+                    let local = sock.local_addr().unwrap_or(*peer);
+                    shared
+                        .pending
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(id);
+                    shared.publish(Event::ConnectRequest(ConnectRequest {
+                        id,
+                        listener: *listener,
+                        peer: *peer,
+                        local,
+                        request,
+                    }));
+                }
+                Err(FrameError::Truncated { .. }) if buf.len() <= MAX_REQUEST_BYTES => {}
+                // A malformed Request: the responder closes (RFC 5044 §7.1.2 leaves no
+                // Reply to send for a frame that is not a Request).
+                Err(_) => eof = true,
+            }
+        }
+        let _ = now;
+        if eof {
+            if let Some(Conn::Incoming { req: Some(id), .. }) = self.conns.get(&t) {
+                shared
+                    .pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(id);
+            }
+            self.remove(t);
+        }
+    }
+
+    fn service_connecting(&mut self, shared: &Shared, t: Token) {
+        let Some(Conn::Connecting { sock, qp, .. }) = self.conns.get(&t) else {
+            return;
+        };
+        let err = match sock.take_error() {
+            Ok(Some(e)) => Some(e.to_string()),
+            Err(e) => Some(e.to_string()),
+            Ok(None) => match sock.peer_addr() {
+                Ok(_) => None,
+                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
+                Err(e) => Some(e.to_string()),
+            },
+        };
+        let qp = qp.clone();
+        if let Some(e) = err {
+            self.remove(t);
+            qp.flush_early();
+            fail_connect(shared, &qp, CmError::Tcp(e));
+            return;
+        }
+        let Some(Conn::Connecting { sock, qp, cfg }) = self.conns.remove(&t) else {
+            return;
+        };
+        self.start_active(shared, t, sock, qp, Setup::Initiator(cfg), None);
+    }
+
+    fn service_rejecting(&mut self, t: Token) {
+        let now = self.now();
+        let Some(Conn::Rejecting {
+            sock, out, shut, ..
+        }) = self.conns.get_mut(&t)
+        else {
+            return;
+        };
+        let mut done = false;
+        while !out.is_empty() {
+            match sock.write(out) {
+                Ok(n) => {
+                    out.drain(..n.min(out.len()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if is_transient(&e) => {}
+                Err(_) => {
+                    done = true;
+                    break;
+                }
+            }
+        }
+        if out.is_empty() && shut.is_none() {
+            let _ = sock.shutdown(Shutdown::Write);
+            *shut = Some(now + LINGER);
+        }
+        if shut.is_some() {
+            let mut b = [0u8; 512];
+            loop {
+                match sock.read(&mut b) {
+                    Ok(0) => {
+                        done = true;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if is_transient(&e) => {}
+                    Err(_) => {
+                        done = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if done {
+            self.remove(t);
+        }
+    }
+
+    fn service_active(&mut self, shared: &Shared, t: Token, readable: bool, writable: bool) {
+        let now = self.now();
+        let Some(Conn::Active(a)) = self.conns.get_mut(&t) else {
+            return;
+        };
+        if writable {
+            a.writable = true;
+        }
+        let qp = a.qp.clone();
+        let mut slot = qp.lock();
+        let Some(eng) = slot.engine.as_mut() else {
+            return;
+        };
+        let mut finished = false;
+        let mut eof = false;
+        let mut reset = false;
+        if readable {
+            loop {
+                match a.sock.read(&mut self.rxbuf) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        if a.shut.is_none() {
+                            eng.handle_stream(now, self.rxbuf.get(..n).unwrap_or(&[]));
+                        }
+                        // A short read drained the socket (epoll signals every later
+                        // arrival) unless a FIN came with this readiness.
+                        if n < self.rxbuf.len() && !self.read_closed {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if is_transient(&e) => {}
+                    Err(_) => {
+                        reset = true;
+                        break;
+                    }
+                }
+            }
+        }
+        // Transmit until the engine has nothing or the socket is full.
+        while a.writable && a.shut.is_none() && !reset {
+            let Some(b) = eng.poll_transmit() else {
+                break;
+            };
+            match a.sock.write(b) {
+                Ok(n) => eng.transmit_done(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => a.writable = false,
+                Err(e) if is_transient(&e) => {}
+                Err(_) => reset = true,
+            }
+        }
+        if reset && !a.closed {
+            a.closed = true;
+            eng.handle_closed(now, CloseReason::Reset);
+            finished = true;
+        }
+        if !a.closed && a.shut.is_none() && eng.should_close_transport() {
+            let _ = a.sock.shutdown(Shutdown::Write);
+            a.shut = Some(now + LINGER);
+        }
+        if eof && !a.closed {
+            a.closed = true;
+            let reason = if a.shut.is_some() {
+                CloseReason::Local
+            } else {
+                CloseReason::PeerClosed
+            };
+            eng.handle_closed(now, reason);
+        }
+        if eof || (a.closed && a.shut.is_none()) {
+            finished = true;
+        }
+        if a.shut.is_some_and(|d| now >= d) {
+            if !a.closed {
+                a.closed = true;
+                eng.handle_closed(now, CloseReason::Local);
+            }
+            finished = true;
+        }
+        drain_events(shared, &qp, Some(eng));
+        drop(slot);
+        if finished {
+            self.remove(t);
+        }
+    }
+
+    fn timers(&mut self, shared: &Shared) -> usize {
+        let now = self.now();
+        let mut due = Vec::new();
+        for (t, c) in &self.conns {
+            let d = match c {
+                Conn::Incoming { deadline, .. } => *deadline,
+                Conn::Rejecting { deadline, .. } => Some(*deadline),
+                Conn::Active(a) => {
+                    let e =
+                        a.qp.slot
+                            .try_lock()
+                            .ok()
+                            .and_then(|s| s.engine.as_ref().and_then(|e| e.poll_timeout()));
+                    match (a.shut, e) {
+                        (Some(x), Some(y)) => Some(x.min(y)),
+                        (x, y) => x.or(y),
+                    }
+                }
+                _ => None,
+            };
+            if d.is_some_and(|d| d <= now) {
+                due.push(*t);
+            }
+        }
+        let n = due.len();
+        for t in due {
+            match self.conns.get(&t) {
+                Some(Conn::Incoming { .. }) | Some(Conn::Rejecting { .. }) => self.remove(t),
+                Some(Conn::Active(a)) => {
+                    let qp = a.qp.clone();
+                    {
+                        let mut s = qp.lock();
+                        if let Some(e) = s.engine.as_mut() {
+                            e.handle_timeout(now);
+                        }
+                    }
+                    self.service(shared, t, false, false);
+                }
+                _ => {}
+            }
+        }
+        n
+    }
+
+    /// Aborts every connection (RNIC close). Commands still queued run first, so a reject
+    /// issued just before the close still reaches the peer.
+    pub(crate) fn shutdown(&mut self, shared: &Shared) {
+        self.commands(shared);
+        let now = self.now();
+        let tokens: Vec<Token> = self.conns.keys().copied().collect();
+        for t in tokens {
+            match self.conns.remove(&t) {
+                Some(Conn::Active(mut a)) => {
+                    let _ = self.poll.registry().deregister(&mut a.sock);
+                    let _ = a.sock.shutdown(Shutdown::Both);
+                    let mut s = a.qp.lock();
+                    if let Some(e) = s.engine.as_mut()
+                        && !a.closed
+                    {
+                        e.handle_closed(now, CloseReason::Local);
+                    }
+                    drain_events(shared, &a.qp, s.engine.as_mut());
+                }
+                Some(Conn::Connecting { qp, .. }) => fail_connect(shared, &qp, CmError::Aborted),
+                Some(Conn::Rejecting { sock, out, .. }) => {
+                    // Best effort: the reject Reply is small and fits the socket buffer.
+                    let _ = (&sock).write(&out);
+                    let _ = sock.shutdown(Shutdown::Write);
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn fail_connect(shared: &Shared, qp: &Arc<QpShared>, error: CmError) {
+    qp.set_status(ConnStatus::Failed(error.clone()));
+    shared.publish(Event::ConnectFailed { qp: qp.id, error });
+}
+
+/// Turns engine events into RNIC events and connection status.
+fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>) {
+    let Some(eng) = eng else {
+        return;
+    };
+    let id = qp.id;
+    while let Some(ev) = eng.poll_event() {
+        match ev {
+            QpEvent::Established(s) => {
+                qp.set_status(ConnStatus::Connected(s.clone()));
+                shared.publish(Event::Established { qp: id, session: s });
+            }
+            QpEvent::SetupFailed(err) => {
+                let (ev, cm) = setup_event(id, &err);
+                qp.set_status(ConnStatus::Failed(cm));
+                shared.publish(ev);
+            }
+            QpEvent::TerminateSent(terminate) => {
+                shared.publish(Event::TerminateSent { qp: id, terminate })
+            }
+            QpEvent::TerminateReceived(terminate) => {
+                shared.publish(Event::TerminateReceived { qp: id, terminate })
+            }
+            QpEvent::CqOverflow(cq) => shared.publish(Event::CqOverflow { qp: id, cq }),
+            QpEvent::StateChanged { from, to } => {
+                if to == QpState::Error && from != QpState::Closing && from != QpState::Idle {
+                    shared.publish(Event::QpError { qp: id, from });
+                }
+            }
+            QpEvent::TransportClosed(reason) => {
+                let was_connected = matches!(qp.status(), ConnStatus::Connected(_));
+                if was_connected || matches!(qp.status(), ConnStatus::Connecting) {
+                    if matches!(qp.status(), ConnStatus::Connecting) {
+                        // SetupFailed follows and sets the status.
+                    } else {
+                        qp.set_status(ConnStatus::Closed(reason));
+                    }
+                }
+                if was_connected {
+                    shared.publish(Event::Disconnected { qp: id, reason });
+                }
+            }
+        }
+    }
+}

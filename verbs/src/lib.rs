@@ -1,0 +1,603 @@
+//! # softrnic-verbs — the OSC-iWARP verbs over the softrnic runtime
+//!
+//! The RDMA Consortium / OpenSource iWARP verbs, one Rust method per verb, as thin wrappers
+//! over [`stack::Rnic`] (the progress thread, kernel TCP and connection management) and
+//! [`stack::MemTable`] (protection domains and STags). Every verb keeps its name, so code
+//! written against the verbs specification maps line by line:
+//!
+//! | verb | here |
+//! |---|---|
+//! | `rnic_open` / `rnic_close` | [`rnic_open`], [`Rnic::close`] |
+//! | `rnic_advance` | [`Rnic::advance`] (manual-progress mode) |
+//! | `pd_allocate` / `pd_deallocate` | [`Rnic::pd_allocate`], [`Rnic::pd_deallocate`] |
+//! | `nsmr_register` | [`Rnic::nsmr_register`] (non-shared memory region) |
+//! | `register_sge` | [`Rnic::register_sge`] (register exactly one element, get its SGE) |
+//! | `create_sgl` | [`Rnic::create_sgl`] (a validated scatter/gather list) |
+//! | `deregister_mem` / `deallocate_stag` | [`Rnic::deregister_mem`], [`Rnic::deallocate_stag`] |
+//! | `cq_create` / `cq_destroy` | [`Rnic::cq_create`], [`Rnic::cq_destroy`] |
+//! | `cq_poll` / `cq_poll_block` | [`Rnic::cq_poll`], [`Rnic::cq_poll_block`] (batch into a slice) |
+//! | `qp_create` / `qp_destroy` | [`Rnic::qp_create`], [`Rnic::qp_destroy`] |
+//! | `qp_post_sq` / `qp_post_rq` | [`Rnic::qp_post_sq`], [`Rnic::qp_post_rq`] |
+//! | `qp_active_connect` / `qp_passive_connect` | [`Rnic::qp_active_connect`], [`Rnic::qp_passive_connect`] |
+//! | `qp_register_fd` | [`Rnic::qp_register_fd`] (adopt a connected socket) |
+//! | `qp_disconnect` | [`Rnic::qp_disconnect`] |
+//!
+//! Beyond the list: [`Rnic::listen`] (the passive side's endpoint), the non-blocking
+//! connection events ([`Rnic::poll_event`], re-exported [`Event`]) and the asynchronous
+//! errors (QP error, CQ overflow) they carry.
+//!
+//! The resource rules of the verbs are enforced: a PD cannot be deallocated while memory or
+//! QPs use it, a CQ cannot be destroyed while a QP uses it, and every handle is checked to
+//! belong to the RNIC it is used with.
+//!
+//! # Example: Send and RDMA Write over loopback
+//!
+//! ```
+//! use std::time::Duration;
+//! use verbs::{rnic_open, Access, MpaConfig, RecvWr, RnicConfig, SendWr, WcStatus};
+//!
+//! let t = Duration::from_secs(5);
+//! let server = rnic_open(RnicConfig::default())?;
+//! let client = rnic_open(RnicConfig::default())?;
+//!
+//! // Server: PD, CQ, QP, memory; a receive posted before the connection.
+//! let spd = server.pd_allocate();
+//! let scq = server.cq_create(64);
+//! let sqp = server.qp_create(spd, &scq, &scq, Default::default())?;
+//! let smr = server.nsmr_register(spd, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
+//! server.qp_post_rq(&sqp, RecvWr::new(1, vec![smr.sge(0, 64)]))?;
+//! let listener = server.listen("127.0.0.1:0".parse().unwrap())?;
+//!
+//! // Client.
+//! let cpd = client.pd_allocate();
+//! let ccq = client.cq_create(64);
+//! let cqp = client.qp_create(cpd, &ccq, &ccq, Default::default())?;
+//! let cmr = client.nsmr_register(cpd, 4096, Access::LOCAL_WRITE)?;
+//! cmr.buf().write_at(0, b"hello, iWARP")?;
+//!
+//! std::thread::scope(|s| -> Result<(), verbs::VerbsError> {
+//!     let accept = s.spawn(|| server.qp_passive_connect(&listener, &sqp, MpaConfig::default(), t));
+//!     client.qp_active_connect(&cqp, listener.local_addr, MpaConfig::default(), t)?;
+//!     accept.join().unwrap()?;
+//!     Ok(())
+//! })?;
+//!
+//! client.qp_post_sq(&cqp, SendWr::send(7, vec![cmr.sge(0, 12)]))?;
+//! client.qp_post_sq(&cqp, SendWr::write(8, vec![cmr.sge(0, 12)], smr.stag(), smr.to_at(100)))?;
+//!
+//! let mut wcs = [verbs::empty_wc(); 4];
+//! let n = server.cq_poll_block(&scq, &mut wcs, t)?;
+//! assert_eq!((n, wcs[0].wr_id, wcs[0].status), (1, 1, WcStatus::Success));
+//! assert_eq!(smr.buf().read_range(0..12)?, b"hello, iWARP");
+//!
+//! let mut got = 0;
+//! while got < 2 {
+//!     got += client.cq_poll_block(&ccq, &mut wcs[got..], t)?;
+//! }
+//! assert!(wcs[..2].iter().all(|w| w.status == WcStatus::Success));
+//! client.qp_disconnect(&cqp)?;
+//! # Ok::<(), verbs::VerbsError>(())
+//! ```
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpStream};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use thiserror::Error;
+
+pub use stack::mpa::Config as MpaConfig;
+pub use stack::mpa::Session;
+pub use stack::{
+    Access, Addressing, AdoptRole, CloseReason, CmError, ConnectRequest, Cq, CqId, Event, Listener,
+    MemError, MemoryRegion, Pd, PostError, ProgressMode, QpId, QpState, RecvWr, RegisteredBuf,
+    RnicConfig, RnicError, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
+};
+
+/// Errors of the verbs.
+#[derive(Debug, Error)]
+pub enum VerbsError {
+    /// The runtime refused or failed (connection management, I/O, closed RNIC).
+    #[error("{0}")]
+    Rnic(#[from] RnicError),
+    /// A memory verb failed.
+    #[error("{0}")]
+    Mem(#[from] MemError),
+    /// A post was refused (nothing was queued).
+    #[error("{0}")]
+    Post(#[from] PostError),
+    /// A local scatter/gather element is invalid.
+    #[error("invalid scatter/gather element: {0}")]
+    Sgl(String),
+    /// The PD is not allocated on this RNIC.
+    #[error("protection domain {0:?} is not allocated on this RNIC")]
+    UnknownPd(Pd),
+    /// The PD still has memory regions or QPs.
+    #[error("protection domain {pd:?} is still in use ({regions} memory regions, {qps} QPs)")]
+    PdInUse {
+        /// The PD.
+        pd: Pd,
+        /// Memory regions registered in it.
+        regions: usize,
+        /// QPs created in it.
+        qps: usize,
+    },
+    /// The CQ is not one of this RNIC's.
+    #[error("CQ {0:?} was not created on this RNIC (or was destroyed)")]
+    UnknownCq(CqId),
+    /// The CQ is still used by QPs.
+    #[error("CQ {cq:?} is still used by {qps} QP(s)")]
+    CqInUse {
+        /// The CQ.
+        cq: CqId,
+        /// QPs using it.
+        qps: usize,
+    },
+    /// The STag is not registered through this RNIC's verbs.
+    #[error("STag {0:#010x} is not registered on this RNIC")]
+    UnknownStag(u32),
+    /// `deallocate_stag` needs an invalidated STag.
+    #[error("STag {0:#010x} is still valid: deregister it or invalidate it first")]
+    StagValid(u32),
+    /// No completion arrived in time.
+    #[error("no completion within {0:?}")]
+    Timeout(Duration),
+}
+
+/// Result of the verbs.
+pub type Result<T, E = VerbsError> = std::result::Result<T, E>;
+
+/// QP sizes for [`Rnic::qp_create`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Send queue depth.
+    pub sq_depth: usize,
+    /// Receive queue depth.
+    pub rq_depth: usize,
+    /// SGEs per work request (at least 6).
+    pub max_sge: usize,
+}
+
+impl Default for QpCaps {
+    fn default() -> Self {
+        QpCaps {
+            sq_depth: 256,
+            rq_depth: 256,
+            max_sge: stack::wr::MIN_MAX_SGE,
+        }
+    }
+}
+
+/// A queue pair (cheap to clone).
+#[derive(Clone, Debug)]
+pub struct Qp {
+    inner: stack::Qp,
+}
+
+impl Qp {
+    /// Its id (in completions and events).
+    pub fn id(&self) -> QpId {
+        self.inner.id()
+    }
+
+    /// Current state.
+    pub fn state(&self) -> QpState {
+        self.inner.state()
+    }
+
+    /// The negotiated MPA session, once connected.
+    pub fn session(&self) -> Option<Session> {
+        self.inner.session()
+    }
+
+    /// The runtime's QP.
+    pub fn as_stack(&self) -> &stack::Qp {
+        &self.inner
+    }
+}
+
+/// A scatter/gather list validated by [`Rnic::create_sgl`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sgl {
+    sges: Vec<Sge>,
+    len: u64,
+}
+
+impl Sgl {
+    /// The elements.
+    pub fn sges(&self) -> &[Sge] {
+        &self.sges
+    }
+
+    /// Total length in bytes.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether it covers no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The elements, for a work request.
+    pub fn to_vec(&self) -> Vec<Sge> {
+        self.sges.clone()
+    }
+}
+
+/// A placeholder completion, to size the slices [`Rnic::cq_poll`] fills.
+pub fn empty_wc() -> Wc {
+    Wc::new(QpId(0), 0, WcOpcode::Send, WcStatus::Success)
+}
+
+#[derive(Debug, Default)]
+struct Book {
+    pds: HashMap<Pd, PdUse>,
+    /// STag → PD, for registrations made through the verbs.
+    stags: HashMap<u32, Pd>,
+    cqs: HashMap<CqId, Cq>,
+    /// QP → (PD, send CQ, recv CQ).
+    qps: HashMap<QpId, (Pd, CqId, CqId)>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct PdUse {
+    regions: usize,
+    qps: usize,
+}
+
+/// An open RNIC: the handle every verb is called on.
+#[derive(Debug)]
+pub struct Rnic {
+    rnic: stack::Rnic,
+    book: Mutex<Book>,
+}
+
+/// `rnic_open`: opens an RNIC (with a progress thread, or in manual-progress mode).
+pub fn rnic_open(cfg: RnicConfig) -> Result<Rnic> {
+    Ok(Rnic {
+        rnic: stack::Rnic::open(cfg)?,
+        book: Mutex::new(Book::default()),
+    })
+}
+
+impl Rnic {
+    fn book(&self) -> MutexGuard<'_, Book> {
+        self.book.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The runtime RNIC underneath.
+    pub fn as_stack(&self) -> &stack::Rnic {
+        &self.rnic
+    }
+
+    /// `rnic_close`: aborts every connection, flushes outstanding work and joins the
+    /// progress thread.
+    pub fn close(self) {
+        self.rnic.close();
+    }
+
+    /// `rnic_advance`: in manual-progress mode, runs the progress engine once in this
+    /// thread, waiting up to `timeout` for socket activity. Returns the work done.
+    pub fn advance(&self, timeout: Duration) -> Result<usize> {
+        Ok(self.rnic.advance(timeout)?)
+    }
+
+    // ---------------------------------------------------------------- protection domains
+
+    /// `pd_allocate`.
+    pub fn pd_allocate(&self) -> Pd {
+        let pd = self.rnic.alloc_pd();
+        self.book().pds.insert(pd, PdUse::default());
+        pd
+    }
+
+    /// `pd_deallocate`: fails while memory regions or QPs use the PD.
+    pub fn pd_deallocate(&self, pd: Pd) -> Result<()> {
+        let mut b = self.book();
+        let u = *b.pds.get(&pd).ok_or(VerbsError::UnknownPd(pd))?;
+        if u.regions > 0 || u.qps > 0 {
+            return Err(VerbsError::PdInUse {
+                pd,
+                regions: u.regions,
+                qps: u.qps,
+            });
+        }
+        b.pds.remove(&pd);
+        Ok(())
+    }
+
+    fn check_pd(&self, pd: Pd) -> Result<()> {
+        if self.book().pds.contains_key(&pd) {
+            Ok(())
+        } else {
+            Err(VerbsError::UnknownPd(pd))
+        }
+    }
+
+    // ---------------------------------------------------------------- memory
+
+    fn record_region(&self, mr: &MemoryRegion) {
+        let mut b = self.book();
+        b.stags.insert(mr.stag(), mr.pd());
+        if let Some(u) = b.pds.get_mut(&mr.pd()) {
+            u.regions += 1;
+        }
+    }
+
+    /// `nsmr_register`: allocates `len` bytes of page-aligned, zeroed memory and registers
+    /// it (VA-based) in `pd` with `access`.
+    pub fn nsmr_register(&self, pd: Pd, len: usize, access: Access) -> Result<MemoryRegion> {
+        self.nsmr_register_buf(
+            pd,
+            &RegisteredBuf::new(len),
+            0..len,
+            access,
+            Addressing::default(),
+        )
+    }
+
+    /// `nsmr_register` of `range` of an existing buffer, with the addressing mode chosen
+    /// (VA-based or zero-based Tagged Offsets).
+    pub fn nsmr_register_buf(
+        &self,
+        pd: Pd,
+        buf: &Arc<RegisteredBuf>,
+        range: Range<usize>,
+        access: Access,
+        addressing: Addressing,
+    ) -> Result<MemoryRegion> {
+        self.check_pd(pd)?;
+        let mut opts = stack::MrOptions::new(access).range(range);
+        if addressing == Addressing::ZeroBased {
+            opts = opts.zero_based();
+        }
+        let mr = self.rnic.mem().register(pd, buf, opts)?;
+        self.record_region(&mr);
+        Ok(mr)
+    }
+
+    /// `register_sge`: registers exactly `len` bytes at `offset` of `buf` and returns the
+    /// region with the SGE that covers it.
+    pub fn register_sge(
+        &self,
+        pd: Pd,
+        buf: &Arc<RegisteredBuf>,
+        offset: usize,
+        len: u32,
+        access: Access,
+    ) -> Result<(MemoryRegion, Sge)> {
+        let end = offset
+            .checked_add(len as usize)
+            .ok_or_else(|| VerbsError::Sgl("offset + length overflows".into()))?;
+        let mr = self.nsmr_register_buf(pd, buf, offset..end, access, Addressing::default())?;
+        let sge = mr.sge(0, len);
+        Ok((mr, sge))
+    }
+
+    /// `create_sgl`: checks that every element names valid memory of `pd` with `needed`
+    /// rights (use [`Access::LOCAL_WRITE`] for receive and RDMA Read sinks,
+    /// [`Access::NONE`] for gathers) and returns the list.
+    pub fn create_sgl(&self, pd: Pd, sges: &[Sge], needed: Access) -> Result<Sgl> {
+        self.check_pd(pd)?;
+        self.rnic
+            .mem()
+            .resolve_sgl(pd, sges, needed)
+            .map_err(|e| VerbsError::Sgl(e.to_string()))?;
+        Ok(Sgl {
+            sges: sges.to_vec(),
+            len: sges.iter().map(|s| u64::from(s.len)).sum(),
+        })
+    }
+
+    /// `deregister_mem`: removes a registration (its STag becomes unknown to the peer and
+    /// to local work requests). The buffer lives on while the application holds it.
+    pub fn deregister_mem(&self, mr: &MemoryRegion) -> Result<()> {
+        self.forget_stag(mr.stag())?;
+        self.rnic.mem().deregister(mr.stag())?;
+        Ok(())
+    }
+
+    /// `deallocate_stag`: releases an STag that has been invalidated (by a Send with
+    /// Invalidate from the peer or a Local Invalidate).
+    pub fn deallocate_stag(&self, stag: u32) -> Result<()> {
+        let info = self
+            .rnic
+            .mem()
+            .query(stag)
+            .ok_or(VerbsError::UnknownStag(stag))?;
+        if info.valid {
+            return Err(VerbsError::StagValid(stag));
+        }
+        self.forget_stag(stag)?;
+        self.rnic.mem().deregister(stag)?;
+        Ok(())
+    }
+
+    fn forget_stag(&self, stag: u32) -> Result<()> {
+        let mut b = self.book();
+        let pd = b.stags.remove(&stag).ok_or(VerbsError::UnknownStag(stag))?;
+        if let Some(u) = b.pds.get_mut(&pd) {
+            u.regions = u.regions.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    /// Local invalidate of `stag` (outside the send queue).
+    pub fn invalidate_stag(&self, pd: Pd, stag: u32) -> Result<()> {
+        Ok(self.rnic.mem().invalidate(pd, stag)?)
+    }
+
+    // ---------------------------------------------------------------- completion queues
+
+    /// `cq_create`: a CQ of `depth` entries.
+    pub fn cq_create(&self, depth: usize) -> Cq {
+        let cq = Cq::new(depth);
+        self.book().cqs.insert(cq.id(), cq.clone());
+        cq
+    }
+
+    /// `cq_destroy`: fails while QPs use the CQ.
+    pub fn cq_destroy(&self, cq: &Cq) -> Result<()> {
+        let mut b = self.book();
+        if !b.cqs.contains_key(&cq.id()) {
+            return Err(VerbsError::UnknownCq(cq.id()));
+        }
+        let qps = b
+            .qps
+            .values()
+            .filter(|(_, s, r)| *s == cq.id() || *r == cq.id())
+            .count();
+        if qps > 0 {
+            return Err(VerbsError::CqInUse { cq: cq.id(), qps });
+        }
+        b.cqs.remove(&cq.id());
+        Ok(())
+    }
+
+    /// `cq_poll`: moves up to `out.len()` completions into `out`; returns how many (0 when
+    /// none is waiting). In manual-progress mode it advances the RNIC once first.
+    pub fn cq_poll(&self, cq: &Cq, out: &mut [Wc]) -> usize {
+        if self.rnic.config().progress == ProgressMode::Manual {
+            let _ = self.rnic.advance(Duration::ZERO);
+        }
+        cq.poll(out)
+    }
+
+    /// `cq_poll_block`: waits up to `timeout` until at least one completion is waiting,
+    /// then moves up to `out.len()` into `out`. In manual-progress mode it drives progress
+    /// while it waits.
+    pub fn cq_poll_block(&self, cq: &Cq, out: &mut [Wc], timeout: Duration) -> Result<usize> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let n = self.cq_poll(cq, out);
+            if n > 0 || out.is_empty() {
+                return Ok(n);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(VerbsError::Timeout(timeout));
+            }
+            if self.rnic.config().progress == ProgressMode::Manual {
+                self.rnic.advance(left.min(Duration::from_millis(10)))?;
+            } else {
+                cq.wait(left);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- queue pairs
+
+    /// `qp_create`: a QP in `pd` with its send and receive CQs (they may be the same).
+    pub fn qp_create(&self, pd: Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Qp> {
+        {
+            let b = self.book();
+            if !b.pds.contains_key(&pd) {
+                return Err(VerbsError::UnknownPd(pd));
+            }
+            for cq in [send_cq, recv_cq] {
+                if !b.cqs.contains_key(&cq.id()) {
+                    return Err(VerbsError::UnknownCq(cq.id()));
+                }
+            }
+        }
+        let mut attr = stack::QpAttr::new(pd, send_cq.clone(), recv_cq.clone());
+        attr.sq_depth = caps.sq_depth;
+        attr.rq_depth = caps.rq_depth;
+        attr.max_sge = caps.max_sge;
+        let inner = self.rnic.create_qp(attr)?;
+        let mut b = self.book();
+        b.qps.insert(inner.id(), (pd, send_cq.id(), recv_cq.id()));
+        if let Some(u) = b.pds.get_mut(&pd) {
+            u.qps += 1;
+        }
+        Ok(Qp { inner })
+    }
+
+    /// `qp_destroy`: aborts the connection and flushes every outstanding work request.
+    pub fn qp_destroy(&self, qp: &Qp) -> Result<()> {
+        self.rnic.destroy_qp(&qp.inner)?;
+        let mut b = self.book();
+        if let Some((pd, _, _)) = b.qps.remove(&qp.id())
+            && let Some(u) = b.pds.get_mut(&pd)
+        {
+            u.qps = u.qps.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    /// `qp_post_sq`: posts a send-queue work request.
+    pub fn qp_post_sq(&self, qp: &Qp, wr: SendWr) -> Result<()> {
+        Ok(qp.inner.post_send(wr)?)
+    }
+
+    /// `qp_post_rq`: posts a receive (also before the QP is connected).
+    pub fn qp_post_rq(&self, qp: &Qp, wr: RecvWr) -> Result<()> {
+        Ok(qp.inner.post_recv(wr)?)
+    }
+
+    // ---------------------------------------------------------------- connections
+
+    /// Listens on `addr` for [`Rnic::qp_passive_connect`] (port 0: ephemeral).
+    pub fn listen(&self, addr: SocketAddr) -> Result<Listener> {
+        Ok(self.rnic.listen(addr)?)
+    }
+
+    /// `qp_active_connect`: connects `qp` to `addr` (TCP, then the MPA Request with `cfg`)
+    /// and waits until it is established.
+    pub fn qp_active_connect(
+        &self,
+        qp: &Qp,
+        addr: SocketAddr,
+        cfg: MpaConfig,
+        timeout: Duration,
+    ) -> Result<Session> {
+        Ok(self.rnic.connect_blocking(&qp.inner, addr, cfg, timeout)?)
+    }
+
+    /// `qp_passive_connect`: waits for the next connection request on `listener`, accepts
+    /// it on `qp` answering with `cfg`, and waits until it is established.
+    pub fn qp_passive_connect(
+        &self,
+        listener: &Listener,
+        qp: &Qp,
+        cfg: MpaConfig,
+        timeout: Duration,
+    ) -> Result<(Session, ConnectRequest)> {
+        Ok(self
+            .rnic
+            .accept_blocking(listener, &qp.inner, cfg, timeout)?)
+    }
+
+    /// `qp_register_fd`: runs the QP over an already connected TCP socket, as MPA
+    /// initiator or responder (or directly in full operation); wait for
+    /// [`Event::Established`] or call [`Rnic::wait_established`].
+    pub fn qp_register_fd(&self, qp: &Qp, stream: TcpStream, role: AdoptRole) -> Result<()> {
+        Ok(self.rnic.adopt(&qp.inner, stream, role)?)
+    }
+
+    /// Waits until `qp` is connected.
+    pub fn wait_established(&self, qp: &Qp, timeout: Duration) -> Result<Session> {
+        Ok(self.rnic.wait_established(&qp.inner, timeout)?)
+    }
+
+    /// `qp_disconnect`: graceful close; outstanding work completes, then the connection
+    /// closes and whatever is still posted is flushed.
+    pub fn qp_disconnect(&self, qp: &Qp) -> Result<()> {
+        Ok(self.rnic.disconnect(&qp.inner)?)
+    }
+
+    /// The next connection or asynchronous event, if any.
+    pub fn poll_event(&self) -> Option<Event> {
+        self.rnic.poll_event()
+    }
+
+    /// Waits up to `timeout` for the next event.
+    pub fn wait_event(&self, timeout: Duration) -> Option<Event> {
+        self.rnic.wait_event(timeout)
+    }
+}

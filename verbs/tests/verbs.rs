@@ -1,0 +1,304 @@
+//! Every verb over loopback, and the resource rules the verbs impose.
+
+use std::net::{TcpListener, TcpStream};
+use std::time::Duration;
+
+use verbs::{
+    Access, Addressing, AdoptRole, Event, MpaConfig, ProgressMode, QpCaps, RecvWr, RegisteredBuf,
+    Rnic, RnicConfig, SendOp, SendWr, VerbsError, WcOpcode, WcStatus, empty_wc, rnic_open,
+};
+
+const T: Duration = Duration::from_secs(5);
+
+fn all() -> Access {
+    Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC
+}
+
+struct End {
+    r: Rnic,
+    pd: verbs::Pd,
+    cq: verbs::Cq,
+    qp: verbs::Qp,
+}
+
+fn end(cfg: RnicConfig) -> End {
+    let r = rnic_open(cfg).unwrap();
+    let pd = r.pd_allocate();
+    let cq = r.cq_create(256);
+    let qp = r.qp_create(pd, &cq, &cq, QpCaps::default()).unwrap();
+    End { r, pd, cq, qp }
+}
+
+fn pair(cfg: RnicConfig) -> (End, End) {
+    let a = end(cfg.clone());
+    let b = end(cfg);
+    let l = b.r.listen("127.0.0.1:0".parse().unwrap()).unwrap();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            b.r.qp_passive_connect(&l, &b.qp, MpaConfig::default(), T)
+                .unwrap()
+        });
+        a.r.qp_active_connect(&a.qp, l.local_addr, MpaConfig::default(), T)
+            .unwrap();
+        let (_, req) = h.join().unwrap();
+        assert_eq!(req.listener, l.id);
+    });
+    (a, b)
+}
+
+fn one(e: &End) -> verbs::Wc {
+    let mut w = [empty_wc()];
+    let n = e.r.cq_poll_block(&e.cq, &mut w, T).unwrap();
+    assert_eq!(n, 1);
+    w[0]
+}
+
+/// qp_post_sq / qp_post_rq with Send, RDMA Write, RDMA Read (RFC 5040 §5.1–5.3) and both
+/// RFC 7306 atomics, with memory from nsmr_register, register_sge and create_sgl.
+#[test]
+fn every_operation_through_the_verbs() {
+    let (a, b) = pair(RnicConfig::default());
+    let src = a.r.nsmr_register(a.pd, 8192, all()).unwrap();
+    src.buf().write_at(0, &[7u8; 8192]).unwrap();
+    let buf = RegisteredBuf::new(8192);
+    let (dst, dst_sge) = b.r.register_sge(b.pd, &buf, 4096, 1024, all()).unwrap();
+    assert_eq!(dst_sge.len, 1024);
+    let sgl =
+        b.r.create_sgl(b.pd, &[dst_sge], Access::LOCAL_WRITE)
+            .unwrap();
+    assert_eq!(sgl.len(), 1024);
+
+    b.r.qp_post_rq(&b.qp, RecvWr::new(1, sgl.to_vec())).unwrap();
+    a.r.qp_post_sq(&a.qp, SendWr::send(1, vec![src.sge(0, 1000)]))
+        .unwrap();
+    let wc = one(&b);
+    assert_eq!(
+        (wc.opcode, wc.byte_len, wc.status),
+        (WcOpcode::Recv, 1000, WcStatus::Success)
+    );
+    assert_eq!(buf.read_range(4096..5096).unwrap(), vec![7u8; 1000]);
+    assert_eq!(one(&a).status, WcStatus::Success);
+
+    a.r.qp_post_sq(
+        &a.qp,
+        SendWr::write(2, vec![src.sge(0, 1024)], dst.stag(), dst.to_at(0)),
+    )
+    .unwrap();
+    assert_eq!(one(&a).opcode, WcOpcode::RdmaWrite);
+    let back = a.r.nsmr_register(a.pd, 1024, all()).unwrap();
+    a.r.qp_post_sq(
+        &a.qp,
+        SendWr::read(3, vec![back.sge(0, 1024)], dst.stag(), dst.to_at(0)),
+    )
+    .unwrap();
+    let wc = one(&a);
+    assert_eq!(
+        (wc.opcode, wc.status),
+        (WcOpcode::RdmaRead, WcStatus::Success)
+    );
+    assert_eq!(back.buf().to_vec(), vec![7u8; 1024]);
+
+    let word = b.r.nsmr_register(b.pd, 8, all()).unwrap();
+    a.r.qp_post_sq(
+        &a.qp,
+        SendWr::new(
+            4,
+            SendOp::FetchAdd {
+                remote_stag: word.stag(),
+                remote_to: word.to_at(0),
+                add: 3,
+                add_mask: 0,
+            },
+            vec![back.sge(0, 8)],
+        ),
+    )
+    .unwrap();
+    assert_eq!(one(&a).opcode, WcOpcode::FetchAdd);
+    a.r.qp_post_sq(
+        &a.qp,
+        SendWr::new(
+            5,
+            SendOp::CmpSwap {
+                remote_stag: word.stag(),
+                remote_to: word.to_at(0),
+                compare: 3,
+                compare_mask: u64::MAX,
+                swap: 42,
+                swap_mask: u64::MAX,
+            },
+            vec![back.sge(0, 8)],
+        ),
+    )
+    .unwrap();
+    assert_eq!(one(&a).opcode, WcOpcode::CmpSwap);
+    let mut v = [0u8; 8];
+    word.buf().read_at(0, &mut v).unwrap();
+    assert_eq!(u64::from_ne_bytes(v), 42);
+
+    a.r.qp_disconnect(&a.qp).unwrap();
+    // The peer sees the connection end (after its Established event).
+    let mut events = Vec::new();
+    while let Some(e) = b.r.wait_event(T) {
+        let done = matches!(e, Event::Disconnected { .. });
+        events.push(e);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        matches!(events.last(), Some(Event::Disconnected { qp, .. }) if *qp == b.qp.id()),
+        "{events:?}"
+    );
+}
+
+/// cq_poll_block batches into the slice; cq_poll returns 0 when empty.
+#[test]
+fn cq_poll_batches() {
+    let (a, b) = pair(RnicConfig::default());
+    let src = a.r.nsmr_register(a.pd, 64, all()).unwrap();
+    let dst = b.r.nsmr_register(b.pd, 64, all()).unwrap();
+    for i in 0..5 {
+        a.r.qp_post_sq(
+            &a.qp,
+            SendWr::write(i, vec![src.sge(0, 8)], dst.stag(), dst.to_at(0)),
+        )
+        .unwrap();
+    }
+    let mut wcs = [empty_wc(); 8];
+    let mut got = 0;
+    while got < 5 {
+        got += a.r.cq_poll_block(&a.cq, &mut wcs[got..], T).unwrap();
+    }
+    let ids: Vec<u64> = wcs[..5].iter().map(|w| w.wr_id).collect();
+    assert_eq!(ids, vec![0, 1, 2, 3, 4]);
+    assert_eq!(a.r.cq_poll(&a.cq, &mut wcs), 0);
+    assert!(matches!(
+        a.r.cq_poll_block(&a.cq, &mut wcs, Duration::from_millis(20)),
+        Err(VerbsError::Timeout(_))
+    ));
+}
+
+/// rnic_advance: manual-progress mode carries a whole exchange (connect included).
+#[test]
+fn manual_progress_with_rnic_advance() {
+    let cfg = RnicConfig {
+        progress: ProgressMode::Manual,
+        ..RnicConfig::default()
+    };
+    let (a, b) = pair(cfg);
+    let src = a.r.nsmr_register(a.pd, 64, all()).unwrap();
+    src.buf().write_at(0, b"manual").unwrap();
+    let dst = b.r.nsmr_register(b.pd, 64, all()).unwrap();
+    b.r.qp_post_rq(&b.qp, RecvWr::new(9, vec![dst.sge(0, 64)]))
+        .unwrap();
+    a.r.qp_post_sq(&a.qp, SendWr::send(9, vec![src.sge(0, 6)]))
+        .unwrap();
+    // b's blocking poll drives b; a's post already transmitted.
+    let wc = one(&b);
+    assert_eq!((wc.wr_id, wc.byte_len), (9, 6));
+    assert_eq!(dst.buf().read_range(0..6).unwrap(), b"manual");
+    assert!(a.r.advance(Duration::ZERO).is_ok());
+    let threaded = rnic_open(RnicConfig::default()).unwrap();
+    assert!(matches!(
+        threaded.advance(Duration::ZERO),
+        Err(VerbsError::Rnic(verbs::RnicError::NotManual))
+    ));
+}
+
+/// qp_register_fd: adopt connected sockets on both sides.
+#[test]
+fn register_fd_adopts_sockets() {
+    let a = end(RnicConfig::default());
+    let b = end(RnicConfig::default());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let sa = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (sb, _) = l.accept().unwrap();
+    b.r.qp_register_fd(&b.qp, sb, AdoptRole::Responder(MpaConfig::default()))
+        .unwrap();
+    a.r.qp_register_fd(&a.qp, sa, AdoptRole::Initiator(MpaConfig::default()))
+        .unwrap();
+    let s = a.r.wait_established(&a.qp, T).unwrap();
+    assert_eq!(s.revision, 2);
+    b.r.wait_established(&b.qp, T).unwrap();
+}
+
+/// pd_deallocate and cq_destroy refuse while resources use them; deregister_mem and
+/// deallocate_stag follow the verbs rules; handles of another RNIC are refused.
+#[test]
+fn resource_rules() {
+    let e = end(RnicConfig::default());
+    let mr = e.r.nsmr_register(e.pd, 64, all()).unwrap();
+    assert!(matches!(
+        e.r.pd_deallocate(e.pd),
+        Err(VerbsError::PdInUse {
+            regions: 1,
+            qps: 1,
+            ..
+        })
+    ));
+    assert!(matches!(
+        e.r.cq_destroy(&e.cq),
+        Err(VerbsError::CqInUse { qps: 1, .. })
+    ));
+    // A valid STag cannot be deallocated; invalidated, it can.
+    assert!(matches!(
+        e.r.deallocate_stag(mr.stag()),
+        Err(VerbsError::StagValid(_))
+    ));
+    e.r.invalidate_stag(e.pd, mr.stag()).unwrap();
+    e.r.deallocate_stag(mr.stag()).unwrap();
+    assert!(matches!(
+        e.r.deallocate_stag(mr.stag()),
+        Err(VerbsError::UnknownStag(_))
+    ));
+    let mr2 =
+        e.r.nsmr_register_buf(
+            e.pd,
+            &RegisteredBuf::new(128),
+            64..128,
+            Access::LOCAL_WRITE,
+            Addressing::ZeroBased,
+        )
+        .unwrap();
+    assert_eq!(mr2.base_to(), 0);
+    e.r.deregister_mem(&mr2).unwrap();
+    assert!(e.r.as_stack().mem().query(mr2.stag()).is_none());
+    // An SGE beyond its region is refused by create_sgl.
+    let mr3 = e.r.nsmr_register(e.pd, 16, all()).unwrap();
+    assert!(matches!(
+        e.r.create_sgl(e.pd, &[mr3.sge(8, 16)], Access::NONE),
+        Err(VerbsError::Sgl(_))
+    ));
+    e.r.deregister_mem(&mr3).unwrap();
+    e.r.qp_destroy(&e.qp).unwrap();
+    e.r.cq_destroy(&e.cq).unwrap();
+    e.r.pd_deallocate(e.pd).unwrap();
+    assert!(matches!(
+        e.r.pd_deallocate(e.pd),
+        Err(VerbsError::UnknownPd(_))
+    ));
+    let other = rnic_open(RnicConfig::default()).unwrap();
+    let cq = other.cq_create(4);
+    let pd = e.r.pd_allocate();
+    assert!(matches!(
+        e.r.qp_create(pd, &cq, &cq, QpCaps::default()),
+        Err(VerbsError::UnknownCq(_))
+    ));
+    assert!(matches!(
+        other.nsmr_register(pd, 8, all()),
+        Err(VerbsError::UnknownPd(_))
+    ));
+}
+
+/// qp_destroy flushes posted receives (verbs: destroy moves the QP to Error).
+#[test]
+fn qp_destroy_flushes() {
+    let (a, _b) = pair(RnicConfig::default());
+    let m = a.r.nsmr_register(a.pd, 64, all()).unwrap();
+    a.r.qp_post_rq(&a.qp, RecvWr::new(77, vec![m.sge(0, 64)]))
+        .unwrap();
+    a.r.qp_destroy(&a.qp).unwrap();
+    let wc = one(&a);
+    assert_eq!((wc.wr_id, wc.status), (77, WcStatus::Flushed));
+    a.r.close();
+}
