@@ -44,7 +44,11 @@ fn markers_both_ways_with_crc_decode_cleanly() {
 
 #[test]
 fn p2p_rtr_of_each_type_is_decoded_as_the_first_fpdu() {
-    for (seed, rtr) in [(21, RtrType::Write), (22, RtrType::Read), (23, RtrType::Send)] {
+    for (seed, rtr) in [
+        (21, RtrType::Write),
+        (22, RtrType::Read),
+        (23, RtrType::Send),
+    ] {
         let report = run(
             mpa::Config {
                 p2p: true,
@@ -73,6 +77,10 @@ fn p2p_rtr_of_each_type_is_decoded_as_the_first_fpdu() {
             RtrType::Send => "Send",
         };
         assert!(first_fpdu.text.starts_with(expected), "{}", first_fpdu.text);
-        assert!(first_fpdu.text.contains("len 0") || rtr == RtrType::Read, "{}", first_fpdu.text);
+        assert!(
+            first_fpdu.text.contains("len 0") || rtr == RtrType::Read,
+            "{}",
+            first_fpdu.text
+        );
     }
 }

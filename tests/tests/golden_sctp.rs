@@ -70,7 +70,11 @@ fn every_packet_parses_with_good_crc_and_expected_chunks() {
     for (i, (_, bytes)) in pkts.iter().enumerate() {
         let p = parse_packet(bytes, true).unwrap_or_else(|e| panic!("packet {i}: {e}"));
         assert_eq!(p.chunks.len(), 1, "packet {i}");
-        assert_eq!(kind(&p.chunks[0]), expected[i % expected.len()], "packet {i}");
+        assert_eq!(
+            kind(&p.chunks[0]),
+            expected[i % expected.len()],
+            "packet {i}"
+        );
     }
 }
 
