@@ -9,7 +9,7 @@ set -euo pipefail
 caps=()
 for c in "$@"; do caps+=("$(realpath "$c")"); done
 cd "$(dirname "$0")/.."
-if [ "${#caps[@]}" -eq 0 ]; then caps=(tests/data/golden/siw-*.pcap); fi
+if [ "${#caps[@]}" -eq 0 ]; then caps=(tests/data/golden/siw-*.pcap tests/data/golden/lab-*.pcap); fi
 
 if ! command -v tshark >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -31,17 +31,24 @@ bin=target/debug/softrnic
 fail=0
 printf '%-28s %-6s %-20s %8s %8s  %s\n' capture opcode name tshark softrnic result
 for cap in "${caps[@]}"; do
+    label=$(basename "$cap")
+    # Lab results are <scenario>/capture.pcap: name them by their scenario.
+    [ "$label" = capture.pcap ] && label=$(basename "$(dirname "$cap")")
     ours=$("$bin" decode --counts "$cap") || { echo "$cap: softrnic decode reported errors"; fail=1; }
-    theirs=$(tshark -r "$cap" --disable-protocol rpcordma --disable-protocol smb_direct \
-        -Y iwarp_ddp_rdmap -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' | grep . |
-        awk '{ n[tolower($1)]++ } END { for (k in n) print k, n[k] }')
+    # Out-of-order reassembly on: bridge captures can record a segment after the ACK that
+    # covers it; without it tshark takes such a segment (e.g. an MPA Reply) for a spurious
+    # retransmission, never hands it to its MPA dissector and so skips the whole connection.
+    theirs=$(tshark -r "$cap" -o tcp.reassemble_out_of_order:TRUE \
+        --disable-protocol rpcordma --disable-protocol smb_direct \
+        -Y iwarp_ddp_rdmap -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' |
+        awk 'NF { n[tolower($1)]++ } END { for (k in n) print k, n[k] }')
     opcodes=$( { echo "$ours" | awk '{print $1}'; echo "$theirs" | awk '{print $1}'; } | sort -u)
     for op in $opcodes; do
         t=$(echo "$theirs" | awk -v o="$op" '$1 == o { print $2 }'); t=${t:-0}
         s=$(echo "$ours" | awk -v o="$op" '$1 == o { print $3 }'); s=${s:-0}
         name=$(echo "$ours" | awk -v o="$op" '$1 == o { print $2 }')
         if [ "$t" = "$s" ]; then r=ok; else r=MISMATCH; fail=1; fi
-        printf '%-28s %-6s %-20s %8s %8s  %s\n' "$(basename "$cap")" "$op" "${name:--}" "$t" "$s" "$r"
+        printf '%-28s %-6s %-20s %8s %8s  %s\n' "$label" "$op" "${name:--}" "$t" "$s" "$r"
     done
 done
 if [ "$fail" -ne 0 ]; then

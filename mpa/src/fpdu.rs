@@ -236,6 +236,42 @@ impl Writer<'_> {
             data = rest;
         }
     }
+
+    /// Appends `len` octets produced by `fill`, which is called once per run of octets
+    /// between markers with the run's offset within those `len` octets, its length and the
+    /// output to append it to.
+    fn put_with(&mut self, len: usize, fill: &mut dyn FnMut(usize, usize, &mut Vec<u8>)) {
+        let mut done = 0;
+        while done < len {
+            if self.at_marker() {
+                self.marker();
+            }
+            let left = len - done;
+            let room = if self.markers {
+                PERIOD - (self.grid + self.off) % PERIOD
+            } else {
+                left
+            };
+            let n = room.min(left);
+            let start = self.out.len();
+            fill(done, n, self.out);
+            // A `fill` that broke its contract still yields a well-formed FPDU.
+            debug_assert_eq!(
+                self.out.len(),
+                start + n,
+                "fill must append exactly n octets"
+            );
+            if self.out.len() != start + n {
+                self.out.resize(start + n, 0);
+            }
+            let run = self.out.get(start..).unwrap_or(&[]);
+            if let Some(d) = self.digest.as_mut() {
+                d.update(run);
+            }
+            self.off += n;
+            done += n;
+        }
+    }
 }
 
 impl FpduEncoder {
@@ -292,9 +328,68 @@ impl FpduEncoder {
         ulpdu_parts: &[&[u8]],
         out: &mut Vec<u8>,
     ) -> Result<usize, EncodeError> {
+        self.encode_inner(ulpdu_parts, 0, out, &mut |_, _, _| {})
+    }
+
+    /// Appends one FPDU whose ULPDU is the concatenation of `head` (for example a DDP
+    /// header) and `payload_len` further octets that `fill` writes in place, straight
+    /// into `out`, so the payload is copied only once (from wherever it lives into the
+    /// FPDU).
+    ///
+    /// `fill(offset, dst)` is called for consecutive runs of the payload, in order: `offset`
+    /// is the run's position within the payload and `dst` (zeroed beforehand) is where its
+    /// octets go. Runs are split where markers fall, which is why there may be several;
+    /// markers, PAD and the CRC (computed over what `fill` wrote) are added around them.
+    ///
+    /// Returns the number of octets appended. On error nothing is appended, `fill` is not
+    /// called and the stream position is unchanged.
+    pub fn encode_with<F>(
+        &mut self,
+        head: &[&[u8]],
+        payload_len: usize,
+        out: &mut Vec<u8>,
+        mut fill: F,
+    ) -> Result<usize, EncodeError>
+    where
+        F: FnMut(usize, &mut [u8]),
+    {
+        self.encode_inner(head, payload_len, out, &mut |off, n, out: &mut Vec<u8>| {
+            let start = out.len();
+            out.resize(start + n, 0);
+            fill(off, out.get_mut(start..).unwrap_or(&mut []));
+        })
+    }
+
+    /// Like [`FpduEncoder::encode_with`], but `fill(offset, len, out)` *appends* each run
+    /// of `len` payload octets to `out` itself (for example with `extend_from_slice`, or a
+    /// copy into spare capacity), so the output is not zero-filled first.
+    ///
+    /// `fill` must append exactly `len` octets and leave what is already in `out` alone;
+    /// if it appends a different number, the run is cut or zero-padded to `len` (a bug in
+    /// the caller, caught by a debug assertion).
+    pub fn encode_append<F>(
+        &mut self,
+        head: &[&[u8]],
+        payload_len: usize,
+        out: &mut Vec<u8>,
+        mut fill: F,
+    ) -> Result<usize, EncodeError>
+    where
+        F: FnMut(usize, usize, &mut Vec<u8>),
+    {
+        self.encode_inner(head, payload_len, out, &mut fill)
+    }
+
+    fn encode_inner(
+        &mut self,
+        ulpdu_parts: &[&[u8]],
+        payload_len: usize,
+        out: &mut Vec<u8>,
+        fill: &mut dyn FnMut(usize, usize, &mut Vec<u8>),
+    ) -> Result<usize, EncodeError> {
         let len = ulpdu_parts
             .iter()
-            .fold(0usize, |acc, p| acc.saturating_add(p.len()));
+            .fold(payload_len, |acc, p| acc.saturating_add(p.len()));
         if len > MAX_ULPDU {
             return Err(EncodeError::UlpduTooLong { len });
         }
@@ -318,6 +413,9 @@ impl FpduEncoder {
         w.put(&(len as u16).to_be_bytes());
         for part in ulpdu_parts {
             w.put(part);
+        }
+        if payload_len > 0 {
+            w.put_with(payload_len, fill);
         }
         let pad = [0u8; 3];
         w.put(pad.get(..pad_len(len)).unwrap_or(&[]));
@@ -420,6 +518,65 @@ pub struct Fpdu {
     /// is only a conformance note about the peer; Linux siw 6.1 sometimes sends
     /// stale PAD octets.
     pub nonzero_pad: bool,
+}
+
+impl Fpdu {
+    /// A borrowed view of this FPDU.
+    pub fn as_view(&self) -> FpduRef<'_> {
+        FpduRef {
+            ulpdu: &self.ulpdu,
+            stream_offset: self.stream_offset,
+            wire_len: self.wire_len,
+            markers: self.markers,
+            crc: self.crc,
+            nonzero_pad: self.nonzero_pad,
+        }
+    }
+}
+
+/// One FPDU taken off the stream by [`Deframer::push_with`], its ULPDU borrowed (from
+/// the pushed input when the FPDU arrived whole and without markers, otherwise from the
+/// deframer). The fields mean what they mean in [`Fpdu`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FpduRef<'a> {
+    /// The ULPDU (markers, ULPDU_Length, PAD and CRC removed).
+    pub ulpdu: &'a [u8],
+    /// Offset of the FPDU's first octet counted from the first octet pushed.
+    pub stream_offset: u64,
+    /// Octets the FPDU occupied on the wire, markers included.
+    pub wire_len: usize,
+    /// Number of markers inside the FPDU.
+    pub markers: usize,
+    /// CRC outcome.
+    pub crc: CrcStatus,
+    /// The PAD octets were not all zero (see [`Fpdu::nonzero_pad`]).
+    pub nonzero_pad: bool,
+}
+
+impl FpduRef<'_> {
+    /// An owned copy.
+    pub fn to_fpdu(&self) -> Fpdu {
+        Fpdu {
+            ulpdu: self.ulpdu.to_vec(),
+            stream_offset: self.stream_offset,
+            wire_len: self.wire_len,
+            markers: self.markers,
+            crc: self.crc,
+            nonzero_pad: self.nonzero_pad,
+        }
+    }
+}
+
+/// How the next FPDU at the front of some input can be taken.
+enum Peek {
+    /// Whole, without markers: ULPDU_Length and wire length.
+    Whole(usize, usize),
+    /// Whole, with markers inside: wire length.
+    Marked(usize),
+    /// Not all there yet.
+    Partial,
+    /// The ULPDU_Length is out of range.
+    BadLength,
 }
 
 /// Errors reported by [`Deframer`].
@@ -747,10 +904,13 @@ struct PartialMarker {
 /// implements [`Iterator`]): one `Ok(Fpdu)` or `Err(DeframeError)` per FPDU, in
 /// stream order.
 ///
-/// Each ULPDU octet is copied exactly once, from the pushed chunk into the
-/// `Vec<u8>` the [`Fpdu`] owns (allocated once at the announced size). Work is
-/// linear in the input; partial fields are kept in small fixed buffers, and the
-/// CRC is computed lazily over whole runs of received octets.
+/// With [`Deframer::push`], each ULPDU octet is copied exactly once, from the
+/// pushed chunk into the `Vec<u8>` the [`Fpdu`] owns (allocated once at the
+/// announced size). [`Deframer::push_with`] copies nothing for an FPDU that
+/// arrives whole and without markers: it checks it in place and lends its ULPDU
+/// out of the chunk. Work is linear in the input; partial fields are kept in
+/// small fixed buffers, and the CRC is computed lazily over whole runs of
+/// received octets.
 ///
 /// After a fatal error ([`DeframeError::is_fatal`]) further input is counted but
 /// ignored.
@@ -819,9 +979,24 @@ impl Deframer {
     pub fn push(&mut self, chunk: &[u8]) {
         let mut rest = chunk;
         while !rest.is_empty() {
-            if self.failed {
+            let n = self.push_some(rest);
+            if n == 0 {
+                // Not reached: every call takes at least one octet.
                 self.consumed += rest.len() as u64;
                 return;
+            }
+            rest = rest.get(n..).unwrap_or(&[]);
+        }
+    }
+
+    /// Feeds octets until one result is queued or `chunk` is used up; returns the number
+    /// of octets taken.
+    fn push_some(&mut self, chunk: &[u8]) -> usize {
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            if self.failed {
+                self.consumed += rest.len() as u64;
+                return chunk.len();
             }
             if self.cur.is_none() {
                 let leading = self.at_marker(self.consumed);
@@ -876,6 +1051,7 @@ impl Deframer {
                         let result = done.finish(self.consumed, self.cfg.crc);
                         self.ready.push_back(result);
                     }
+                    break;
                 }
                 Step::BadLength(_, len) => {
                     let offset = self.cur.take().map_or(self.consumed, |c| c.start);
@@ -886,7 +1062,144 @@ impl Deframer {
                         offset,
                     }));
                     self.failed = true;
+                    break;
                 }
+            }
+        }
+        chunk.len() - rest.len()
+    }
+
+    /// Looks at the FPDU that starts at the front of `data` (nothing in progress).
+    fn peek(&self, data: &[u8]) -> Peek {
+        // ULPDU_Length, skipping any marker before or inside it.
+        let mut hdr = [0u8; ULPDU_LENGTH_LEN];
+        let mut got = 0;
+        let mut pos = 0usize;
+        while got < ULPDU_LENGTH_LEN {
+            if self.at_marker(self.consumed + pos as u64) {
+                pos += MARKER_LEN;
+                continue;
+            }
+            let Some(b) = data.get(pos) else {
+                return Peek::Partial;
+            };
+            if let Some(slot) = hdr.get_mut(got) {
+                *slot = *b;
+            }
+            got += 1;
+            pos += 1;
+        }
+        let len = usize::from(u16::from_be_bytes(hdr));
+        if len < self.cfg.min_ulpdu || len > self.cfg.max_ulpdu {
+            return Peek::BadLength;
+        }
+        let logical = FPDU_OVERHEAD + len + pad_len(len);
+        let lay = layout(self.phase(), logical, self.cfg.markers);
+        if data.len() < lay.wire_len {
+            Peek::Partial
+        } else if lay.markers == 0 {
+            Peek::Whole(len, lay.wire_len)
+        } else {
+            Peek::Marked(lay.wire_len)
+        }
+    }
+
+    /// Checks a whole, marker-free FPDU at the front of `data` in place.
+    fn take_whole<'a>(
+        &mut self,
+        data: &'a [u8],
+        len: usize,
+        wire_len: usize,
+    ) -> Result<FpduRef<'a>, DeframeError> {
+        let start = self.consumed;
+        self.consumed += wire_len as u64;
+        let body_len = ULPDU_LENGTH_LEN + len + pad_len(len);
+        let body = data.get(..body_len).unwrap_or(&[]);
+        let mut field = [0u8; CRC_LEN];
+        for (slot, b) in field.iter_mut().zip(data.get(body_len..).unwrap_or(&[])) {
+            *slot = *b;
+        }
+        let crc = if self.cfg.crc {
+            let expected = crc::crc32c(body);
+            let found = crc::from_wire(field);
+            if expected != found {
+                return Err(DeframeError::Crc {
+                    expected,
+                    found,
+                    offset: start,
+                });
+            }
+            CrcStatus::Good
+        } else {
+            CrcStatus::NotNegotiated { field }
+        };
+        let nonzero_pad = body
+            .get(ULPDU_LENGTH_LEN + len..)
+            .is_some_and(|p| p.iter().any(|b| *b != 0));
+        Ok(FpduRef {
+            ulpdu: data
+                .get(ULPDU_LENGTH_LEN..ULPDU_LENGTH_LEN + len)
+                .unwrap_or(&[]),
+            stream_offset: start,
+            wire_len,
+            markers: 0,
+            crc,
+            nonzero_pad,
+        })
+    }
+
+    /// Feeds the next octets of the TCP stream and hands each result to `on`, in stream
+    /// order, without queueing it (results queued by earlier [`Deframer::push`] calls
+    /// come first). Returns the number of octets of `chunk` taken.
+    ///
+    /// An FPDU that lies whole in `chunk` and holds no marker (the usual case) is checked
+    /// in place and its ULPDU is lent straight out of `chunk`: no copy. Others go through
+    /// the buffering path of [`Deframer::push`].
+    ///
+    /// * `retain_partial`: when `chunk` ends inside an FPDU that starts in it, leave
+    ///   that FPDU's octets untaken, so that the caller can present them again, followed
+    ///   by more, and still get the borrowed path. At most one FPDU (its wire length
+    ///   stays below 70 000 octets) is left. Otherwise everything is taken.
+    /// * `on` returns whether to go on; when it returns `false`, `push_with` returns at
+    ///   once, having taken the octets up to the end of that FPDU.
+    ///
+    /// Results are the same as [`Deframer::push`] followed by iteration would give.
+    pub fn push_with<F>(&mut self, chunk: &[u8], retain_partial: bool, mut on: F) -> usize
+    where
+        F: FnMut(Result<FpduRef<'_>, DeframeError>) -> bool,
+    {
+        let mut pos = 0usize;
+        loop {
+            while let Some(r) = self.ready.pop_front() {
+                let go = match &r {
+                    Ok(f) => on(Ok(f.as_view())),
+                    Err(e) => on(Err(e.clone())),
+                };
+                if !go {
+                    return pos;
+                }
+            }
+            let rest = chunk.get(pos..).unwrap_or(&[]);
+            if rest.is_empty() {
+                return pos;
+            }
+            if self.failed || self.in_progress() {
+                pos += self.push_some(rest);
+                continue;
+            }
+            match self.peek(rest) {
+                Peek::Whole(len, wire_len) => {
+                    let r = self.take_whole(rest, len, wire_len);
+                    pos += wire_len;
+                    if !on(r) {
+                        return pos;
+                    }
+                }
+                Peek::Marked(wire_len) => {
+                    pos += self.push_some(rest.get(..wire_len).unwrap_or(rest));
+                }
+                Peek::Partial if retain_partial => return pos,
+                Peek::Partial | Peek::BadLength => pos += self.push_some(rest),
             }
         }
     }
@@ -1278,5 +1591,181 @@ mod tests {
         for r in got {
             assert!(r.expect("good").ulpdu.is_empty());
         }
+    }
+
+    fn pattern(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    /// RFC 5044 §4.1–§4.4: the in-place encoder produces exactly the FPDUs of the copying
+    /// one, with markers landing inside the payload and the CRC over what was filled in.
+    #[test]
+    fn in_place_encoding_matches_copying_encoding() {
+        for crc in [false, true] {
+            for markers in [false, true] {
+                for offset in [0u32, 4, 100, 508, 511] {
+                    let cfg = TxConfig { crc, markers };
+                    let mut a = FpduEncoder::with_offset(cfg, offset);
+                    let mut b = FpduEncoder::with_offset(cfg, offset);
+                    let mut c = FpduEncoder::with_offset(cfg, offset);
+                    let (mut wa, mut wb, mut wc) = (Vec::new(), Vec::new(), Vec::new());
+                    for (i, len) in [0usize, 1, 3, 500, 1442, 3000, 9000].iter().enumerate() {
+                        let head = pattern(14 + i % 3, 0x40);
+                        let payload = pattern(*len, i as u8);
+                        let na = a.encode(&[&head, &payload], &mut wa).expect("encodes");
+                        let mut runs = 0;
+                        let nb = b
+                            .encode_with(&[&head], payload.len(), &mut wb, |off, dst| {
+                                runs += 1;
+                                assert!(dst.iter().all(|x| *x == 0));
+                                dst.copy_from_slice(&payload[off..off + dst.len()]);
+                            })
+                            .expect("encodes");
+                        let nc = c
+                            .encode_append(&[&head], payload.len(), &mut wc, |off, n, out| {
+                                out.extend_from_slice(&payload[off..off + n]);
+                            })
+                            .expect("encodes");
+                        assert_eq!(na, nb);
+                        assert_eq!(na, nc);
+                        assert_eq!(wa, wb, "crc {crc} markers {markers} offset {offset}");
+                        assert_eq!(wa, wc, "crc {crc} markers {markers} offset {offset}");
+                        if !markers && *len > 0 {
+                            assert_eq!(runs, 1);
+                        }
+                    }
+                    assert_eq!(a, b);
+                    assert_eq!(a, c);
+                }
+            }
+        }
+    }
+
+    /// The in-place encoder rejects what the copying one rejects, without calling `fill`.
+    #[test]
+    fn in_place_encoding_errors_leave_state_untouched() {
+        let mut e = FpduEncoder::new(TxConfig::default());
+        let mut out = Vec::new();
+        let err = e
+            .encode_with(&[b"ab"], MAX_ULPDU, &mut out, |_, _| panic!("not called"))
+            .expect_err("too long");
+        assert_eq!(err, EncodeError::UlpduTooLong { len: MAX_ULPDU + 2 });
+        assert!(out.is_empty());
+        assert_eq!(e.stream_offset(), 0);
+    }
+
+    fn owned(r: Result<FpduRef<'_>, DeframeError>) -> Result<Fpdu, DeframeError> {
+        r.map(|f| f.to_fpdu())
+    }
+
+    /// Feeds `wire` through `push_with` in the given chunk sizes; with `retain`, untaken
+    /// octets are presented again in front of the next chunk, as a transport would.
+    fn deframe_borrowed(
+        cfg: RxConfig,
+        wire: &[u8],
+        chunks: &[usize],
+        retain: bool,
+    ) -> (Vec<Result<Fpdu, DeframeError>>, usize) {
+        let mut d = Deframer::new(cfg);
+        let mut out = Vec::new();
+        let mut borrowed = 0;
+        let mut pending: Vec<u8> = Vec::new();
+        let mut at = 0;
+        let mut i = 0;
+        while at < wire.len() || !pending.is_empty() {
+            let n = chunks[i % chunks.len()].max(1).min(wire.len() - at);
+            i += 1;
+            pending.extend_from_slice(&wire[at..at + n]);
+            at += n;
+            let last = at == wire.len();
+            let base = pending.as_ptr() as usize;
+            let end = base + pending.len();
+            let took = d.push_with(&pending, retain && !last, |r| {
+                if let Ok(f) = &r {
+                    let p = f.ulpdu.as_ptr() as usize;
+                    if !f.ulpdu.is_empty() && p >= base && p < end {
+                        borrowed += 1;
+                    }
+                }
+                out.push(owned(r));
+                true
+            });
+            if !retain || last {
+                assert_eq!(took, pending.len());
+            }
+            pending.drain(..took);
+            if last {
+                assert!(pending.is_empty());
+            }
+        }
+        assert_eq!(d.stream_offset(), wire.len() as u64);
+        (out, borrowed)
+    }
+
+    /// RFC 5044 §4: the borrowing receive path yields exactly what the copying one does,
+    /// for any chunking, with and without markers and CRC, including CRC errors and
+    /// marker mismatches; marker-free FPDUs that arrive whole are lent from the input.
+    #[test]
+    fn borrowed_deframing_matches_copying_deframing() {
+        for crc in [false, true] {
+            for markers in [false, true] {
+                for offset in [0u32, 8, 510] {
+                    let tx = TxConfig { crc, markers };
+                    let sizes = [14usize, 0, 1, 600, 1442, 37, 5000, 20];
+                    let ulpdus: Vec<Vec<u8>> =
+                        sizes.iter().map(|n| pattern(*n, *n as u8)).collect();
+                    let (mut wire, lens) = enc(tx, offset, &ulpdus);
+                    // Corrupt one octet of the fifth FPDU (recoverable CRC error with CRC).
+                    let fifth: usize = lens[..4].iter().sum();
+                    wire[fifth + 9] ^= 0x10;
+                    let rx = RxConfig::new(crc, markers).with_start_offset(offset);
+                    let want = deframe_all(rx, &wire);
+                    for chunks in [vec![wire.len()], vec![1], vec![700, 3, 1500], vec![4096]] {
+                        for retain in [false, true] {
+                            let (got, borrowed) = deframe_borrowed(rx, &wire, &chunks, retain);
+                            assert_eq!(got, want, "{crc} {markers} {offset} {chunks:?} {retain}");
+                            if !markers && chunks[0] == wire.len() {
+                                assert!(borrowed >= 6, "{borrowed}");
+                            }
+                            if !markers && retain {
+                                assert!(borrowed >= 6, "{borrowed} {chunks:?}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// RFC 5044 §8: a bad ULPDU_Length is fatal on the borrowing path too, and stopping
+    /// early leaves the rest untaken.
+    #[test]
+    fn borrowed_deframing_bad_length_and_stop() {
+        let tx = TxConfig::default();
+        let (mut wire, lens) = enc(tx, 0, &[pattern(20, 1), pattern(30, 2), pattern(40, 3)]);
+        let rx = RxConfig::new(false, false).with_max_ulpdu(100);
+        let mut d = Deframer::new(rx);
+        let mut seen = 0;
+        let took = d.push_with(&wire, false, |r| {
+            assert!(r.is_ok());
+            seen += 1;
+            seen < 2
+        });
+        assert_eq!(took, lens[0] + lens[1]);
+        assert_eq!(d.stream_offset(), took as u64);
+        wire[took] = 0xff;
+        let mut errs = Vec::new();
+        let rest = d.push_with(&wire[took..], true, |r| {
+            errs.push(r.map(|f| f.to_fpdu()));
+            true
+        });
+        assert_eq!(rest, wire.len() - took);
+        assert!(matches!(
+            errs.as_slice(),
+            [Err(DeframeError::BadLength { .. })]
+        ));
+        assert!(d.is_failed());
     }
 }

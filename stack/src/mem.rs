@@ -288,6 +288,30 @@ impl RegisteredBuf {
         Ok(())
     }
 
+    /// Appends the `len` bytes starting at `offset` to `out`, copying them once, straight
+    /// into `out`'s spare capacity (`out` is not zero-filled first). Nothing is appended
+    /// on error.
+    pub fn append_to(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> Result<(), MemError> {
+        self.check(offset, len)?;
+        out.reserve(len);
+        let at = out.len();
+        // SAFETY: offset..offset + len lies inside the buffer (checked above), which is valid
+        // for reads while `self` lives. `reserve` left at least `len` bytes of spare capacity,
+        // so at..at + len is valid for writes inside `out`'s own allocation, which cannot
+        // overlap the buffer (owned buffers are separate allocations; borrowed memory must not
+        // be reachable through Rust references, see `from_raw`). The copy initialises exactly
+        // those `len` bytes, so `set_len` only exposes initialised bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.ptr.as_ptr().add(offset),
+                out.as_mut_ptr().add(at),
+                len,
+            );
+            out.set_len(at + len);
+        }
+        Ok(())
+    }
+
     /// Copies `src` into the buffer starting at `offset`.
     pub fn write_at(&self, offset: usize, src: &[u8]) -> Result<(), MemError> {
         self.check(offset, src.len())?;
@@ -591,6 +615,15 @@ impl Span {
             _ => false,
         }
     }
+
+    /// Appends `len` bytes at `offset` into the span to `out`; `false` (nothing appended) if
+    /// out of range.
+    pub fn append_to(&self, offset: usize, len: usize, out: &mut Vec<u8>) -> bool {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => self.buf.append_to(self.off + offset, len, out).is_ok(),
+            _ => false,
+        }
+    }
 }
 
 /// A resolved scatter/gather list: the memory of a work request's SGEs, in order.
@@ -627,6 +660,14 @@ impl SgList {
     pub fn gather(&self, offset: u64, out: &mut [u8]) -> bool {
         self.walk(offset, out.len(), |span, at, range| {
             span.read(at, out.get_mut(range).unwrap_or(&mut []))
+        })
+    }
+
+    /// Appends `len` bytes starting at byte `offset` of the list to `out`; `false` if the range
+    /// runs past the end (then what was appended, if anything, is meaningless).
+    pub fn gather_append(&self, offset: u64, len: usize, out: &mut Vec<u8>) -> bool {
+        self.walk(offset, len, |span, at, range| {
+            span.append_to(at, range.len(), out)
         })
     }
 
@@ -1050,6 +1091,41 @@ mod tests {
 
     fn rw() -> Access {
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ
+    }
+
+    /// Appending copies exactly the requested bytes after what `out` holds, across spans,
+    /// and appends nothing out of range.
+    #[test]
+    fn append_gathers_into_vec() {
+        let a = RegisteredBuf::from_slice(b"0123456789");
+        let b = RegisteredBuf::from_slice(b"abcdef");
+        let mut out = b"hdr".to_vec();
+        assert!(a.append_to(2, 3, &mut out).is_ok());
+        assert_eq!(out, b"hdr234");
+        assert!(a.append_to(8, 3, &mut out).is_err());
+        assert!(a.append_to(usize::MAX, 2, &mut out).is_err());
+        assert_eq!(out, b"hdr234");
+        let sgl = SgList::new(vec![
+            Span {
+                buf: a.clone(),
+                off: 6,
+                len: 4,
+            },
+            Span {
+                buf: b.clone(),
+                off: 1,
+                len: 5,
+            },
+        ]);
+        let mut out = vec![b'x'];
+        assert!(sgl.gather_append(2, 5, &mut out));
+        assert_eq!(out, b"x89bcd");
+        let span = &sgl.spans()[1];
+        assert!(span.append_to(3, 2, &mut out));
+        assert_eq!(out, b"x89bcdef");
+        assert!(!span.append_to(4, 2, &mut out));
+        assert!(!sgl.gather_append(5, 5, &mut out));
+        assert_eq!(out, b"x89bcdef");
     }
 
     #[test]

@@ -6,10 +6,13 @@
 //! An [`Rnic`] owns a memory table ([`MemTable`]), its queue pairs ([`Qp`]) and one
 //! *progress core*: an epoll set ([`mio::Poll`]) holding every listening and connected
 //! socket plus an eventfd waker. The core runs each QP's [`QpEngine`] exactly as the crate
-//! documentation describes: bytes read from the socket go to `handle_stream`, the engine's
+//! documentation describes: bytes read from the socket go to `handle_stream_partial` (a
+//! connection keeps the one incomplete FPDU the engine leaves untaken in front of its next
+//! read, so every FPDU is placed straight from the read buffer), the engine's
 //! `poll_transmit` output is written until the socket would block (then `EPOLLOUT` is
 //! awaited), engine events become [`Event`]s, and the socket is shut down when the engine
-//! says so.
+//! says so. Reads are `read_chunk` bytes or more; each write takes everything the engine
+//! has generated (up to its transmit window).
 //!
 //! * **Progress thread** ([`ProgressMode::Thread`], the default): posting is a doorbell —
 //!   [`Qp::post_send`] locks the QP's engine for the duration of the post, marks the QP and

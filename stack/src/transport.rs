@@ -51,6 +51,48 @@ struct Active {
     shut: Option<Duration>,
     /// `handle_closed` was reported to the engine.
     closed: bool,
+    /// Bytes read but not yet taken by the engine (an incomplete FPDU) and room for more.
+    rx: RxBuf,
+}
+
+/// Room kept in a connection's read buffer beyond the read size for the one incomplete
+/// FPDU the engine may leave untaken (under 70 000 bytes).
+const RX_SLACK: usize = 128 * 1024;
+
+/// A connection's read buffer: `buf[start..end]` was read but not taken by the engine.
+///
+/// Reads go to the free space after `end`, so a whole FPDU is handed to the engine in one
+/// piece (and placed straight from here) even when a read ended inside it; the untaken
+/// tail is moved to the front only when the free space falls below one read size.
+#[derive(Debug, Default)]
+struct RxBuf {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl RxBuf {
+    /// The free space to read into, at least `chunk` bytes (allocated on first use).
+    fn space(&mut self, chunk: usize) -> &mut [u8] {
+        let cap = 2 * chunk + RX_SLACK;
+        if self.buf.len() < cap {
+            self.buf.resize(cap, 0);
+        }
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        } else if self.buf.len() - self.end < chunk {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        self.buf.get_mut(self.end..).unwrap_or(&mut [])
+    }
+
+    /// The bytes read and not yet taken.
+    fn pending(&self) -> &[u8] {
+        self.buf.get(self.start..self.end).unwrap_or(&[])
+    }
 }
 
 #[derive(Debug)]
@@ -92,7 +134,8 @@ pub(crate) struct Core {
     conns: HashMap<Token, Conn>,
     next_token: usize,
     start: Instant,
-    rxbuf: Vec<u8>,
+    /// Read size.
+    read_chunk: usize,
     ready: Vec<(Token, bool, bool, bool)>,
     /// The readiness being serviced includes the peer's FIN or an error: read until
     /// `EAGAIN` even after a short read (the FIN may have come with the data).
@@ -162,7 +205,7 @@ impl Core {
             conns: HashMap::new(),
             next_token: 1,
             start: Instant::now(),
-            rxbuf: vec![0; read_chunk.max(4096)],
+            read_chunk: read_chunk.max(4096),
             ready: Vec::new(),
             read_closed: false,
             timers_checked: Duration::ZERO,
@@ -528,6 +571,7 @@ impl Core {
                 writable: true,
                 shut: None,
                 closed: false,
+                rx: RxBuf::default(),
             }),
         );
         self.service(shared, t, true, true);
@@ -756,18 +800,24 @@ impl Core {
         let mut reset = false;
         if readable {
             loop {
-                match a.sock.read(&mut self.rxbuf) {
+                let space = a.rx.space(self.read_chunk);
+                let want = space.len();
+                match a.sock.read(space) {
                     Ok(0) => {
                         eof = true;
                         break;
                     }
                     Ok(n) => {
-                        if a.shut.is_none() {
-                            eng.handle_stream(now, self.rxbuf.get(..n).unwrap_or(&[]));
-                        }
+                        a.rx.end += n;
+                        let took = if a.shut.is_none() {
+                            eng.handle_stream_partial(now, a.rx.pending())
+                        } else {
+                            a.rx.pending().len()
+                        };
+                        a.rx.start += took;
                         // A short read drained the socket (epoll signals every later
                         // arrival) unless a FIN came with this readiness.
-                        if n < self.rxbuf.len() && !self.read_closed {
+                        if n < want && !self.read_closed {
                             break;
                         }
                     }
@@ -950,5 +1000,44 @@ fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>)
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The read buffer keeps untaken bytes in front of the next read and moves them to the
+    /// front only when less than one read size is free.
+    #[test]
+    fn rx_buf_keeps_untaken_tail_contiguous() {
+        let chunk = 4096;
+        let mut rx = RxBuf::default();
+        let space = rx.space(chunk);
+        assert_eq!(space.len(), 2 * chunk + RX_SLACK);
+        // Read 3 chunks' worth; the engine takes all but a 100-byte tail.
+        let n = 3 * chunk;
+        for (i, b) in space.iter_mut().take(n).enumerate() {
+            *b = i as u8;
+        }
+        rx.end += n;
+        rx.start += n - 100;
+        // Plenty of room left: no move, the next read lands right after the tail.
+        let free = rx.space(chunk).len();
+        assert_eq!(free, 2 * chunk + RX_SLACK - n);
+        assert_eq!(rx.pending().len(), 100);
+        assert_eq!(rx.pending()[0], (n - 100) as u8);
+        // Fill up to less than a chunk of room: the tail moves to the front.
+        rx.end = rx.buf.len() - chunk + 1;
+        rx.start = rx.end - 100;
+        let expect: Vec<u8> = rx.pending().to_vec();
+        let free = rx.space(chunk).len();
+        assert_eq!((rx.start, rx.end), (0, 100));
+        assert_eq!(free, rx.buf.len() - 100);
+        assert_eq!(rx.pending(), expect.as_slice());
+        // Everything taken: back to the start.
+        rx.start = rx.end;
+        assert_eq!(rx.space(chunk).len(), rx.buf.len());
+        assert!(rx.pending().is_empty());
     }
 }
