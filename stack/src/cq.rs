@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -184,6 +184,9 @@ struct CqState {
     overflowed: bool,
     lost: u64,
     events: VecDeque<AsyncEvent>,
+    /// The waiters blocked now were already notified (a push since the last one began to
+    /// wait): later pushes need not notify again until a new wait begins.
+    notified: bool,
 }
 
 #[derive(Debug)]
@@ -191,6 +194,14 @@ struct CqShared {
     id: CqId,
     state: Mutex<CqState>,
     ready: Condvar,
+    /// Threads blocked (or about to block) in [`Cq::wait`]. Changed only under the state
+    /// lock, so a push (which also holds it) sees every waiter that could miss its wake-up;
+    /// the Condvar is notified only when there is one (a notify is a system call).
+    waiters: AtomicUsize,
+    /// The ring's length, stored under the state lock after every change, so
+    /// [`Cq::len`] and [`Cq::is_empty`] read it without taking the lock (an application
+    /// polling an empty CQ does not contend with the progress core pushing to it).
+    queued: AtomicUsize,
     channel: Option<CompletionChannel>,
 }
 
@@ -224,8 +235,11 @@ impl Cq {
                     overflowed: false,
                     lost: 0,
                     events: VecDeque::new(),
+                    notified: false,
                 }),
                 ready: Condvar::new(),
+                waiters: AtomicUsize::new(0),
+                queued: AtomicUsize::new(0),
                 channel,
             }),
         }
@@ -248,7 +262,7 @@ impl Cq {
 
     /// Completions waiting.
     pub fn len(&self) -> usize {
-        self.lock().ring.len()
+        self.shared.queued.load(Ordering::Acquire)
     }
 
     /// Whether no completion is waiting.
@@ -279,17 +293,24 @@ impl Cq {
                 None => break,
             }
         }
+        self.shared.queued.store(s.ring.len(), Ordering::Release);
         n
     }
 
     /// Takes one completion.
     pub fn poll_one(&self) -> Option<Wc> {
-        self.lock().ring.pop_front()
+        let mut s = self.lock();
+        let wc = s.ring.pop_front();
+        self.shared.queued.store(s.ring.len(), Ordering::Release);
+        wc
     }
 
     /// Takes every waiting completion.
     pub fn drain(&self) -> Vec<Wc> {
-        self.lock().ring.drain(..).collect()
+        let mut s = self.lock();
+        let all = s.ring.drain(..).collect();
+        self.shared.queued.store(0, Ordering::Release);
+        all
     }
 
     /// Blocks until a completion is waiting or `timeout` passes; returns whether one is
@@ -308,10 +329,33 @@ impl Cq {
             if left.is_zero() {
                 return false;
             }
+            // Counted under the lock: a push after this point sees the waiter and notifies.
+            self.shared.waiters.fetch_add(1, Ordering::SeqCst);
+            s.notified = false;
             s = match self.shared.ready.wait_timeout(s, left) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,
             };
+            self.shared.waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Whether a push must notify the Condvar (decided under the state lock): some thread
+    /// waits and was not notified since it began to. Marks the waiters notified.
+    fn must_notify(&self, s: &mut CqState) -> bool {
+        if self.shared.waiters.load(Ordering::SeqCst) > 0 && !s.notified {
+            s.notified = true;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Wakes the threads blocked in [`Cq::wait`] when [`Cq::must_notify`] said so. Called
+    /// after the state lock (under which the completion was queued) is released.
+    fn wake_waiters(&self, notify: bool) {
+        if notify {
+            self.shared.ready.notify_all();
         }
     }
 
@@ -342,9 +386,10 @@ impl Cq {
                 qp: wc.qp,
             });
             let capacity = s.capacity;
+            let notify = self.must_notify(&mut s);
             drop(s);
             self.signal();
-            self.shared.ready.notify_all();
+            self.wake_waiters(notify);
             return Err(CqOverflowError {
                 cq: self.shared.id,
                 capacity,
@@ -352,6 +397,7 @@ impl Cq {
         }
         let solicited_or_error = wc.solicited || !wc.status.is_success();
         s.ring.push_back(wc);
+        self.shared.queued.store(s.ring.len(), Ordering::Release);
         let fire = match s.armed {
             Some(Arm::NextCompletion) => true,
             Some(Arm::Solicited) => solicited_or_error,
@@ -360,8 +406,9 @@ impl Cq {
         if fire {
             s.armed = None;
         }
+        let notify = self.must_notify(&mut s);
         drop(s);
-        self.shared.ready.notify_all();
+        self.wake_waiters(notify);
         if fire {
             self.signal();
         }
@@ -504,6 +551,45 @@ mod tests {
         assert!(cq.wait(Duration::from_secs(5)));
         assert_eq!(cq.poll_one().map(|w| w.wr_id), Some(7));
         t.join().expect("thread");
+    }
+
+    /// Pushes notify only threads that wait and were not yet notified; every wait that
+    /// begins after a notification must still be woken by the next push, and `len` (read
+    /// without the lock) follows pushes and polls.
+    #[test]
+    fn repeated_waits_are_each_woken() {
+        let cq = Cq::new(64);
+        let c2 = cq.clone();
+        let rounds = 50u64;
+        let waiter = std::thread::spawn(move || {
+            let mut got = Vec::new();
+            while got.len() < rounds as usize {
+                let t0 = Instant::now();
+                assert!(c2.wait(Duration::from_secs(10)));
+                // A missed notification shows as the wait running into its timeout.
+                assert!(
+                    t0.elapsed() < Duration::from_secs(5),
+                    "a push must wake the waiter"
+                );
+                while let Some(w) = c2.poll_one() {
+                    got.push(w.wr_id);
+                }
+            }
+            got
+        });
+        for i in 0..rounds {
+            // Give the waiter time to block again, then push.
+            std::thread::sleep(Duration::from_micros(200));
+            cq.push(wc(i)).expect("room");
+        }
+        let got = waiter.join().expect("waiter");
+        assert_eq!(got, (0..rounds).collect::<Vec<_>>());
+        assert!(cq.is_empty());
+        cq.push(wc(1)).expect("room");
+        cq.push(wc(2)).expect("room");
+        assert_eq!(cq.len(), 2);
+        assert_eq!(cq.drain().len(), 2);
+        assert_eq!(cq.len(), 0);
     }
 
     #[test]

@@ -501,7 +501,7 @@ impl Shared {
             && let Ok(mut g) = self.core.try_lock()
             && let Some(core) = g.as_mut()
         {
-            let _ = core.turn(self, Some(Duration::ZERO));
+            core.kick(self);
         }
     }
 

@@ -193,6 +193,17 @@ fn emss_of(sock: &TcpStream, cap: Option<u32>) -> u32 {
     cap.map_or(mss, |c| mss.min(c.max(MIN_EMSS)))
 }
 
+/// Socket buffer size asked for on data connections: room for several transmit batches
+/// in flight, so a write rarely finds the socket full.
+const SOCK_BUF: usize = 4 * 1024 * 1024;
+
+/// Enlarges a data connection's socket buffers (best effort: the kernel caps them).
+fn set_buffers(sock: &TcpStream) {
+    let s = socket2::SockRef::from(sock);
+    let _ = s.set_send_buffer_size(SOCK_BUF);
+    let _ = s.set_recv_buffer_size(SOCK_BUF);
+}
+
 fn is_transient(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::Interrupted
 }
@@ -253,6 +264,17 @@ impl Core {
             }
         }
         next.map(|d| d.saturating_sub(now))
+    }
+
+    /// Runs queued commands and transmits for rung doorbells, without asking the kernel
+    /// for socket readiness (manual mode, right after a post: the next pass collects
+    /// readiness, which epoll keeps until then). Returns how many pieces of work were done.
+    pub(crate) fn kick(&mut self, shared: &Shared) -> usize {
+        if shared.rung.swap(false, Ordering::SeqCst) {
+            self.commands(shared) + self.doorbells(shared)
+        } else {
+            0
+        }
     }
 
     /// One pass; returns how many pieces of work were done.
@@ -527,6 +549,7 @@ impl Core {
         already_read: Option<Vec<u8>>,
     ) {
         let _ = sock.set_nodelay(true);
+        set_buffers(&sock);
         let now = self.now();
         let emss = emss_of(&sock, shared.cfg.max_emss);
         let attr = &qp.attr;
