@@ -322,9 +322,10 @@ fn parse_frame(
 ) -> Option<(ConnFrame, usize)> {
     match ConnFrame::parse(&s.data) {
         Ok((f, used)) => {
-            let text = describe_frame(&f);
-            rep.push(event_at(s, dir, used as u64 - 1, EventKind::Info, text));
-            rep.events.last_mut().expect("just pushed").offset = 0;
+            // Attributed to the frame carrying its last octet, listed at its first.
+            let mut ev = event_at(s, dir, used as u64 - 1, EventKind::Info, describe_frame(&f));
+            ev.offset = 0;
+            rep.push(ev);
             Some((f, used))
         }
         Err(FrameError::Truncated { needed }) => {
@@ -361,9 +362,7 @@ fn decode_mpa(rep: &mut ConnReport, i2r: &Stream, r2i: &Stream) {
         }
         return;
     };
-    if request.kind != FrameKind::Request {
-        return;
-    }
+    // The stream opens with the Request key (decode_connection checked), so this is a Request.
     rep.request = Some(request.clone());
     if r2i.data.is_empty() {
         rep.status = ConnStatus::RequestOnly;
