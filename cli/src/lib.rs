@@ -8,6 +8,7 @@
 pub mod capture;
 pub mod decode;
 pub mod demo;
+pub mod mpa_args;
 pub mod perf;
 pub mod sim;
 pub mod tcp;

@@ -41,8 +41,9 @@ use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
-use clap::{Args, ValueEnum};
-use stack::mpa::{self, CrcPolicy, RtrSet, RtrType};
+use clap::Args;
+
+use crate::mpa_args::MpaArgs;
 use stack::{
     Access, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, RecvWr, Rnic, RnicConfig,
     SendWr, Wc,
@@ -93,17 +94,6 @@ impl Test {
     }
 }
 
-/// RTR message type for `--rtr`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RtrArg {
-    /// Zero-length RDMA Write.
-    Write,
-    /// Zero-length RDMA Read.
-    Read,
-    /// Zero-length Send.
-    Send,
-}
-
 /// Options of the perftest-style tools.
 #[derive(Args, Clone, Debug)]
 pub struct PerfArgs {
@@ -128,27 +118,9 @@ pub struct PerfArgs {
     /// Outstanding work requests (bandwidth tests).
     #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
     pub tx_depth: u32,
-    /// MPA revision (1 or 2).
-    #[arg(long = "mpa-rev", default_value_t = 2)]
-    pub mpa_rev: u8,
-    /// Require MPA CRC32c (C flag set).
-    #[arg(long)]
-    pub crc: bool,
-    /// Ask for MPA markers (M flag set; markers are also sent when the peer asks).
-    #[arg(long)]
-    pub markers: bool,
-    /// RFC 6581 peer-to-peer mode.
-    #[arg(long)]
-    pub p2p: bool,
-    /// RTR message type in peer-to-peer mode.
-    #[arg(long, value_enum, requires = "p2p")]
-    pub rtr: Option<RtrArg>,
-    /// IRD to advertise.
-    #[arg(long, default_value_t = 16)]
-    pub ird: u16,
-    /// ORD to advertise.
-    #[arg(long, default_value_t = 16)]
-    pub ord: u16,
+    /// MPA connection options.
+    #[command(flatten)]
+    pub mpa: MpaArgs,
     /// How long the progress thread busy-polls before sleeping, in microseconds.
     #[arg(long = "busy-poll-us", default_value_t = 50)]
     pub busy_poll_us: u64,
@@ -289,38 +261,6 @@ fn sizes(all: bool, size: u64) -> Vec<u64> {
         (1..=23).map(|i| 1u64 << i).collect()
     } else {
         vec![size]
-    }
-}
-
-fn mpa_config(a: &PerfArgs, private_data: Vec<u8>) -> mpa::Config {
-    let rtr = a.rtr.map(|r| match r {
-        RtrArg::Write => RtrType::Write,
-        RtrArg::Read => RtrType::Read,
-        RtrArg::Send => RtrType::Send,
-    });
-    let enhanced = a.mpa_rev >= 2;
-    mpa::Config {
-        revision: a.mpa_rev,
-        crc: if a.crc {
-            CrcPolicy::Require
-        } else {
-            CrcPolicy::Accept
-        },
-        markers_rx: a.markers,
-        markers_tx: true,
-        enhanced,
-        ird: a.ird,
-        ord: a.ord,
-        ird_max: a.ird.max(a.ord),
-        relaxed_ird_ord: true,
-        p2p: a.p2p,
-        rtr_supported: match rtr {
-            Some(t) => RtrSet::only(t),
-            None => RtrSet::ALL,
-        },
-        rtr_preferred: rtr,
-        private_data,
-        ..mpa::Config::default()
     }
 }
 
@@ -685,7 +625,7 @@ fn client(test: Test, a: &PerfArgs, host: &str, out: &mut dyn Write) -> Result<(
     };
     let session =
         end.rnic
-            .connect_blocking(&end.qp, addr, mpa_config(a, hello.to_bytes()), TIMEOUT)?;
+            .connect_blocking(&end.qp, addr, a.mpa.config(hello.to_bytes()), TIMEOUT)?;
     let Some(w) = Welcome::parse(&session.peer_private_data) else {
         return fail("the server's MPA Reply carries no softrnic perf parameters");
     };
@@ -938,7 +878,7 @@ fn server(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError
         len: end.area * 2,
     };
     end.rnic
-        .accept(req.id, &end.qp, mpa_config(a, welcome.to_bytes()))?;
+        .accept(req.id, &end.qp, a.mpa.config(welcome.to_bytes()))?;
     end.rnic.wait_established(&end.qp, TIMEOUT)?;
     header(out, test, a, &end, req.peer)?;
     if test == Test::SendBw {
