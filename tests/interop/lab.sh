@@ -22,7 +22,9 @@
 # Network (all inside the namespace softrnic-lab-<pid>, nothing on the host's interfaces):
 #   bridge br0 10.99.0.1/24 (the host end), tap1 -> guest g1 10.99.0.2, tap2 -> g2 10.99.0.3
 # The host-side command sees LAB_NETNS LAB_HOST_IP LAB_G1_IP LAB_G2_IP LAB_GUEST_IPS
-# LAB_RESULTS LAB_HOST_OUT LAB_FLAGS LAB_TOOLS LAB_SCENARIO_DIR and runs in LAB_HOST_OUT.
+# LAB_RESULTS LAB_HOST_OUT LAB_FLAGS LAB_TOOLS LAB_SCENARIO_DIR LAB_SOFTRNIC (the softrnic
+# binary: $SOFTRNIC_LAB_BIN, else the repository's target/release/softrnic, built with cargo when
+# missing) and runs in LAB_HOST_OUT.
 # Results: result.txt, capture.pcap, capture.txt + rdmap-opcodes.txt (with tshark), mpa.jsonl,
 # host.log, check.log, g<N>-console.log,
 # out/g<N>/ (guest.log, rc, steps.txt, boot.txt, dmesg.txt), flags/.
@@ -215,10 +217,11 @@ done
 grep -q 'listening on' "$results/tcpdump.log" || lab_die "tcpdump did not start: $(cat "$results/tcpdump.log")"
 
 # ---------------------------------------------------------------- host-side command
+if [[ -z ${LAB_SOFTRNIC:-} ]]; then LAB_SOFTRNIC=$(lab_softrnic); fi
 export LAB_NETNS=$NS LAB_HOST_IP=$HOST_IP LAB_G1_IP=${GUEST_IPS[0]} LAB_G2_IP=${GUEST_IPS[1]}
 export LAB_GUEST_IPS="${GUEST_IPS[*]:0:SCENARIO_GUESTS}" LAB_RESULTS=$results
 export LAB_HOST_OUT=$results/host LAB_FLAGS=$results/flags LAB_TOOLS=$LAB_ROOT/tools
-export LAB_SCENARIO_DIR=$SCENARIO_DIR LAB_ROOT
+export LAB_SCENARIO_DIR=$SCENARIO_DIR LAB_ROOT LAB_SOFTRNIC
 host_pid=""
 if [[ -n $host_cmd ]]; then
     lab_log "host command: $host_cmd"

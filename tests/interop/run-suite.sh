@@ -112,6 +112,9 @@ cached=built
 grep -q 'up to date' "$results/build-guest.log" && cached=cached
 add_row build-guest "($cached)" PASS "${build_secs}s"
 "$LAB_ROOT/lab.sh" --cleanup-stale >/dev/null 2>&1 || true
+# Build the host-side softrnic once for all scenarios (lab.sh reads LAB_SOFTRNIC).
+LAB_SOFTRNIC=$(lab_softrnic)
+export LAB_SOFTRNIC
 
 # ---------------------------------------------------------------- scenarios
 passed=0

@@ -180,3 +180,21 @@ lab_hash() { sha256sum | cut -c1-16; }
 
 # Seconds since the epoch with millisecond resolution.
 lab_now() { date +%s.%N | cut -c1-14; }
+
+# The softrnic binary for host-side commands: $SOFTRNIC_LAB_BIN, else the repository's release
+# build, brought up to date with cargo (a no-op when nothing changed). Prints the path; prints
+# nothing (and logs why) when there is no binary and cargo cannot build one.
+lab_softrnic() {
+    if [[ -n ${SOFTRNIC_LAB_BIN:-} ]]; then
+        printf '%s\n' "$SOFTRNIC_LAB_BIN"
+        return
+    fi
+    local repo bin
+    repo=$(cd "$LAB_ROOT/../.." && pwd)
+    bin=$repo/target/release/softrnic
+    if command -v cargo >/dev/null 2>&1; then
+        (cd "$repo" && cargo build --release --quiet -p softrnic >&2) ||
+            lab_log "cargo build --release -p softrnic failed"
+    fi
+    if [[ -x $bin ]]; then printf '%s\n' "$bin"; else lab_log "no softrnic binary at $bin"; fi
+}
