@@ -18,7 +18,8 @@ use thiserror::Error;
 use crate::config::AssociationConfig;
 use crate::cookie::Cookie;
 use crate::init::{
-    InitReply, Responder, address_params, answer_init, peer_addresses, unrecognized_params,
+    InitReply, Responder, adaptation_of, adaptation_param, address_params, answer_init,
+    peer_addresses, unrecognized_params,
 };
 use crate::path::{HbPending, Path, PathState, PathStats, choose_local};
 use crate::rng::Rng;
@@ -308,6 +309,10 @@ pub struct Association {
     cum_ack: u64,
     outstanding: VecDeque<Sent>,
     gap_acked: usize,
+    /// The peer's Adaptation Layer Indication (RFC 5061 §4.2.7), from INIT or INIT ACK.
+    peer_adaptation: Option<u32>,
+    /// User bytes of outstanding chunks not gap-acknowledged (kept so a SACK costs no scan).
+    unacked_bytes: usize,
     rtx_fast: usize,
     rtx_timeout: usize,
     fast_once: bool,
@@ -374,6 +379,8 @@ impl Association {
             cum_ack: next - 1,
             outstanding: VecDeque::new(),
             gap_acked: 0,
+            peer_adaptation: None,
+            unacked_bytes: 0,
             rtx_fast: 0,
             rtx_timeout: 0,
             fast_once: false,
@@ -434,6 +441,9 @@ impl Association {
         if !types.is_empty() {
             params.push(Param::SupportedAddressTypes(types));
         }
+        if let Some(x) = cfg.adaptation_indication {
+            params.push(adaptation_param(x));
+        }
         let init = InitChunk {
             initiate_tag: a.local_tag,
             a_rwnd: cfg.recv_buffer,
@@ -473,6 +483,8 @@ impl Association {
         self.cum_ack = self.next_tsn - 1;
         self.outstanding.clear();
         self.gap_acked = 0;
+        self.peer_adaptation = c.peer_adaptation;
+        self.unacked_bytes = 0;
         self.rtx_fast = 0;
         self.rtx_timeout = 0;
         self.set_peer_params(
@@ -551,6 +563,12 @@ impl Association {
     /// Peer transport addresses, in the order they were learned.
     pub fn remote_addresses(&self) -> Vec<SocketAddr> {
         self.paths.iter().map(|p| p.remote).collect()
+    }
+
+    /// The peer's Adaptation Layer Indication (RFC 5061 §4.2.7), from its INIT or INIT ACK;
+    /// [`crate::ddp_adapt::PeerAdaptation::classify`] applies RFC 5043 §11.1 to it.
+    pub fn peer_adaptation_indication(&self) -> Option<u32> {
+        self.peer_adaptation
     }
 
     /// Negotiated (outbound, inbound) stream counts.
@@ -1404,6 +1422,7 @@ impl Association {
             if p.rtt_probe.is_none() {
                 p.rtt_probe = Some((tsn, now));
             }
+            self.unacked_bytes += sent.data.len();
             self.outstanding.push_back(sent);
         }
     }
@@ -1943,6 +1962,7 @@ impl Association {
             .max_inbound_streams
             .min(ia.outbound_streams);
         self.set_peer_params(ia.initial_tsn, ia.a_rwnd, out, inb);
+        self.peer_adaptation = adaptation_of(considered);
         let addrs = peer_addresses(remote, considered);
         let addrs: Vec<SocketAddr> = addrs.into_iter().filter(|a| self.reachable(a)).collect();
         for a in addrs {
@@ -2391,6 +2411,7 @@ impl Association {
                 self.gap_acked -= 1;
                 continue;
             }
+            self.unacked_bytes = self.unacked_bytes.saturating_sub(c.data.len());
             match c.rtx {
                 Rtx::Fast => self.rtx_fast -= 1,
                 Rtx::Timeout => self.rtx_timeout -= 1,
@@ -2431,6 +2452,7 @@ impl Association {
                 if in_gap && !c.acked {
                     c.acked = true;
                     self.gap_acked += 1;
+                    self.unacked_bytes = self.unacked_bytes.saturating_sub(c.data.len());
                     match c.rtx {
                         Rtx::Fast => self.rtx_fast -= 1,
                         Rtx::Timeout => self.rtx_timeout -= 1,
@@ -2457,6 +2479,7 @@ impl Association {
                     // Reneged: the peer dropped it; send it again.
                     c.acked = false;
                     self.gap_acked -= 1;
+                    self.unacked_bytes += c.data.len();
                     c.rtx = Rtx::Timeout;
                     self.rtx_timeout += 1;
                 }
@@ -2556,13 +2579,15 @@ impl Association {
                 p.t3 = None;
             }
         }
-        let outstanding_bytes: usize = self
-            .outstanding
-            .iter()
-            .filter(|c| !c.acked)
-            .map(|c| c.data.len())
-            .sum();
-        self.peer_rwnd = (s.a_rwnd as usize).saturating_sub(outstanding_bytes);
+        debug_assert_eq!(
+            self.unacked_bytes,
+            self.outstanding
+                .iter()
+                .filter(|c| !c.acked)
+                .map(|c| c.data.len())
+                .sum::<usize>()
+        );
+        self.peer_rwnd = (s.a_rwnd as usize).saturating_sub(self.unacked_bytes);
         if is_sack {
             self.last_sack_at = Some(now);
             let mtu = self.paths.get(self.data_path).map_or(1500, |p| p.pmtu);

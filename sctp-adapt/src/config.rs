@@ -52,6 +52,9 @@ pub struct AssociationConfig {
     pub pmtu: usize,
     /// Bytes below SCTP besides the IP header, e.g. 8 for UDP encapsulation (RFC 6951).
     pub encapsulation_overhead: usize,
+    /// Adaptation Layer Indication announced in INIT and INIT ACK (RFC 5061 §4.2.7);
+    /// `Some(ddp_adapt::ADAPTATION_DDP)` for DDP over SCTP (RFC 5043 §5.1, §11.1).
+    pub adaptation_indication: Option<u32>,
 }
 
 impl Default for AssociationConfig {
@@ -79,6 +82,7 @@ impl Default for AssociationConfig {
             max_inbound_streams: 16,
             pmtu: 1500,
             encapsulation_overhead: 0,
+            adaptation_indication: None,
         }
     }
 }

@@ -14,7 +14,7 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 const MAC_LEN: usize = 32;
 /// Most peer addresses a cookie records.
 pub(crate) const MAX_COOKIE_ADDRS: usize = 16;
@@ -37,6 +37,8 @@ pub(crate) struct Cookie {
     pub peer_tie_tag: u32,
     pub local_addr: SocketAddr,
     pub peer_addrs: Vec<SocketAddr>,
+    /// The peer's Adaptation Layer Indication from its INIT (RFC 5061 §4.2.7).
+    pub peer_adaptation: Option<u32>,
 }
 
 /// Why a cookie was refused.
@@ -138,6 +140,8 @@ impl Cookie {
         }
         out.extend_from_slice(&self.local_tie_tag.to_be_bytes());
         out.extend_from_slice(&self.peer_tie_tag.to_be_bytes());
+        out.push(u8::from(self.peer_adaptation.is_some()));
+        out.extend_from_slice(&self.peer_adaptation.unwrap_or(0).to_be_bytes());
         put_addr(&mut out, &self.local_addr);
         let addrs = &self.peer_addrs[..self.peer_addrs.len().min(MAX_COOKIE_ADDRS)];
         out.push(addrs.len() as u8);
@@ -177,6 +181,11 @@ impl Cookie {
                 peer_port: r.u16()?,
                 local_tie_tag: r.u32()?,
                 peer_tie_tag: r.u32()?,
+                peer_adaptation: {
+                    let has = r.u8()?;
+                    let x = r.u32()?;
+                    (has != 0).then_some(x)
+                },
                 local_addr: r.addr()?,
                 peer_addrs: Vec::new(),
             };
@@ -217,6 +226,7 @@ mod tests {
                 "10.0.0.2:0".parse().unwrap(),
                 "[fe80::1]:9".parse().unwrap(),
             ],
+            peer_adaptation: Some(1),
         }
     }
 

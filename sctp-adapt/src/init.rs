@@ -62,7 +62,11 @@ pub(crate) fn peer_addresses(source: SocketAddr, params: &[Param]) -> Vec<Socket
 pub(crate) fn unrecognized_params(params: &[Param]) -> (Vec<Vec<u8>>, usize) {
     let mut report = Vec::new();
     for (i, p) in params.iter().enumerate() {
-        if let Param::Unknown { code, .. } = p {
+        if let Param::Unknown { code, value } = p {
+            if *code == param_type::ADAPTATION_LAYER_INDICATION && value.len() == 4 {
+                // Understood (RFC 5061 §4.2.7): not reported back.
+                continue;
+            }
             let action = UnknownAction::for_param(*code);
             if action.reports() {
                 let mut tlv = Vec::new();
@@ -163,9 +167,13 @@ pub(crate) fn answer_init(
         peer_tie_tag: r.tie_tags.1,
         local_addr: local,
         peer_addrs: peer_addresses(remote, considered),
+        peer_adaptation: adaptation_of(considered),
     };
     let mut params = address_params(r.local_addrs, family_ok);
     params.push(Param::StateCookie(cookie.seal(r.key)));
+    if let Some(x) = r.config.adaptation_indication {
+        params.push(adaptation_param(x));
+    }
     for tlv in report {
         params.push(Param::UnrecognizedParam(tlv));
     }
@@ -203,4 +211,24 @@ pub(crate) fn address_params(
         }
     }
     out
+}
+
+/// The Adaptation Layer Indication parameter (RFC 5061 §4.2.7) with code point `x`.
+pub(crate) fn adaptation_param(x: u32) -> Param {
+    Param::Unknown {
+        code: param_type::ADAPTATION_LAYER_INDICATION,
+        value: x.to_be_bytes().to_vec(),
+    }
+}
+
+/// The Adaptation Code Point among INIT / INIT ACK parameters, if any.
+pub(crate) fn adaptation_of(params: &[Param]) -> Option<u32> {
+    params.iter().find_map(|p| match p {
+        Param::Unknown { code, value }
+            if *code == param_type::ADAPTATION_LAYER_INDICATION && value.len() == 4 =>
+        {
+            Some(u32::from_be_bytes([value[0], value[1], value[2], value[3]]))
+        }
+        _ => None,
+    })
 }

@@ -28,6 +28,10 @@
 //!   lists in INIT / INIT ACK take the port of the address the handshake came from.
 //! - [`wire`] holds the codec: a zero-copy [`wire::Packet`] view beside plain `Chunk`,
 //!   `Param` and `ErrorCause` representations that parse and emit.
+//! - [`ddp_adapt`] is DDP over SCTP (RFC 5043): the Adaptation Layer Indication (set
+//!   `AssociationConfig::adaptation_indication`, read
+//!   [`Association::peer_adaptation_indication`]), the PPID 16/17 message codecs, a
+//!   [`ddp_adapt::parse`] that decoders call, and the DDP Stream Session state machine.
 //! - [`fuzz`] has the fuzzing entry points: the codec ([`fuzz::packet`]) and a live
 //!   association fed arbitrary packets ([`fuzz::association`]).
 //!
@@ -52,6 +56,7 @@
 mod assoc;
 mod config;
 mod cookie;
+pub mod ddp_adapt;
 mod endpoint;
 pub mod fuzz;
 mod init;

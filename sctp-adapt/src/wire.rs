@@ -78,6 +78,9 @@ pub mod param_type {
     pub const SUPPORTED_ADDRESS_TYPES: u16 = 12;
     /// Reserved for ECN Capable.
     pub const ECN_CAPABLE: u16 = 0x8000;
+    /// Adaptation Layer Indication (RFC 5061 §4.2.7; RFC 5043 §5.1 assigns 1 to DDP). Kept
+    /// as `Param::Unknown` by the codec; the association engine interprets it.
+    pub const ADAPTATION_LAYER_INDICATION: u16 = 0xC006;
 }
 
 /// Error cause codes (RFC 9260 §3.3.10).

@@ -1,0 +1,931 @@
+//! DDP over SCTP: the RFC 5043 adaptation layer (sans-IO).
+//!
+//! - **Adaptation Layer Indication** (§5.1, §11.1): an association for DDP carries the
+//!   Adaptation Layer Indication parameter (type 0xC006, RFC 5061) with the value
+//!   [`ADAPTATION_DDP`] (0x00000001) in its INIT or INIT ACK. Set
+//!   [`AssociationConfig::adaptation_indication`](crate::AssociationConfig) to announce it;
+//!   [`Association::peer_adaptation_indication`](crate::Association) gives the peer's, and
+//!   [`PeerAdaptation::classify`] applies the §11.1 table.
+//! - **Messages** (§5.2): every message is one unordered SCTP user message (§10) whose PPID
+//!   is [`PPID_DDP_SEGMENT`] (16) or [`PPID_DDP_STREAM_SESSION_CONTROL`] (17) and whose first
+//!   two bytes are the DDP Source Sequence Number (DDP-SSN, §5.2.1). A DDP Segment is carried
+//!   as is: no MPA framing, no MPA length, no markers, no CRC — SCTP's CRC32c protects it.
+//!   [`parse`] gives a typed view of a received message (for decoders and the receive path),
+//!   [`SessionControl`] and [`segment_message`] build them.
+//! - **DDP Stream Sessions** (§6): [`StreamSession`] is the per-stream state machine: the
+//!   active side sends Initiate, the passive side Accept or Reject (or Terminate when it
+//!   cannot pass the request to its ULP, §6.4); DDP-SSNs start at 0 per session and have no
+//!   gaps; received messages are put back in DDP-SSN order, checked for validity (§10) and
+//!   against the legal sequences (§6.2-§6.4); anything else terminates the session.
+//! - **Segment size** (§9): [`max_ddp_segment`] is the largest DDP Segment that needs
+//!   neither IP nor SCTP fragmentation (at least 516 bytes of user data); larger segments are
+//!   refused.
+
+use std::collections::BTreeMap;
+
+use thiserror::Error;
+
+/// Adaptation Layer Indication parameter type (RFC 5061 §4.2.7).
+pub const PARAM_ADAPTATION_LAYER_INDICATION: u16 = 0xC006;
+/// The Adaptation Indication assigned to DDP (RFC 5043 §5.1, §12).
+pub const ADAPTATION_DDP: u32 = 0x0000_0001;
+/// PPID of a DDP Segment Chunk (RFC 5043 §5.2).
+pub const PPID_DDP_SEGMENT: u32 = 16;
+/// PPID of a DDP Stream Session Control message (RFC 5043 §5.2).
+pub const PPID_DDP_STREAM_SESSION_CONTROL: u32 = 17;
+/// Most Private Data a session control message may carry (RFC 5043 §5.2.3).
+pub const MAX_PRIVATE_DATA: usize = 512;
+/// Smallest maximum user-data size the adaptation supports: a control message with 512
+/// bytes of Private Data (RFC 5043 §9).
+pub const MIN_USER_DATA: usize = 516;
+/// DDP-SSN distance beyond which a received DDP-SSN is invalid (RFC 5043 §10).
+pub const SSN_WINDOW: u16 = 32768;
+
+/// What the peer's Adaptation Layer Indication allows (RFC 5043 §11.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerAdaptation {
+    /// No indication: the peer supports no DDP or RDMA adaptation.
+    None,
+    /// DDP/SCTP.
+    Ddp,
+    /// Another adaptation: DDP procedures must not run.
+    Other(u32),
+}
+
+impl PeerAdaptation {
+    /// Classifies the peer's indication.
+    pub fn classify(indication: Option<u32>) -> PeerAdaptation {
+        match indication {
+            None => PeerAdaptation::None,
+            Some(ADAPTATION_DDP) => PeerAdaptation::Ddp,
+            Some(x) => PeerAdaptation::Other(x),
+        }
+    }
+
+    /// Whether DDP and RDMAP may be performed on the association.
+    pub fn ddp_allowed(self) -> bool {
+        self == PeerAdaptation::Ddp
+    }
+}
+
+/// Function codes of DDP Stream Session Control (RFC 5043 §5.2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FunctionCode {
+    /// DDP Stream Session Initiate (0x001).
+    Initiate,
+    /// DDP Stream Session Accept (0x002).
+    Accept,
+    /// DDP Stream Session Reject (0x003).
+    Reject,
+    /// DDP Stream Session Terminate (0x004).
+    Terminate,
+}
+
+impl FunctionCode {
+    /// The wire value.
+    pub fn code(self) -> u16 {
+        match self {
+            FunctionCode::Initiate => 1,
+            FunctionCode::Accept => 2,
+            FunctionCode::Reject => 3,
+            FunctionCode::Terminate => 4,
+        }
+    }
+
+    /// From the wire value.
+    pub fn from_code(c: u16) -> Option<FunctionCode> {
+        Some(match c {
+            1 => FunctionCode::Initiate,
+            2 => FunctionCode::Accept,
+            3 => FunctionCode::Reject,
+            4 => FunctionCode::Terminate,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for FunctionCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FunctionCode::Initiate => "Session Initiate",
+            FunctionCode::Accept => "Session Accept",
+            FunctionCode::Reject => "Session Reject",
+            FunctionCode::Terminate => "Session Terminate",
+        })
+    }
+}
+
+/// Why a DDP-over-SCTP message is invalid.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum AdaptError {
+    /// The PPID is neither 16 nor 17.
+    #[error("PPID {0} is not DDP over SCTP (16: DDP Segment, 17: DDP Stream Session Control)")]
+    NotDdp(u32),
+    /// Too short for the DDP-SSN (and function code).
+    #[error("{ppid_name} message of {len} bytes is too short (needs {need})")]
+    Truncated {
+        /// Which message.
+        ppid_name: &'static str,
+        /// Its length.
+        len: usize,
+        /// Minimum length.
+        need: usize,
+    },
+    /// Unknown function code.
+    #[error("unknown DDP Stream Session Control function code {0:#05x}")]
+    UnknownFunction(u16),
+    /// More than 512 bytes of Private Data (§5.2.3).
+    #[error("{0} bytes of Private Data exceed the limit of 512 (RFC 5043 §5.2.3)")]
+    PrivateDataTooLong(usize),
+    /// A Terminate carrying Private Data (§5.2.3).
+    #[error("a DDP Stream Session Terminate must not carry Private Data ({0} bytes present)")]
+    TerminateWithData(usize),
+    /// A DDP Segment larger than the negotiated maximum (§9).
+    #[error("DDP Segment of {len} bytes exceeds the maximum of {max} (RFC 5043 §9)")]
+    SegmentTooLarge {
+        /// Segment length.
+        len: usize,
+        /// Maximum.
+        max: usize,
+    },
+    /// A message sent ordered; the adaptation uses unordered delivery only (§10).
+    #[error("DDP over SCTP messages must be sent unordered (RFC 5043 §10)")]
+    Ordered,
+}
+
+/// A DDP Stream Session Control message (RFC 5043 §5.2.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionControl {
+    /// DDP-SSN.
+    pub ddp_ssn: u16,
+    /// Function.
+    pub function: FunctionCode,
+    /// ULP Private Data (none for Terminate).
+    pub private_data: Vec<u8>,
+}
+
+impl SessionControl {
+    /// Checks the §5.2.3 rules.
+    pub fn validate(&self) -> Result<(), AdaptError> {
+        if self.private_data.len() > MAX_PRIVATE_DATA {
+            return Err(AdaptError::PrivateDataTooLong(self.private_data.len()));
+        }
+        if self.function == FunctionCode::Terminate && !self.private_data.is_empty() {
+            return Err(AdaptError::TerminateWithData(self.private_data.len()));
+        }
+        Ok(())
+    }
+
+    /// The user message (send with PPID 17, unordered).
+    pub fn emit(&self) -> Result<Vec<u8>, AdaptError> {
+        self.validate()?;
+        let mut v = Vec::with_capacity(4 + self.private_data.len());
+        v.extend_from_slice(&self.ddp_ssn.to_be_bytes());
+        v.extend_from_slice(&self.function.code().to_be_bytes());
+        v.extend_from_slice(&self.private_data);
+        Ok(v)
+    }
+
+    /// Parses the user data of a PPID 17 message.
+    pub fn parse(data: &[u8]) -> Result<SessionControl, AdaptError> {
+        if data.len() < 4 {
+            return Err(AdaptError::Truncated {
+                ppid_name: "DDP Stream Session Control",
+                len: data.len(),
+                need: 4,
+            });
+        }
+        let code = u16::from_be_bytes([data[2], data[3]]);
+        let function = FunctionCode::from_code(code).ok_or(AdaptError::UnknownFunction(code))?;
+        let c = SessionControl {
+            ddp_ssn: u16::from_be_bytes([data[0], data[1]]),
+            function,
+            private_data: data[4..].to_vec(),
+        };
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// The user message of a DDP Segment Chunk (RFC 5043 §5.2.2): DDP-SSN, then the segment.
+pub fn segment_message(ddp_ssn: u16, segment: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(2 + segment.len());
+    v.extend_from_slice(&ddp_ssn.to_be_bytes());
+    v.extend_from_slice(segment);
+    v
+}
+
+/// A received DDP Segment Chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentChunk<'a> {
+    /// DDP-SSN.
+    pub ddp_ssn: u16,
+    /// The DDP Segment (RFC 5041 §4): DDP header, RDMAP header, payload.
+    pub segment: &'a [u8],
+}
+
+impl<'a> SegmentChunk<'a> {
+    /// The DDP header and ULP payload.
+    pub fn ddp(&self) -> Result<(ddp::Header, &'a [u8]), ddp::DdpError> {
+        ddp::Segment::parse(self.segment)
+    }
+
+    /// The DDP and RDMAP headers and payload, when DDP carries RDMAP.
+    pub fn rdmap(&self) -> Result<rdmap::Message<'a>, rdmap::DecodeError> {
+        rdmap::Message::parse(self.segment)
+    }
+}
+
+/// A received DDP-over-SCTP message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DdpSctpMessage<'a> {
+    /// PPID 17.
+    Control(SessionControl),
+    /// PPID 16.
+    Segment(SegmentChunk<'a>),
+}
+
+impl DdpSctpMessage<'_> {
+    /// The DDP-SSN.
+    pub fn ddp_ssn(&self) -> u16 {
+        match self {
+            DdpSctpMessage::Control(c) => c.ddp_ssn,
+            DdpSctpMessage::Segment(s) => s.ddp_ssn,
+        }
+    }
+}
+
+/// Parses the user data of a message with `ppid` (a decoder's entry point).
+pub fn parse(ppid: u32, data: &[u8]) -> Result<DdpSctpMessage<'_>, AdaptError> {
+    match ppid {
+        PPID_DDP_STREAM_SESSION_CONTROL => SessionControl::parse(data).map(DdpSctpMessage::Control),
+        PPID_DDP_SEGMENT => {
+            if data.len() < 2 {
+                return Err(AdaptError::Truncated {
+                    ppid_name: "DDP Segment",
+                    len: data.len(),
+                    need: 2,
+                });
+            }
+            Ok(DdpSctpMessage::Segment(SegmentChunk {
+                ddp_ssn: u16::from_be_bytes([data[0], data[1]]),
+                segment: &data[2..],
+            }))
+        }
+        p => Err(AdaptError::NotDdp(p)),
+    }
+}
+
+/// The largest DDP Segment (RFC 5043 §9) for a path MTU: what fits one DATA chunk of one
+/// packet without IP fragmentation, less the DDP-SSN and a 16-byte margin so a SACK can be
+/// bundled; never less than 516 bytes of user data (512 bytes of Private Data).
+/// `below_ip` is the IP header plus any encapsulation (20 + 8 for IPv4 over UDP).
+pub fn max_ddp_segment(pmtu: usize, below_ip: usize) -> usize {
+    const SCTP_COMMON: usize = 12;
+    const DATA_CHUNK_HEADER: usize = 16;
+    const BUNDLING_MARGIN: usize = 16;
+    let user = pmtu
+        .saturating_sub(below_ip + SCTP_COMMON + DATA_CHUNK_HEADER + BUNDLING_MARGIN)
+        .max(MIN_USER_DATA);
+    user - 2
+}
+
+/// Role in a DDP Stream Session (RFC 5043 §6.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Sends the Initiate.
+    Active,
+    /// Answers it.
+    Passive,
+}
+
+/// Session state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionState {
+    /// Active: Initiate sent, waiting for the answer.
+    InitiateSent,
+    /// Passive: waiting for the Initiate.
+    Listening,
+    /// Passive: Initiate received, waiting for the ULP's decision.
+    AwaitingUlp,
+    /// Accepted: DDP Segments flow.
+    Established,
+    /// Over (rejected, terminated by either side, or a sequence violation).
+    Closed,
+}
+
+/// What the session hands the ULP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionEvent {
+    /// Passive: the peer asks for a session (Private Data attached).
+    InitiateReceived(Vec<u8>),
+    /// Active: the peer accepted.
+    Accepted(Vec<u8>),
+    /// Active: the peer's ULP rejected.
+    Rejected(Vec<u8>),
+    /// A DDP Segment, in DDP-SSN order.
+    Segment(Vec<u8>),
+    /// The peer terminated the session.
+    Terminated,
+    /// The received sequence broke RFC 5043 §6 or §10; the session is closed and a
+    /// Terminate was queued for the peer.
+    Violation(String),
+}
+
+/// Why a session operation is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SessionError {
+    /// Not allowed in this state.
+    #[error("not allowed in session state {0:?}")]
+    State(SessionState),
+    /// A DDP Segment before the peer answered the Initiate (RFC 5043 §6.6).
+    #[error(
+        "no DDP Segment may be sent before the peer answered the Session Initiate (RFC 5043 §6.6)"
+    )]
+    NotAccepted,
+    /// A control message that could overtake the previous one (§6.6).
+    #[error("the previous session control message may still be in flight (RFC 5043 §6.6)")]
+    ControlInFlight,
+    /// Message format problem.
+    #[error(transparent)]
+    Format(#[from] AdaptError),
+}
+
+/// An outgoing message: send on `stream` with `ppid`, unordered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outgoing {
+    /// SCTP stream (= the DDP stream).
+    pub stream: u16,
+    /// PPID 16 or 17.
+    pub ppid: u32,
+    /// The user data.
+    pub data: Vec<u8>,
+}
+
+impl Outgoing {
+    /// Always true: RFC 5043 §10 sends every message unordered.
+    pub fn unordered(&self) -> bool {
+        true
+    }
+}
+
+/// One DDP Stream Session over SCTP stream `stream` (sans-IO).
+#[derive(Debug, Clone)]
+pub struct StreamSession {
+    stream: u16,
+    role: Role,
+    state: SessionState,
+    max_segment: usize,
+    tx_ssn: u16,
+    rx_next: u16,
+    rx_buf: BTreeMap<u16, DdpSctpMessageOwned>,
+    control_in_flight: bool,
+    out: Vec<Outgoing>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum DdpSctpMessageOwned {
+    Control(SessionControl),
+    Segment(Vec<u8>),
+}
+
+impl StreamSession {
+    /// Starts an active session: the Initiate with `private_data` is queued.
+    pub fn initiate(
+        stream: u16,
+        max_segment: usize,
+        private_data: &[u8],
+    ) -> Result<StreamSession, SessionError> {
+        let mut s = StreamSession::new(stream, Role::Active, max_segment);
+        s.state = SessionState::InitiateSent;
+        s.send_control(FunctionCode::Initiate, private_data)?;
+        Ok(s)
+    }
+
+    /// A passive session waiting for the peer's Initiate.
+    pub fn listen(stream: u16, max_segment: usize) -> StreamSession {
+        let mut s = StreamSession::new(stream, Role::Passive, max_segment);
+        s.state = SessionState::Listening;
+        s
+    }
+
+    fn new(stream: u16, role: Role, max_segment: usize) -> StreamSession {
+        StreamSession {
+            stream,
+            role,
+            state: SessionState::Listening,
+            max_segment,
+            tx_ssn: 0,
+            rx_next: 0,
+            rx_buf: BTreeMap::new(),
+            control_in_flight: false,
+            out: Vec::new(),
+        }
+    }
+
+    /// State.
+    pub fn state(&self) -> SessionState {
+        self.state
+    }
+
+    /// Role.
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Messages to send (each unordered on this stream).
+    pub fn poll_outgoing(&mut self) -> Vec<Outgoing> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The driver saw SCTP acknowledge every message sent so far: a further control message
+    /// can no longer overtake an earlier one (RFC 5043 §6.6).
+    pub fn all_acknowledged(&mut self) {
+        self.control_in_flight = false;
+    }
+
+    fn next_ssn(&mut self) -> u16 {
+        let s = self.tx_ssn;
+        self.tx_ssn = self.tx_ssn.wrapping_add(1);
+        s
+    }
+
+    fn send_control(&mut self, f: FunctionCode, private_data: &[u8]) -> Result<(), SessionError> {
+        let c = SessionControl {
+            ddp_ssn: self.tx_ssn,
+            function: f,
+            private_data: private_data.to_vec(),
+        };
+        let data = c.emit()?;
+        self.next_ssn();
+        self.control_in_flight = true;
+        self.out.push(Outgoing {
+            stream: self.stream,
+            ppid: PPID_DDP_STREAM_SESSION_CONTROL,
+            data,
+        });
+        Ok(())
+    }
+
+    /// Passive: the ULP accepts (RFC 5043 §6.2).
+    pub fn accept(&mut self, private_data: &[u8]) -> Result<(), SessionError> {
+        if self.state != SessionState::AwaitingUlp {
+            return Err(SessionError::State(self.state));
+        }
+        self.send_control(FunctionCode::Accept, private_data)?;
+        self.state = SessionState::Established;
+        Ok(())
+    }
+
+    /// Passive: the ULP rejects (RFC 5043 §6.3); only the ULP may reject.
+    pub fn reject(&mut self, private_data: &[u8]) -> Result<(), SessionError> {
+        if self.state != SessionState::AwaitingUlp {
+            return Err(SessionError::State(self.state));
+        }
+        self.send_control(FunctionCode::Reject, private_data)?;
+        self.state = SessionState::Closed;
+        Ok(())
+    }
+
+    /// Passive: the Initiate cannot be passed to the ULP (too many pending): answer with
+    /// Terminate (RFC 5043 §5.2.3, §6.4).
+    pub fn refuse_pending_limit(&mut self) -> Result<(), SessionError> {
+        if self.state != SessionState::AwaitingUlp {
+            return Err(SessionError::State(self.state));
+        }
+        self.send_control(FunctionCode::Terminate, &[])?;
+        self.state = SessionState::Closed;
+        Ok(())
+    }
+
+    /// Ends the session with a Terminate (RFC 5043 §6.2).
+    pub fn terminate(&mut self) -> Result<(), SessionError> {
+        if self.state != SessionState::Established {
+            return Err(SessionError::State(self.state));
+        }
+        if self.control_in_flight {
+            return Err(SessionError::ControlInFlight);
+        }
+        self.send_control(FunctionCode::Terminate, &[])?;
+        self.state = SessionState::Closed;
+        Ok(())
+    }
+
+    /// Queues a DDP Segment (RFC 5043 §5.2.2).
+    pub fn send_segment(&mut self, segment: &[u8]) -> Result<(), SessionError> {
+        match self.state {
+            SessionState::Established => {}
+            SessionState::InitiateSent => return Err(SessionError::NotAccepted),
+            s => return Err(SessionError::State(s)),
+        }
+        if segment.len() > self.max_segment {
+            return Err(AdaptError::SegmentTooLarge {
+                len: segment.len(),
+                max: self.max_segment,
+            }
+            .into());
+        }
+        let ssn = self.next_ssn();
+        self.out.push(Outgoing {
+            stream: self.stream,
+            ppid: PPID_DDP_SEGMENT,
+            data: segment_message(ssn, segment),
+        });
+        Ok(())
+    }
+
+    /// Processes a received message of this stream (any order); returns what became
+    /// deliverable, in DDP-SSN order.
+    pub fn receive(&mut self, ppid: u32, unordered: bool, data: &[u8]) -> Vec<SessionEvent> {
+        if self.state == SessionState::Closed {
+            return Vec::new();
+        }
+        if !unordered {
+            return self.violation(AdaptError::Ordered.to_string());
+        }
+        let msg = match parse(ppid, data) {
+            Ok(m) => m,
+            Err(e) => return self.violation(e.to_string()),
+        };
+        let ssn = msg.ddp_ssn();
+        // §10: a DDP-SSN more than 32767 ahead cannot be explained by unreceived chunks;
+        // one behind the next expected is a duplicate or a replay.
+        let ahead = ssn.wrapping_sub(self.rx_next);
+        if ahead >= SSN_WINDOW {
+            return self.violation(format!(
+                "DDP-SSN {ssn} is outside the window starting at {} (RFC 5043 §10)",
+                self.rx_next
+            ));
+        }
+        if self.rx_buf.contains_key(&ahead) {
+            return self.violation(format!("DDP-SSN {ssn} received twice"));
+        }
+        let owned = match msg {
+            DdpSctpMessage::Control(c) => DdpSctpMessageOwned::Control(c),
+            DdpSctpMessage::Segment(s) => {
+                if s.segment.len() > self.max_segment {
+                    return self.violation(
+                        AdaptError::SegmentTooLarge {
+                            len: s.segment.len(),
+                            max: self.max_segment,
+                        }
+                        .to_string(),
+                    );
+                }
+                DdpSctpMessageOwned::Segment(s.segment.to_vec())
+            }
+        };
+        // Keyed by distance from rx_next so the map iterates in sequence order.
+        self.rx_buf.insert(ahead, owned);
+        let mut events = Vec::new();
+        while let Some(m) = self.rx_buf.remove(&0) {
+            self.rx_next = self.rx_next.wrapping_add(1);
+            let rest = std::mem::take(&mut self.rx_buf);
+            self.rx_buf = rest.into_iter().map(|(k, v)| (k - 1, v)).collect();
+            // Anything from the peer answers our last control message.
+            self.control_in_flight = false;
+            match self.in_order(m) {
+                Ok(Some(e)) => events.push(e),
+                Ok(None) => {}
+                Err(v) => {
+                    events.extend(self.violation(v));
+                    break;
+                }
+            }
+            if self.state == SessionState::Closed {
+                break;
+            }
+        }
+        events
+    }
+
+    /// Applies the legal sequences of RFC 5043 §6.2-§6.4 to the next message in order.
+    fn in_order(&mut self, m: DdpSctpMessageOwned) -> Result<Option<SessionEvent>, String> {
+        use DdpSctpMessageOwned as M;
+        use FunctionCode as F;
+        use SessionState as S;
+        Ok(Some(match (self.state, m) {
+            (S::Listening, M::Control(c)) if c.function == F::Initiate => {
+                self.state = S::AwaitingUlp;
+                SessionEvent::InitiateReceived(c.private_data)
+            }
+            (S::InitiateSent, M::Control(c)) => match c.function {
+                F::Accept => {
+                    self.state = S::Established;
+                    SessionEvent::Accepted(c.private_data)
+                }
+                F::Reject => {
+                    self.state = S::Closed;
+                    SessionEvent::Rejected(c.private_data)
+                }
+                // §6.4: refused without the ULP.
+                F::Terminate => {
+                    self.state = S::Closed;
+                    SessionEvent::Terminated
+                }
+                F::Initiate => return Err("Session Initiate answered with Initiate".into()),
+            },
+            (S::Established, M::Segment(s)) => SessionEvent::Segment(s),
+            (S::Established | S::AwaitingUlp, M::Control(c)) if c.function == F::Terminate => {
+                self.state = S::Closed;
+                SessionEvent::Terminated
+            }
+            (S::AwaitingUlp, M::Segment(_)) => {
+                return Err(
+                    "DDP Segment from the active side before the session was accepted (RFC 5043 §6.6)"
+                        .into(),
+                );
+            }
+            (state, M::Control(c)) => {
+                return Err(format!(
+                    "{} not allowed in state {state:?} (RFC 5043 §6)",
+                    c.function
+                ));
+            }
+            (state, M::Segment(_)) => {
+                return Err(format!(
+                    "DDP Segment not allowed in state {state:?} (RFC 5043 §6)"
+                ));
+            }
+        }))
+    }
+
+    /// §6.1: a sequence that fits no legal pattern terminates the session.
+    fn violation(&mut self, why: String) -> Vec<SessionEvent> {
+        if self.state != SessionState::Closed {
+            let c = SessionControl {
+                ddp_ssn: self.next_ssn(),
+                function: FunctionCode::Terminate,
+                private_data: Vec::new(),
+            };
+            if let Ok(data) = c.emit() {
+                self.out.push(Outgoing {
+                    stream: self.stream,
+                    ppid: PPID_DDP_STREAM_SESSION_CONTROL,
+                    data,
+                });
+            }
+            self.state = SessionState::Closed;
+        }
+        vec![SessionEvent::Violation(why)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 5043 §5.2.3: the control message layout, byte by byte.
+    #[test]
+    fn rfc5043_5_2_3_session_control_layout() {
+        let c = SessionControl {
+            ddp_ssn: 0,
+            function: FunctionCode::Initiate,
+            private_data: b"hi".to_vec(),
+        };
+        assert_eq!(c.emit().unwrap(), vec![0, 0, 0, 1, b'h', b'i']);
+        let parsed = SessionControl::parse(&[0x12, 0x34, 0x00, 0x04]).unwrap();
+        assert_eq!(parsed.ddp_ssn, 0x1234);
+        assert_eq!(parsed.function, FunctionCode::Terminate);
+        assert!(parsed.private_data.is_empty());
+        for (code, f) in [
+            (1, FunctionCode::Initiate),
+            (2, FunctionCode::Accept),
+            (3, FunctionCode::Reject),
+            (4, FunctionCode::Terminate),
+        ] {
+            assert_eq!(FunctionCode::from_code(code), Some(f));
+            assert_eq!(f.code(), code);
+        }
+        assert_eq!(
+            SessionControl::parse(&[0, 0, 0, 5]),
+            Err(AdaptError::UnknownFunction(5))
+        );
+        assert!(matches!(
+            SessionControl::parse(&[0, 0, 0]),
+            Err(AdaptError::Truncated { need: 4, .. })
+        ));
+    }
+
+    /// RFC 5043 §5.2.3: Private Data at most 512 bytes; none on Terminate; zero allowed.
+    #[test]
+    fn rfc5043_5_2_3_private_data_limits() {
+        let mut c = SessionControl {
+            ddp_ssn: 0,
+            function: FunctionCode::Accept,
+            private_data: vec![7; 512],
+        };
+        assert_eq!(c.emit().unwrap().len(), 516);
+        c.private_data.push(0);
+        assert_eq!(c.emit(), Err(AdaptError::PrivateDataTooLong(513)));
+        let mut wire = vec![0, 0, 0, 2];
+        wire.extend_from_slice(&[0; 513]);
+        assert_eq!(
+            SessionControl::parse(&wire),
+            Err(AdaptError::PrivateDataTooLong(513))
+        );
+        assert_eq!(
+            SessionControl::parse(&[0, 3, 0, 4, 1]),
+            Err(AdaptError::TerminateWithData(1))
+        );
+        c.private_data.clear();
+        assert_eq!(c.emit().unwrap(), vec![0, 0, 0, 2]);
+    }
+
+    /// RFC 5043 §5.2.2: a DDP Segment Chunk is the DDP-SSN followed by the DDP Segment,
+    /// with no MPA framing and no length field; the segment decodes as DDP/RDMAP.
+    #[test]
+    fn rfc5043_5_2_2_segment_chunk_carries_a_bare_ddp_segment() {
+        // An untagged RDMAP Send, last segment: DDP control 0x41 (L=1, DV=1), RDMAP
+        // control 0x43 (RV=1, opcode Send 3), QN 0, MSN 1, MO 0, then "abc".
+        let seg = [
+            0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, b'a', b'b', b'c',
+        ];
+        let msg = segment_message(9, &seg);
+        assert_eq!(&msg[..2], &[0, 9]);
+        assert_eq!(&msg[2..], &seg);
+        let DdpSctpMessage::Segment(s) = parse(PPID_DDP_SEGMENT, &msg).unwrap() else {
+            panic!("not a segment");
+        };
+        assert_eq!(s.ddp_ssn, 9);
+        let (h, payload) = s.ddp().unwrap();
+        assert!(!h.is_tagged() && h.last());
+        assert_eq!(payload, b"abc");
+        let r = s.rdmap().unwrap();
+        assert_eq!(r.payload, b"abc");
+        assert_eq!(parse(51, &msg), Err(AdaptError::NotDdp(51)));
+        assert!(matches!(
+            parse(PPID_DDP_SEGMENT, &[1]),
+            Err(AdaptError::Truncated { need: 2, .. })
+        ));
+    }
+
+    /// RFC 5043 §5.1/§11.1: only indication 0x00000001 allows DDP.
+    #[test]
+    fn rfc5043_11_1_adaptation_indication_table() {
+        assert_eq!(PeerAdaptation::classify(None), PeerAdaptation::None);
+        assert!(!PeerAdaptation::classify(None).ddp_allowed());
+        assert!(PeerAdaptation::classify(Some(1)).ddp_allowed());
+        assert_eq!(PeerAdaptation::classify(Some(2)), PeerAdaptation::Other(2));
+        assert!(!PeerAdaptation::classify(Some(2)).ddp_allowed());
+    }
+
+    /// RFC 5043 §9: maximum segment from the MTU, never under 516 bytes of user data.
+    #[test]
+    fn rfc5043_9_max_segment_size() {
+        // 1500 - 20 (IPv4) - 12 - 16 - 16 margin = 1436 bytes of user data, 1434 of segment.
+        assert_eq!(max_ddp_segment(1500, 20), 1434);
+        // UDP encapsulation costs 8 more.
+        assert_eq!(max_ddp_segment(1500, 28), 1426);
+        // Tiny MTU: still 516 bytes of user data (SCTP fragmentation then unavoidable).
+        assert_eq!(max_ddp_segment(576, 20), 514);
+        let mut s = StreamSession::listen(0, 100);
+        s.receive(PPID_DDP_STREAM_SESSION_CONTROL, true, &[0, 0, 0, 1]);
+        s.accept(&[]).unwrap();
+        assert_eq!(
+            s.send_segment(&[0; 101]),
+            Err(SessionError::Format(AdaptError::SegmentTooLarge {
+                len: 101,
+                max: 100
+            }))
+        );
+    }
+
+    fn deliver(to: &mut StreamSession, out: Vec<Outgoing>) -> Vec<SessionEvent> {
+        out.into_iter()
+            .flat_map(|o| to.receive(o.ppid, o.unordered(), &o.data))
+            .collect()
+    }
+
+    /// RFC 5043 §6.2 and §6.1: Initiate / Accept, segments with DDP-SSNs from 0 without
+    /// gaps, delivered in DDP-SSN order although received out of order, Terminate.
+    #[test]
+    fn rfc5043_6_2_active_passive_session_accepted() {
+        let mut a = StreamSession::initiate(3, 1000, b"req").unwrap();
+        // §6.6: no segment before the answer.
+        assert_eq!(a.send_segment(b"x"), Err(SessionError::NotAccepted));
+        let mut p = StreamSession::listen(3, 1000);
+        let out = a.poll_outgoing();
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].stream, out[0].ppid, &out[0].data[..4]),
+            (3, 17, &[0u8, 0, 0, 1][..])
+        );
+        assert_eq!(
+            deliver(&mut p, out),
+            vec![SessionEvent::InitiateReceived(b"req".to_vec())]
+        );
+        p.accept(b"ok").unwrap();
+        assert_eq!(
+            deliver(&mut a, p.poll_outgoing()),
+            vec![SessionEvent::Accepted(b"ok".to_vec())]
+        );
+        for i in 0..5u8 {
+            a.send_segment(&[i]).unwrap();
+        }
+        let mut segs = a.poll_outgoing();
+        // DDP-SSNs 1..=5 (0 was the Initiate).
+        let ssns: Vec<u16> = segs
+            .iter()
+            .map(|o| u16::from_be_bytes([o.data[0], o.data[1]]))
+            .collect();
+        assert_eq!(ssns, vec![1, 2, 3, 4, 5]);
+        segs.reverse();
+        let ev = deliver(&mut p, segs);
+        assert_eq!(
+            ev,
+            (0..5u8)
+                .map(|i| SessionEvent::Segment(vec![i]))
+                .collect::<Vec<_>>()
+        );
+        a.all_acknowledged();
+        a.terminate().unwrap();
+        assert_eq!(
+            deliver(&mut p, a.poll_outgoing()),
+            vec![SessionEvent::Terminated]
+        );
+        assert_eq!(p.state(), SessionState::Closed);
+    }
+
+    /// RFC 5043 §6.3 and §6.4: ULP rejection, and Terminate when the request cannot reach
+    /// the ULP.
+    #[test]
+    fn rfc5043_6_3_6_4_rejected_sessions() {
+        let mut a = StreamSession::initiate(0, 1000, b"").unwrap();
+        let mut p = StreamSession::listen(0, 1000);
+        deliver(&mut p, a.poll_outgoing());
+        p.reject(b"no").unwrap();
+        assert_eq!(
+            deliver(&mut a, p.poll_outgoing()),
+            vec![SessionEvent::Rejected(b"no".to_vec())]
+        );
+        assert_eq!(a.state(), SessionState::Closed);
+
+        let mut a = StreamSession::initiate(0, 1000, b"").unwrap();
+        let mut p = StreamSession::listen(0, 1000);
+        deliver(&mut p, a.poll_outgoing());
+        p.refuse_pending_limit().unwrap();
+        let out = p.poll_outgoing();
+        assert_eq!(&out[0].data, &[0, 0, 0, 4]);
+        assert_eq!(deliver(&mut a, out), vec![SessionEvent::Terminated]);
+    }
+
+    /// RFC 5043 §6.1, §6.6, §10: illegal sequences terminate the session.
+    #[test]
+    fn rfc5043_6_1_illegal_sequences_terminate() {
+        // A segment before the Initiate was accepted.
+        let mut p = StreamSession::listen(0, 1000);
+        p.receive(PPID_DDP_STREAM_SESSION_CONTROL, true, &[0, 0, 0, 1]);
+        let ev = p.receive(PPID_DDP_SEGMENT, true, &segment_message(1, b"early"));
+        assert!(matches!(&ev[..], [SessionEvent::Violation(_)]), "{ev:?}");
+        assert_eq!(p.state(), SessionState::Closed);
+        let out = p.poll_outgoing();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].ppid, PPID_DDP_STREAM_SESSION_CONTROL);
+        assert_eq!(&out[0].data[2..], &[0, 4]);
+
+        // Ordered delivery is not DDP over SCTP (§10).
+        let mut p = StreamSession::listen(0, 1000);
+        let ev = p.receive(PPID_DDP_STREAM_SESSION_CONTROL, false, &[0, 0, 0, 1]);
+        assert!(matches!(&ev[..], [SessionEvent::Violation(_)]));
+
+        // A DDP-SSN far outside the window (§10).
+        let mut p = StreamSession::listen(0, 1000);
+        let ev = p.receive(PPID_DDP_SEGMENT, true, &segment_message(40000, b"x"));
+        assert!(matches!(&ev[..], [SessionEvent::Violation(_)]));
+
+        // The first message of the passive side's peer must be an Initiate.
+        let mut p = StreamSession::listen(0, 1000);
+        let ev = p.receive(PPID_DDP_STREAM_SESSION_CONTROL, true, &[0, 0, 0, 2]);
+        assert!(matches!(&ev[..], [SessionEvent::Violation(_)]));
+
+        // A duplicate DDP-SSN.
+        let mut p = StreamSession::listen(0, 1000);
+        p.receive(PPID_DDP_SEGMENT, true, &segment_message(2, b"x"));
+        let ev = p.receive(PPID_DDP_SEGMENT, true, &segment_message(2, b"x"));
+        assert!(matches!(&ev[..], [SessionEvent::Violation(_)]));
+    }
+
+    /// RFC 5043 §6.6: a Terminate right behind the Accept could overtake it.
+    #[test]
+    fn rfc5043_6_6_control_messages_do_not_overtake() {
+        let mut p = StreamSession::listen(0, 1000);
+        p.receive(PPID_DDP_STREAM_SESSION_CONTROL, true, &[0, 0, 0, 1]);
+        p.accept(&[]).unwrap();
+        assert_eq!(p.terminate(), Err(SessionError::ControlInFlight));
+        p.all_acknowledged();
+        p.terminate().unwrap();
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for len in 0..40 {
+            let data: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            for ppid in [16, 17, 0] {
+                let _ = parse(ppid, &data);
+                let mut s = StreamSession::listen(1, 600);
+                let _ = s.receive(ppid, true, &data);
+            }
+        }
+    }
+}
