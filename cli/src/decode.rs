@@ -33,6 +33,11 @@ use rdmap::{Header, Message, Opcode};
 use crate::capture::{self, CaptureError, Frame};
 use crate::tcp::{self, Connection, Skipped, Stream};
 
+#[path = "decode_sctp.rs"]
+pub mod sctp_decode;
+
+pub use sctp_decode::{SctpOptions, SctpReport};
+
 /// What `decode` prints.
 #[derive(Debug, Clone, Default)]
 pub struct DecodeOptions {
@@ -179,12 +184,14 @@ pub struct Report {
     pub connections: Vec<ConnReport>,
     /// Frames that held no TCP.
     pub skipped: Skipped,
+    /// The SCTP associations (raw IP and UDP-encapsulated).
+    pub sctp: SctpReport,
 }
 
 impl Report {
-    /// Whether any connection had a protocol error.
+    /// Whether any TCP connection or SCTP association had a protocol error.
     pub fn has_errors(&self) -> bool {
-        self.errors() > 0
+        self.errors() > 0 || self.sctp.errors() > 0
     }
 
     /// Protocol errors in all connections.
@@ -217,22 +224,38 @@ pub fn decode_file(
     opts: &DecodeOptions,
     out: &mut dyn Write,
 ) -> Result<Report, CaptureError> {
+    decode_file_with(path, opts, &SctpOptions::default(), out)
+}
+
+/// [`decode_file`] with SCTP options (UDP encapsulation ports, association filter).
+pub fn decode_file_with(
+    path: &Path,
+    opts: &DecodeOptions,
+    sctp_opts: &SctpOptions,
+    out: &mut dyn Write,
+) -> Result<Report, CaptureError> {
     let frames = capture::read_file(path)?;
-    let report = decode_frames(&frames);
+    let report = decode_frames_with(&frames, sctp_opts);
     let name = path.display().to_string();
     // A closed pipe (e.g. `| head`) is not an error of the decode.
-    let _ = print_report(&name, &report, opts, out);
+    let _ = print_report_with(&name, &report, opts, sctp_opts, out);
     Ok(report)
 }
 
-/// Decodes captured frames.
+/// Decodes captured frames (SCTP over UDP recognised on port 9899).
 pub fn decode_frames(frames: &[Frame]) -> Report {
+    decode_frames_with(frames, &SctpOptions::default())
+}
+
+/// Decodes captured frames with SCTP options.
+pub fn decode_frames_with(frames: &[Frame], sctp_opts: &SctpOptions) -> Report {
     let reasm = tcp::reassemble(frames);
     let connections = reasm.connections.iter().map(decode_connection).collect();
     Report {
         frames: frames.len(),
         connections,
         skipped: reasm.skipped,
+        sctp: sctp_decode::decode_frames(frames, sctp_opts),
     }
 }
 
@@ -792,15 +815,54 @@ pub fn print_report(
     opts: &DecodeOptions,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let selected = |c: &&ConnReport| opts.conn.is_none_or(|n| n == c.id);
+    print_report_with(name, report, opts, &SctpOptions::default(), out)
+}
+
+/// Prints a report: the TCP/MPA part, then the SCTP part when the capture has SCTP.
+pub fn print_report_with(
+    name: &str,
+    report: &Report,
+    opts: &DecodeOptions,
+    sctp_opts: &SctpOptions,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     if opts.counts {
         for (op, n) in report.counts() {
             let label = op.to_string().replace(' ', "-");
             writeln!(out, "{:#04x} {label} {n}", op.code())?;
         }
-        return Ok(());
+        return sctp_decode::print_counts(&report.sctp, out);
     }
     writeln!(out, "{name}: {} frames", report.frames)?;
+    // A capture of SCTP only gets no (empty) TCP summary.
+    if report.connections.is_empty() && !report.sctp.is_empty() {
+        return sctp_decode::print_report(
+            name,
+            &report.sctp,
+            sctp_opts,
+            opts.frames,
+            opts.summary,
+            out,
+        );
+    }
+    print_tcp(name, report, opts, out)?;
+    sctp_decode::print_report(
+        name,
+        &report.sctp,
+        sctp_opts,
+        opts.frames,
+        opts.summary,
+        out,
+    )
+}
+
+fn print_tcp(
+    name: &str,
+    report: &Report,
+    opts: &DecodeOptions,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let selected = |c: &&ConnReport| opts.conn.is_none_or(|n| n == c.id);
     if opts.frames {
         for c in report.connections.iter().filter(selected) {
             if matches!(c.status, ConnStatus::NoPayload | ConnStatus::NotMpa) {

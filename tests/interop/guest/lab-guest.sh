@@ -60,3 +60,28 @@ lab_step() {
     glog "step $name: rc=$rc"
     return "$rc"
 }
+
+# lab_eth1_up: make sure the second NIC (eth1, bridge br1, scenarios with SCENARIO_BRIDGES=2)
+# carries its address, and export LAB_IP1 LAB_ADDR1 LAB_HOST_IP1 (guest/init does this from
+# lab.ip1= / lab.host1=; images built before that get it done here). Non-zero without eth1.
+lab_eth1_up() {
+    local arg i=0
+    # shellcheck disable=SC2013 # the command line is a list of words
+    for arg in $(cat /proc/cmdline); do
+        case $arg in
+            lab.ip1=*) LAB_IP1=${arg#lab.ip1=} ;;
+            lab.host1=*) LAB_HOST_IP1=${arg#lab.host1=} ;;
+        esac
+    done
+    [[ -n ${LAB_IP1:-} ]] || { glog "no lab.ip1= on the kernel command line"; return 1; }
+    LAB_ADDR1=${LAB_IP1%/*}
+    export LAB_IP1 LAB_ADDR1 LAB_HOST_IP1
+    while ! ip link show eth1 >/dev/null 2>&1; do
+        sleep 0.1
+        i=$((i + 1))
+        [[ $i -lt 50 ]] || { glog "no eth1"; return 1; }
+    done
+    ip -4 addr show dev eth1 | grep -q "inet $LAB_ADDR1/" || ip addr add "$LAB_IP1" dev eth1
+    ip link set eth1 up
+    glog "eth1 $LAB_IP1 (host $LAB_HOST_IP1)"
+}
