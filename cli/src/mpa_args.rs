@@ -1,8 +1,15 @@
-//! The MPA connection options every connecting tool takes (`--mpa-rev`, `--crc`,
-//! `--markers`, `--p2p --rtr`, `--ird/--ord`), turned into an [`mpa::Config`].
+//! The MPA connection options every connecting tool takes (`--profile`, `--mpa-rev`,
+//! `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), turned into an [`mpa::Config`].
+//!
+//! `--profile NAME` starts from what that kind of peer expects ([`mpa::Profile`]);
+//! every explicit option then overrides the profile's value. Without `--profile` the
+//! base is the `rfc` profile.
 
+use std::time::Duration;
+
+use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
-use stack::mpa::{self, CrcPolicy, RtrSet, RtrType};
+use stack::mpa::{self, CrcPolicy, Profile, Role, RtrSet, RtrType};
 
 /// RTR message type for `--rtr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -25,59 +32,250 @@ impl From<RtrArg> for RtrType {
     }
 }
 
+/// `--profile` values: the interop profiles of [`mpa::Profile`], each listed with its
+/// one-line summary in `--help`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProfileArg(pub Profile);
+
+impl ValueEnum for ProfileArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        const ALL: [ProfileArg; 5] = [
+            ProfileArg(Profile::ALL[0]),
+            ProfileArg(Profile::ALL[1]),
+            ProfileArg(Profile::ALL[2]),
+            ProfileArg(Profile::ALL[3]),
+            ProfileArg(Profile::ALL[4]),
+        ];
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        let v = PossibleValue::new(self.0.name()).help(self.0.summary());
+        Some(if self.0 == Profile::NetEffect {
+            v.alias("nes")
+        } else {
+            v
+        })
+    }
+}
+
 /// MPA options of a connection.
-#[derive(Args, Clone, Debug)]
+#[derive(Args, Clone, Debug, Default)]
 pub struct MpaArgs {
-    /// MPA revision (1 or 2).
-    #[arg(long = "mpa-rev", default_value_t = 2)]
-    pub mpa_rev: u8,
-    /// Require MPA CRC32c (C flag set).
+    /// Interop profile: set MPA revision, CRC, markers, P2P/RTR, IRD/ORD and runtime quirks
+    /// to what that peer expects; the options below override single values.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub profile: Option<ProfileArg>,
+    /// MPA revision (1 or 2) [default: the profile's, 2].
+    #[arg(long = "mpa-rev", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub mpa_rev: Option<u8>,
+    /// Require MPA CRC32c (C flag set) [default: the profile's; CRC is used when the peer asks].
     #[arg(long)]
     pub crc: bool,
     /// Ask for MPA markers (M flag set; markers are also sent when the peer asks).
     #[arg(long)]
     pub markers: bool,
-    /// RFC 6581 peer-to-peer mode.
+    /// RFC 6581 peer-to-peer mode (initiator: ask for it; responder: accept it).
     #[arg(long)]
     pub p2p: bool,
-    /// RTR message type in peer-to-peer mode.
-    #[arg(long, value_enum, requires = "p2p")]
+    /// The one RTR message type to offer or accept in peer-to-peer mode (implies --p2p)
+    /// [default: the profile's, any].
+    #[arg(long, value_enum)]
     pub rtr: Option<RtrArg>,
-    /// IRD to advertise.
-    #[arg(long, default_value_t = 16)]
-    pub ird: u16,
-    /// ORD to advertise.
-    #[arg(long, default_value_t = 16)]
-    pub ord: u16,
+    /// IRD to advertise [default: the profile's, 16].
+    #[arg(long)]
+    pub ird: Option<u16>,
+    /// ORD to advertise [default: the profile's, 16].
+    #[arg(long)]
+    pub ord: Option<u16>,
 }
 
 impl MpaArgs {
-    /// The MPA configuration these options describe, with `private_data` as the ULP's
-    /// private data of our Request or Reply.
-    pub fn config(&self, private_data: Vec<u8>) -> mpa::Config {
-        let rtr = self.rtr.map(RtrType::from);
-        mpa::Config {
-            revision: self.mpa_rev,
-            crc: if self.crc {
-                CrcPolicy::Require
-            } else {
-                CrcPolicy::Accept
-            },
-            markers_rx: self.markers,
-            markers_tx: true,
-            enhanced: self.mpa_rev >= 2,
-            ird: self.ird,
-            ord: self.ord,
-            ird_max: self.ird.max(self.ord),
-            relaxed_ird_ord: true,
-            p2p: self.p2p,
-            rtr_supported: match rtr {
-                Some(t) => RtrSet::only(t),
-                None => RtrSet::ALL,
-            },
-            rtr_preferred: rtr,
-            private_data,
-            ..mpa::Config::default()
+    /// The chosen profile (`rfc` when none was given).
+    pub fn profile(&self) -> Profile {
+        self.profile.map_or(Profile::Rfc, |p| p.0)
+    }
+
+    /// The MPA configuration for our `role`: the profile's settings with every explicit
+    /// option applied on top, and `private_data` as the ULP's private data of our
+    /// Request or Reply.
+    pub fn config_for(&self, role: Role, private_data: Vec<u8>) -> mpa::Config {
+        let mut c = self.profile().config(role);
+        if let Some(rev) = self.mpa_rev {
+            c.revision = rev;
+            c.enhanced = rev >= 2;
         }
+        if self.crc && !c.crc.sends_c() {
+            c.crc = CrcPolicy::Require;
+        }
+        if self.markers {
+            c.markers_rx = true;
+            c.markers_tx = true;
+        }
+        if self.p2p || self.rtr.is_some() {
+            c.p2p = true;
+        }
+        if let Some(t) = self.rtr.map(RtrType::from) {
+            c.rtr_supported = RtrSet::only(t);
+            c.rtr_preferred = Some(t);
+        }
+        if self.ird.is_some() || self.ord.is_some() {
+            c.ird = self.ird.unwrap_or(c.ird);
+            c.ord = self.ord.unwrap_or(c.ord);
+            c.ird_max = c.ird.max(c.ord);
+        }
+        c.private_data = private_data;
+        c
+    }
+
+    /// The configuration as [`MpaArgs::config_for`] the initiator. Tools that also
+    /// accept connections should call `config_for(Role::Responder, ..)` there: some
+    /// profiles differ by role (a `siw` responder accepts P2P, its initiator does not).
+    pub fn config(&self, private_data: Vec<u8>) -> mpa::Config {
+        self.config_for(Role::Initiator, private_data)
+    }
+
+    /// The profile's runtime quirk for initiators: how long to hold the first FPDU
+    /// after the MPA Reply (`stack::QpAttr::first_fpdu_delay`).
+    pub fn first_fpdu_delay(&self) -> Duration {
+        self.profile().quirks().first_fpdu_delay
+    }
+
+    /// Whether the user gave `--ird` or `--ord` (tools with their own IRD/ORD defaults,
+    /// like rping's 1/1, apply those only when not).
+    pub fn ird_ord_given(&self) -> bool {
+        self.ird.is_some() || self.ord.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        mpa: MpaArgs,
+    }
+
+    fn parse(args: &[&str]) -> MpaArgs {
+        let mut argv = vec!["t"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).expect("valid options").mpa
+    }
+
+    /// Without options the tools keep their pre-profile behaviour (the `rfc` profile):
+    /// RFC 5044 §7.1.1 revision 2, C = 0, M = 0; RFC 6581 IRD = ORD = 16, no P2P.
+    #[test]
+    fn no_options_is_rfc_profile() {
+        let a = parse(&[]);
+        assert_eq!(a.profile(), Profile::Rfc);
+        for role in [Role::Initiator, Role::Responder] {
+            assert_eq!(
+                a.config_for(role, vec![1, 2]),
+                mpa::Config {
+                    private_data: vec![1, 2],
+                    ..Profile::Rfc.config(role)
+                }
+            );
+        }
+        let c = a.config(Vec::new());
+        assert_eq!(
+            (c.revision, c.crc, c.ird, c.ord, c.p2p),
+            (2, CrcPolicy::Accept, 16, 16, false)
+        );
+        assert!(a.first_fpdu_delay().is_zero());
+        assert!(!a.ird_ord_given());
+    }
+
+    /// `--profile` alone gives exactly the profile's settings for each role, and its
+    /// runtime quirk (siw: first FPDU held, siw 6.1 accept race).
+    #[test]
+    fn profile_alone() {
+        for p in Profile::ALL {
+            let a = parse(&["--profile", p.name()]);
+            for role in [Role::Initiator, Role::Responder] {
+                assert_eq!(a.config_for(role, Vec::new()), p.config(role), "{p} {role}");
+            }
+            assert_eq!(a.first_fpdu_delay(), p.quirks().first_fpdu_delay);
+        }
+        assert_eq!(parse(&["--profile", "nes"]).profile(), Profile::NetEffect);
+        assert!(
+            parse(&["--profile", "siw"])
+                .config_for(Role::Responder, Vec::new())
+                .p2p
+        );
+        assert!(!parse(&["--profile", "siw"]).config(Vec::new()).p2p);
+    }
+
+    /// Explicit options override single values of the profile (RFC 5044 §7.1.1 Rev/C/M,
+    /// RFC 6581 P2P/RTR and IRD/ORD) and leave the rest as the profile has it.
+    #[test]
+    fn explicit_options_override_profile() {
+        // t404 is revision 1 with strict CRC; --mpa-rev 2 brings enhanced data back,
+        // --crc does not weaken strict CRC to plain Require.
+        let a = parse(&["--profile", "t404", "--mpa-rev", "2", "--crc"]);
+        let c = a.config(Vec::new());
+        assert_eq!((c.revision, c.enhanced), (2, true));
+        assert_eq!(c.crc, CrcPolicy::RequireStrict);
+        assert_eq!(c.rtr_supported, RtrSet::only(RtrType::Read));
+
+        // chelsio: P2P with Read RTR; --rtr write replaces the RTR, keeps CRC and IRD/ORD.
+        let c = parse(&["--profile", "chelsio", "--rtr", "write"]).config(Vec::new());
+        assert!(c.p2p);
+        assert_eq!(c.rtr_supported, RtrSet::only(RtrType::Write));
+        assert_eq!(c.rtr_preferred, Some(RtrType::Write));
+        assert_eq!((c.crc, c.ird, c.ord), (CrcPolicy::Require, 32, 32));
+
+        // siw: --ird/--ord override (the other keeps the profile's), --markers asks for
+        // and allows markers, --crc requires CRC.
+        let a = parse(&["--profile", "siw", "--ord", "4", "--markers", "--crc"]);
+        assert!(a.ird_ord_given());
+        let c = a.config_for(Role::Responder, Vec::new());
+        assert_eq!((c.ird, c.ord, c.ird_max), (16, 4, 16));
+        assert!(c.markers_rx && c.markers_tx);
+        assert_eq!(c.crc, CrcPolicy::Require);
+        assert!(c.p2p);
+        assert_eq!(a.first_fpdu_delay(), Profile::Siw.quirks().first_fpdu_delay);
+
+        // --p2p on a siw initiator offers siw's own RTR set (Write and Read, no Send).
+        let c = parse(&["--profile", "siw", "--p2p"]).config(Vec::new());
+        assert!(c.p2p);
+        assert_eq!(
+            c.rtr_supported,
+            RtrSet {
+                send: false,
+                write: true,
+                read: true
+            }
+        );
+        // Without a profile, --p2p offers every RTR type and --rtr implies --p2p.
+        let c = parse(&["--p2p"]).config(Vec::new());
+        assert_eq!(
+            (c.p2p, c.rtr_supported, c.rtr_preferred),
+            (true, RtrSet::ALL, None)
+        );
+        let c = parse(&["--rtr", "send"]).config(Vec::new());
+        assert!(c.p2p);
+        assert_eq!(c.rtr_supported, RtrSet::only(RtrType::Send));
+        // --mpa-rev 1 on the default profile drops enhanced data.
+        let c = parse(&["--mpa-rev", "1"]).config(Vec::new());
+        assert_eq!((c.revision, c.enhanced), (1, false));
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    /// Bad values are refused by the parser with a message naming the choices.
+    #[test]
+    fn bad_values_rejected() {
+        let err = Cli::try_parse_from(["t", "--profile", "cxgb3"])
+            .err()
+            .expect("unknown profile")
+            .to_string();
+        assert!(
+            err.contains("chelsio") && err.contains("neteffect"),
+            "{err}"
+        );
+        assert!(Cli::try_parse_from(["t", "--mpa-rev", "3"]).is_err());
     }
 }

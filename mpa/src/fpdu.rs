@@ -172,6 +172,26 @@ pub enum EncodeError {
         /// The FPDUPTR value that would be needed.
         ptr: usize,
     },
+    /// [`FpduEncoder::encode_split`] was asked to frame an FPDU on a stream with markers:
+    /// markers cut the payload into runs, so it cannot be sent as one piece (use
+    /// [`FpduEncoder::encode_append`]).
+    #[error("split FPDU framing needs markers off (markers cut the payload)")]
+    SplitWithMarkers,
+}
+
+/// The trailer of an FPDU framed by [`FpduEncoder::encode_split`]: PAD and CRC field
+/// (3 to 7 octets), sent right after the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FpduTail {
+    bytes: [u8; 3 + CRC_LEN],
+    len: usize,
+}
+
+impl FpduTail {
+    /// The octets to send after the payload.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or(&[])
+    }
 }
 
 /// Writes FPDUs for one direction of a connection, tracking the stream position
@@ -378,6 +398,61 @@ impl FpduEncoder {
         F: FnMut(usize, usize, &mut Vec<u8>),
     {
         self.encode_inner(head, payload_len, out, &mut fill)
+    }
+
+    /// Frames one FPDU whose payload is not copied into the output (markers off only):
+    /// appends ULPDU_Length and `head` to `out` and returns the PAD + CRC trailer. The
+    /// caller sends `payload_len` payload octets between the two, e.g. with a vectored
+    /// write straight from where the payload lives, so the wire carries exactly what
+    /// [`FpduEncoder::encode_append`] would have produced.
+    ///
+    /// With CRC on, `crc_payload` is called once and must feed those same payload octets,
+    /// in order, to the digest it is given (RFC 5044 §4.4: the CRC covers ULPDU_Length,
+    /// ULPDU and PAD); with CRC off it is not called.
+    ///
+    /// On error nothing is appended and the stream position is unchanged.
+    pub fn encode_split<F>(
+        &mut self,
+        head: &[&[u8]],
+        payload_len: usize,
+        out: &mut Vec<u8>,
+        crc_payload: F,
+    ) -> Result<FpduTail, EncodeError>
+    where
+        F: FnOnce(&mut Crc32c),
+    {
+        if self.cfg.markers {
+            return Err(EncodeError::SplitWithMarkers);
+        }
+        let len = head
+            .iter()
+            .fold(payload_len, |acc, p| acc.saturating_add(p.len()));
+        if len > MAX_ULPDU {
+            return Err(EncodeError::UlpduTooLong { len });
+        }
+        let start = out.len();
+        // len <= 65535 was checked above.
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+        for part in head {
+            out.extend_from_slice(part);
+        }
+        let pad = pad_len(len);
+        let mut bytes = [0u8; 3 + CRC_LEN];
+        if self.cfg.crc {
+            let mut d = Crc32c::new();
+            d.update(out.get(start..).unwrap_or(&[]));
+            crc_payload(&mut d);
+            d.update(bytes.get(..pad).unwrap_or(&[]));
+            if let Some(f) = bytes.get_mut(pad..pad + CRC_LEN) {
+                f.copy_from_slice(&crc::to_wire(d.value()));
+            }
+        }
+        let tail = FpduTail {
+            bytes,
+            len: pad + CRC_LEN,
+        };
+        self.emitted += (FPDU_OVERHEAD + len + pad) as u64;
+        Ok(tail)
     }
 
     fn encode_inner(
@@ -1258,6 +1333,55 @@ mod tests {
         assert_eq!(out, [0, 5, b'a', b'b', b'c', b'd', b'e', 0, 0, 0, 0, 0]);
         assert_eq!(e.stream_offset(), 12);
         assert_eq!(e.fpdu_len(5), 12);
+    }
+
+    /// RFC 5044 §4.4: split framing (head, payload sent separately, PAD + CRC trailer) puts
+    /// on the wire exactly the octets contiguous framing does, CRC over the same octets,
+    /// for every PAD length, with CRC on and off; with markers it refuses.
+    #[test]
+    fn rfc5044_4_4_split_framing_matches_contiguous() {
+        for crc in [false, true] {
+            for payload_len in [0usize, 1, 2, 3, 4, 5, 1000, 1001] {
+                let cfg = TxConfig {
+                    crc,
+                    markers: false,
+                };
+                let payload: Vec<u8> = (0..payload_len).map(|i| (i * 7 + 3) as u8).collect();
+                let head = [1u8, 2, 3, 4, 5, 6];
+                let mut a = FpduEncoder::new(cfg);
+                let mut want = Vec::new();
+                a.encode(&[&head, &payload], &mut want).expect("ok");
+                let mut b = FpduEncoder::new(cfg);
+                let mut got = vec![0xee];
+                let mut fed = 0;
+                let tail = b
+                    .encode_split(&[&head], payload_len, &mut got, |d| {
+                        fed += 1;
+                        d.update(&payload);
+                    })
+                    .expect("ok");
+                assert_eq!(
+                    fed,
+                    usize::from(crc),
+                    "payload fed to the CRC only with CRC on"
+                );
+                got.extend_from_slice(&payload);
+                got.extend_from_slice(tail.as_bytes());
+                assert_eq!(&got[1..], &want[..], "crc {crc} len {payload_len}");
+                assert_eq!(b.stream_offset(), a.stream_offset());
+            }
+        }
+        let mut m = FpduEncoder::new(TxConfig {
+            crc: true,
+            markers: true,
+        });
+        let mut out = Vec::new();
+        assert_eq!(
+            m.encode_split(&[b"x"], 4, &mut out, |_| {}),
+            Err(EncodeError::SplitWithMarkers)
+        );
+        assert!(out.is_empty());
+        assert_eq!(m.stream_offset(), 0);
     }
 
     /// RFC 5044 §4.4: with CRC on, the field holds CRC32c of everything before it.

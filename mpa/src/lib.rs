@@ -30,6 +30,8 @@
 //!   name the LLP error code ([`term::LlpErrorCode`]) to put in an RDMAP Terminate.
 //! * CRC32c comes from [`crc`], a thin wrapper that also fixes the octet order of
 //!   the CRC field on the wire.
+//! * Interop profiles ([`profile::Profile`]: `rfc`, `siw`, `chelsio`, `t404`,
+//!   `neteffect`) turn a peer's name into the [`negotiate::Config`] it expects.
 //! * Interpretation choices where the RFC text leaves room (marker pointer of a
 //!   marker that opens an FPDU, lenient receive of the alternative reading, what a
 //!   reject carries) are documented at the item that implements them.
@@ -43,6 +45,7 @@ pub mod crc;
 pub mod fpdu;
 pub mod frame;
 pub mod negotiate;
+pub mod profile;
 pub mod term;
 
 pub use fpdu::{
@@ -53,4 +56,5 @@ pub use negotiate::{
     Accepted, Config, CrcPolicy, NegotiationError, RejectReason, Rejected, Role, Session, complete,
     reject_reply, request, respond,
 };
+pub use profile::{Profile, Quirks, UnknownProfile};
 pub use term::LlpErrorCode;

@@ -24,6 +24,8 @@
 //!   peer's M = 1, as Linux siw does.
 //! * **C** — CRC is used in both directions if either frame has C = 1. A side
 //!   that cannot do CRC ([`CrcPolicy::Off`]) must therefore refuse.
+//!   [`CrcPolicy::RequireStrict`] additionally refuses a peer frame with C = 0
+//!   (the strict CRC of Linux siw built with `mpa_crc_required`, and of Chelsio T404).
 //! * **R** — only in a Reply; the initiator reports it as
 //!   [`NegotiationError::Rejected`] with the responder's private data. In a
 //!   Request it is sent as zero and not checked on receipt.
@@ -95,6 +97,22 @@ pub enum CrcPolicy {
     Accept,
     /// Sends C = 1, which forces CRC in both directions.
     Require,
+    /// Sends C = 1 and insists that the peer's frame carries C = 1 as well: a
+    /// Request (responder) or Reply (initiator) with C = 0 is refused, although
+    /// RFC 5044 §7.1.1 would run CRC anyway because our own C = 1 forces it.
+    /// This is "CRC required and strict": Linux siw built with
+    /// `mpa_crc_required` refuses a Reply without C (`siw_proc_mpareply`), and
+    /// Chelsio T404 peers are reported to behave this way
+    /// (`shared/notes/interop-and-platform-facts.md`). (siw's own `mpa_crc_strict`
+    /// without `mpa_crc_required` means "never CRC", which is [`CrcPolicy::Off`].)
+    RequireStrict,
+}
+
+impl CrcPolicy {
+    /// Whether this side sets C = 1 in its own Request or Reply.
+    pub fn sends_c(self) -> bool {
+        matches!(self, CrcPolicy::Require | CrcPolicy::RequireStrict)
+    }
 }
 
 /// Local MPA settings, used for both roles.
@@ -358,6 +376,11 @@ pub enum RejectReason {
     /// The initiator set C = 1 and we cannot do CRC.
     #[error("peer requires MPA CRC, which this side has disabled")]
     CrcRefused,
+    /// [`CrcPolicy::RequireStrict`]: the Request does not carry C = 1.
+    #[error(
+        "MPA Request has C = 0 but this side requires the initiator to ask for CRC (strict CRC)"
+    )]
+    CrcNotRequested,
     /// The initiator asked for markers and we cannot insert them.
     #[error("peer asks for MPA markers, which this side cannot send")]
     MarkersUnsupported,
@@ -434,6 +457,11 @@ pub enum NegotiationError {
     /// CRC is in use but this side has CRC disabled.
     #[error("responder requires MPA CRC, which this side has disabled")]
     CrcRefused,
+    /// [`CrcPolicy::RequireStrict`]: the Reply does not carry C = 1.
+    #[error(
+        "MPA Reply has C = 0 but this side requires the responder to set the CRC flag (strict CRC)"
+    )]
+    CrcNotEchoed,
     /// The responder wants markers and we cannot insert them.
     #[error("responder asks for MPA markers, which this side cannot send")]
     MarkersUnsupported,
@@ -485,6 +513,7 @@ impl NegotiationError {
             | NegotiationError::UnexpectedRevision { .. }
             | NegotiationError::EnhancedNotEchoed
             | NegotiationError::CrcRefused
+            | NegotiationError::CrcNotEchoed
             | NegotiationError::MarkersUnsupported
             | NegotiationError::MultipleRtr { .. } => LlpErrorCode::InvalidRequestReply,
         })
@@ -505,7 +534,7 @@ pub fn request(local: &Config) -> Result<ConnFrame, ConfigError> {
     local.validate()?;
     let mut f = ConnFrame::new(FrameKind::Request, local.revision);
     f.markers = local.markers_rx;
-    f.crc = local.crc == CrcPolicy::Require;
+    f.crc = local.crc.sends_c();
     if local.enhanced {
         f.enhanced_flag = true;
         f.enhanced = Some(EnhancedData {
@@ -545,7 +574,7 @@ fn reject_frame(
 ) -> ConnFrame {
     let mut f = ConnFrame::new(FrameKind::Reply, revision);
     f.reject = true;
-    f.crc = local.crc == CrcPolicy::Require;
+    f.crc = local.crc.sends_c();
     if let Some(req) = enhanced_of(request).filter(|_| revision == 2) {
         f.enhanced_flag = true;
         f.enhanced = Some(EnhancedData {
@@ -628,6 +657,10 @@ pub fn respond(local: &Config, request: &ConnFrame) -> Result<Accepted, Rejected
         CrcPolicy::Off => false,
         CrcPolicy::Accept => request.crc,
         CrcPolicy::Require => true,
+        CrcPolicy::RequireStrict if !request.crc => {
+            return Err(reject(revision, RejectReason::CrcNotRequested));
+        }
+        CrcPolicy::RequireStrict => true,
     };
 
     // RFC 5044 §7.1.1 M: the initiator's M asks us to send markers.
@@ -748,6 +781,9 @@ pub fn complete(
     let crc = sent.crc || reply.crc;
     if crc && local.crc == CrcPolicy::Off {
         return Err(NegotiationError::CrcRefused);
+    }
+    if local.crc == CrcPolicy::RequireStrict && !reply.crc {
+        return Err(NegotiationError::CrcNotEchoed);
     }
     if reply.markers && !local.markers_tx {
         return Err(NegotiationError::MarkersUnsupported);

@@ -21,7 +21,10 @@
 #   SOFTRNIC_LAB_CACHE       cache directory (default /var/cache/softrnic-lab)
 #   SOFTRNIC_LAB_KERNEL_PKG  guest kernel package (default: what linux-image-amd64 depends on)
 #   SOFTRNIC_LAB_SIW_PATCH   optional patch applied to drivers/infiniband/sw/siw before building
-#                            (e.g. to change siw's compile-time MPA settings); part of the key
+#                            (e.g. to change siw's compile-time MPA settings); part of the key.
+#                            Such a "variant" image (variant key: the patch's file name without
+#                            .patch, e.g. siw-variants/mpa-rev1.patch -> mpa-rev1) leaves the
+#                            `current` link alone; pruning keeps the newest image of every variant
 # Exit: 0 ready (prints the image directory), 77 the machine cannot build it (SKIPPED), 1 error.
 set -euo pipefail
 # shellcheck source=lib/common.sh
@@ -126,10 +129,16 @@ done
 
 gcc_version=$(gcc-12 -dumpfullversion 2>/dev/null || echo none)
 siw_patch_hash=none
+VARIANT=stock
 if [[ -n ${SOFTRNIC_LAB_SIW_PATCH:-} ]]; then
     [[ -r $SOFTRNIC_LAB_SIW_PATCH ]] || lab_die "SOFTRNIC_LAB_SIW_PATCH=$SOFTRNIC_LAB_SIW_PATCH is not readable"
     siw_patch_hash=$(lab_hash <"$SOFTRNIC_LAB_SIW_PATCH")
+    VARIANT=$(basename "$SOFTRNIC_LAB_SIW_PATCH" .patch)
 fi
+# Point `current` at our image, unless this is a siw variant (other scenarios use `current`).
+set_current() { [[ $VARIANT != stock ]] || ln -sfn "images/$IMAGE_KEY" "$LAB_CACHE/current"; }
+# The variant key of an image directory (images built before variants existed are stock).
+image_variant() { cat "$1/variant" 2>/dev/null || echo stock; }
 
 KERNEL_KEY="${KPKG}_${KVERS}"
 SIW_KEY=$(printf '%s\n' "siw-v1" "$SRC_PKG=$KVERS" "${HDR_PKGS[@]}" "$KVERS" "$gcc_version" \
@@ -153,14 +162,19 @@ prune_cache() {
         keep=${d#*:}
         d=$LAB_CACHE/${d%%:*}
         [[ -d $d ]] || continue
-        find "$d" -mindepth 1 -maxdepth 1 ! -name "$keep" -exec rm -rf {} + -exec echo "pruned {}" \; >&2
+        while read -r old; do
+            # Other variants' images and patched siw builds stay (see prune_images).
+            [[ $d == "$LAB_CACHE/images" && $(image_variant "$old") != "$VARIANT" ]] && continue
+            [[ $d == "$LAB_CACHE/siw" && -e $old/siw.patch && $siw_patch_hash == none ]] && continue
+            rm -rf "$old" && echo "pruned $old" >&2
+        done < <(find "$d" -mindepth 1 -maxdepth 1 ! -name "$keep")
     done
     find "$LAB_CACHE/debs" -maxdepth 1 -name '*.deb' ! -name "*_${KVERS//:/%3a}_*.deb" -print -delete 2>/dev/null |
         sed 's/^/pruned /' >&2
 }
 
 if [[ $force -eq 0 && -e $IMAGE_DIR/ready ]]; then
-    ln -sfn "images/$IMAGE_KEY" "$LAB_CACHE/current"
+    set_current
     prune_cache
     [[ $quiet -eq 1 ]] || lab_log "guest image up to date ($KPKG $KVERS, key $IMAGE_KEY, $(($(date +%s) - start)) s)"
     echo "$IMAGE_DIR"
@@ -321,6 +335,7 @@ cp "$VMLINUZ" "$IMAGE_DIR.tmp/vmlinuz"
     echo "mirror: $MIRROR"
     echo "kernel: $KPKG $KVERS ($KREL)"
     echo "siw: built out of tree from $SRC_PKG $KVERS with ${HDR_PKGS[*]} $KVERS, gcc $gcc_version, patch $siw_patch_hash"
+    echo "siw variant: $VARIANT"
     echo "siw vermagic: $(modinfo -F vermagic "$SIW_DIR/siw.ko")"
     echo "modules: ${GUEST_MODULES[*]} $siw_deps siw"
     echo "initrd bytes: $(stat -c %s "$IMAGE_DIR.tmp/initrd.img")"
@@ -329,13 +344,22 @@ cp "$VMLINUZ" "$IMAGE_DIR.tmp/vmlinuz"
     echo "guest packages (installed):"
     sed 's/^/  /' "$ROOTFS_DIR/.softrnic-packages"
 } >"$IMAGE_DIR.tmp/manifest.txt"
+echo "$VARIANT" >"$IMAGE_DIR.tmp/variant"
 touch "$IMAGE_DIR.tmp/ready"
 rm -rf "$IMAGE_DIR"
 mv "$IMAGE_DIR.tmp" "$IMAGE_DIR"
-ln -sfn "images/$IMAGE_KEY" "$LAB_CACHE/current"
-# Keep the three newest images (older ones belong to superseded inputs); --prune keeps one.
-find "$LAB_CACHE/images" -mindepth 1 -maxdepth 1 -type d -printf '%T@ %p\n' | sort -rn | tail -n +4 |
-    cut -d' ' -f2- | while read -r old; do rm -rf "$old"; done
+set_current
+# Keep the newest image of every variant key (older ones belong to superseded inputs) and the
+# one `current` points to; --prune also drops the older current ones.
+declare -A seen_variant=()
+current_image=$(readlink -f "$LAB_CACHE/current" 2>/dev/null || true)
+find "$LAB_CACHE/images" -mindepth 1 -maxdepth 1 -type d ! -name '*.tmp' -printf '%T@ %p\n' | sort -rn |
+    cut -d' ' -f2- | while read -r old; do
+        v=$(image_variant "$old")
+        if [[ -z ${seen_variant[$v]:-} ]]; then seen_variant[$v]=1; continue; fi
+        [[ $(readlink -f "$old") == "$current_image" ]] && continue
+        rm -rf "$old"
+    done
 prune_cache
 lab_log "initramfs $(du -h "$IMAGE_DIR/initrd.img" | cut -f1) ($(($(date +%s) - t0)) s); total $(($(date +%s) - start)) s"
 echo "$IMAGE_DIR"

@@ -92,6 +92,9 @@ use thiserror::Error;
 
 pub use stack::mpa::Config as MpaConfig;
 pub use stack::mpa::Session;
+/// Interop profiles: `Profile::Siw.config(MpaRole::Initiator)` is the [`MpaConfig`] for
+/// connecting to Linux siw; [`QpCaps::for_profile`] carries its runtime quirks.
+pub use stack::mpa::{Profile, Role as MpaRole, RtrType};
 pub use stack::{
     Access, Addressing, AdoptRole, CloseReason, CmError, ConnectRequest, Cq, CqId, Event, Listener,
     MemError, MemoryRegion, Pd, PostError, ProgressMode, QpId, QpState, RecvWr, RegisteredBuf,
@@ -160,6 +163,9 @@ pub struct QpCaps {
     pub rq_depth: usize,
     /// SGEs per work request (at least 6).
     pub max_sge: usize,
+    /// Initiator interop quirk (zero: off): hold the first FPDU this long after the MPA
+    /// Reply ([`stack::QpAttr::first_fpdu_delay`]); set by [`QpCaps::for_profile`].
+    pub first_fpdu_delay: Duration,
 }
 
 impl Default for QpCaps {
@@ -168,6 +174,18 @@ impl Default for QpCaps {
             sq_depth: 256,
             rq_depth: 256,
             max_sge: stack::wr::MIN_MAX_SGE,
+            first_fpdu_delay: Duration::ZERO,
+        }
+    }
+}
+
+impl QpCaps {
+    /// Default sizes with the runtime quirks of interop `profile` (e.g. `siw` holds the
+    /// initiator's first FPDU, Linux siw 6.1's accept race).
+    pub fn for_profile(profile: Profile) -> QpCaps {
+        QpCaps {
+            first_fpdu_delay: profile.quirks().first_fpdu_delay,
+            ..QpCaps::default()
         }
     }
 }
@@ -509,6 +527,7 @@ impl Rnic {
         attr.sq_depth = caps.sq_depth;
         attr.rq_depth = caps.rq_depth;
         attr.max_sge = caps.max_sge;
+        attr.first_fpdu_delay = caps.first_fpdu_delay;
         let inner = self.rnic.create_qp(attr)?;
         let mut b = self.book();
         b.qps.insert(inner.id(), (pd, send_cq.id(), recv_cq.id()));

@@ -1,0 +1,19 @@
+# shellcheck shell=bash disable=SC2034,SC2016 # variables read by lab.sh; the host command is expanded there
+# softrnic --profile chelsio (rev 2, CRC required, P2P with the Read RTR, IRD/ORD 32) against siw
+# built for P2P with the Read RTR (siw-variants/p2p-read.patch), as a Chelsio peer would run it.
+# Both ways with one guest (g1): softrnic initiator -> siw responder (host rping -c), then
+# siw initiator -> softrnic responder (guest rping -c); see siw-variants/host-rping.sh and
+# guest.sh (a copy of siw-variants/guest-rping.sh). The check decodes the capture with
+# softrnic decode (0 errors, the negotiated session below) and compares opcode counts with tshark.
+SCENARIO_GUESTS=1
+SCENARIO_SIW_PATCH=p2p-read
+SCENARIO_DIRECTION="softrnic <-> siw[${SCENARIO_SIW_PATCH:-stock}](g1), both ways"
+SCENARIO_TIMEOUT=240
+SCENARIO_HOST_CMD='"$LAB_ROOT/siw-variants/host-rping.sh" --client-opts "--profile chelsio" --server-opts "--profile chelsio"'
+EXPECT_HOST_INITIATOR="rev=2,crc=on,p2p=read"
+EXPECT_SIW_INITIATOR="rev=2,crc=on,p2p=read"
+
+scenario_check() {
+    python3 "$LAB_ROOT/siw-variants/check_session.py" "$LAB_PCAP" --softrnic "$LAB_SOFTRNIC" \
+        --expect "$LAB_HOST_IP:$EXPECT_HOST_INITIATOR" --expect "$LAB_G1_IP:$EXPECT_SIW_INITIATOR"
+}
