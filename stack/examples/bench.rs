@@ -1,12 +1,19 @@
 //! Data-path benchmark over loopback: RDMA Write bandwidth and latency of the runtime
 //! against plain kernel TCP doing the same job.
 //!
-//! `cargo run --release -p softrnic-stack --example bench [-- --secs S --rounds R --bw-only]`
+//! `cargo run --release -p softrnic-stack --example bench [-- --secs S --rounds R --bw-only
+//! --crc-only --only TEXT]` (`--only`: just the rows whose name contains TEXT, e.g.
+//! `--only "CRC on,  manual"`, handy under `perf record`)
 //!
 //! * Bandwidth: 64 KiB RDMA Writes (CRC off and on, 32 outstanding, progress threads with
-//!   busy polling off and at 50 µs) against a plain TCP stream writing 64 KiB chunks from one
-//!   thread and reading them in another. Each configuration runs `R` times (default 3),
-//!   interleaved, and the best run counts (the machine may be shared).
+//!   busy polling off and at 50 µs, manual progress; "copy tx" rows turn zero-copy
+//!   transmit off, which shows its effect in the same session; `--crc-only` skips CRC
+//!   off) against a plain TCP stream writing 64 KiB chunks from one thread and reading them
+//!   in another. Each configuration runs `R` times (default 5), interleaved; every round
+//!   sets its RDMA runs against its own TCP run, and the table shows medians (MB/s and
+//!   ratio) and the range of the ratios (the machine may be shared), plus MB per CPU second
+//!   of the whole process (all threads), which shows the data path's cost even when other
+//!   work shares the machine (not comparable for busy polling, which burns CPU by design).
 //! * Latency: 2-byte RDMA Write ping-pong (arrival detected by polling the target byte)
 //!   against a plain TCP 2-byte ping-pong (blocking sockets, TCP_NODELAY); half round trip.
 //!   The RDMA side runs in manual-progress mode (each side's polling thread drives its own
@@ -25,6 +32,32 @@ use stack::{
 };
 
 const MSG: usize = 64 * 1024;
+
+/// CPU time used so far by the whole process (all threads), from `/proc/self/stat`
+/// (utime + stime, in clock ticks of 10 ms); 0 where unavailable.
+fn cpu_secs() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name start at field 3; utime and stime are
+    // fields 14 and 15.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    f.iter().sum::<u64>() as f64 / 100.0
+}
+
+/// A bandwidth run: MB/s of wall-clock time and MB per second of CPU time (the latter is
+/// what the data path costs, and barely depends on what else the machine runs).
+#[derive(Clone, Copy, Default)]
+struct Bw {
+    wall: f64,
+    cpu: f64,
+}
 
 struct Side {
     rnic: Rnic,
@@ -75,8 +108,9 @@ fn connect(rc: RnicConfig, crc: bool, len: usize) -> (Side, Side) {
 /// 64 KiB RDMA Writes for `secs`; returns MB/s (10^6). `busy_poll: None` runs both RNICs
 /// in manual-progress mode, each driven by one thread (two threads in all, like the TCP
 /// stream).
-fn rdma_write_bw(crc: bool, busy_poll: Option<Duration>, secs: f64) -> f64 {
+fn rdma_write_bw(crc: bool, busy_poll: Option<Duration>, zero_copy: bool, secs: f64) -> Bw {
     let rc = RnicConfig {
+        zero_copy_tx: zero_copy,
         busy_poll: busy_poll.unwrap_or_default(),
         progress: if busy_poll.is_some() {
             ProgressMode::Thread
@@ -102,7 +136,7 @@ fn rdma_write_bw(crc: bool, busy_poll: Option<Duration>, secs: f64) -> f64 {
     })
 }
 
-fn write_stream(a: &Side, b: &Side, manual: bool, secs: f64) -> f64 {
+fn write_stream(a: &Side, b: &Side, manual: bool, secs: f64) -> Bw {
     let depth = 32u64;
     let (stag, to) = (b.mr.stag(), b.mr.to_at(0));
     let mut posted = 0u64;
@@ -117,6 +151,7 @@ fn write_stream(a: &Side, b: &Side, manual: bool, secs: f64) -> f64 {
     let mut start = Instant::now();
     let mut warm = true;
     let mut base = 0u64;
+    let mut cpu0 = 0.0;
     loop {
         while posted - done < depth {
             a.qp.post_send(SendWr::write(
@@ -146,14 +181,19 @@ fn write_stream(a: &Side, b: &Side, manual: bool, secs: f64) -> f64 {
             warm = false;
             start = Instant::now();
             base = done;
+            cpu0 = cpu_secs();
         } else if !warm && el > secs {
-            return (done - base) as f64 * MSG as f64 / el / 1e6;
+            let mb = (done - base) as f64 * MSG as f64 / 1e6;
+            return Bw {
+                wall: mb / el,
+                cpu: mb / (cpu_secs() - cpu0).max(0.01),
+            };
         }
     }
 }
 
 /// A plain TCP stream of 64 KiB writes for `secs`; returns MB/s.
-fn tcp_bw(secs: f64) -> f64 {
+fn tcp_bw(secs: f64) -> Bw {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
@@ -163,6 +203,7 @@ fn tcp_bw(secs: f64) -> f64 {
         let mut buf = vec![0u8; MSG];
         let mut total = 0u64;
         let mut start = Instant::now();
+        let mut cpu0 = 0.0;
         let mut warm = true;
         loop {
             match s.read(&mut buf) {
@@ -173,13 +214,18 @@ fn tcp_bw(secs: f64) -> f64 {
                 warm = false;
                 start = Instant::now();
                 total = 0;
+                cpu0 = cpu_secs();
             }
             if !warm && start.elapsed().as_secs_f64() > secs {
                 st.store(true, Ordering::SeqCst);
-                return total as f64 / start.elapsed().as_secs_f64() / 1e6;
+                let mb = total as f64 / 1e6;
+                return Bw {
+                    wall: mb / start.elapsed().as_secs_f64(),
+                    cpu: mb / (cpu_secs() - cpu0).max(0.01),
+                };
             }
         }
-        0.0
+        Bw::default()
     });
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
@@ -289,46 +335,102 @@ fn main() {
     let iters = 20_000;
     println!("softrnic data-path benchmark (loopback, {secs} s per bandwidth run)");
     println!();
-    // The machine may be shared: every configuration runs `rounds` times, interleaved,
-    // and the best run of each counts.
+    // The machine may be shared: every configuration runs `rounds` times, interleaved.
+    // Each round measures the TCP stream right before the RDMA runs and every RDMA run is
+    // set against that round's TCP figure; the table shows the median MB/s and the median
+    // of those per-round ratios (not the best run), and the range of the ratios.
     let rounds: usize = std::env::args()
         .skip_while(|a| a != "--rounds")
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .unwrap_or(3);
+        .unwrap_or(5)
+        .max(1);
     let bp = Duration::from_micros(50);
-    let mut best = [0.0f64; 7];
+    let zero = Some(Duration::ZERO);
+    // (name, CRC, busy poll (None: manual progress), zero-copy transmit)
+    let configs = [
+        ("RDMA Write, CRC off, busy poll 0", false, zero, true),
+        ("RDMA Write, CRC on,  busy poll 0", true, zero, true),
+        (
+            "RDMA Write, CRC on,  busy poll 0, copy tx",
+            true,
+            zero,
+            false,
+        ),
+        ("RDMA Write, CRC off, busy poll 50us", false, Some(bp), true),
+        ("RDMA Write, CRC on,  busy poll 50us", true, Some(bp), true),
+        ("RDMA Write, CRC off, manual progress", false, None, true),
+        ("RDMA Write, CRC on,  manual progress", true, None, true),
+        ("RDMA Write, CRC on,  manual, copy tx", true, None, false),
+    ];
+    let only_crc = std::env::args().any(|a| a == "--crc-only");
+    let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
+    let configs: Vec<_> = configs
+        .into_iter()
+        .filter(|c| !only_crc || c.1)
+        .filter(|c| only.as_ref().is_none_or(|o| c.0.contains(o.as_str())))
+        .collect();
+    let n = configs.len() + 1;
+    let (mut mbs, mut ratios, mut cpu, mut cpu_ratios) = (
+        vec![Vec::new(); n],
+        vec![Vec::new(); n],
+        vec![Vec::new(); n],
+        vec![Vec::new(); n],
+    );
     for _ in 0..rounds {
-        let runs = [
-            tcp_bw(secs),
-            rdma_write_bw(false, Some(Duration::ZERO), secs),
-            rdma_write_bw(true, Some(Duration::ZERO), secs),
-            rdma_write_bw(false, Some(bp), secs),
-            rdma_write_bw(true, Some(bp), secs),
-            rdma_write_bw(false, None, secs),
-            rdma_write_bw(true, None, secs),
-        ];
-        for (b, r) in best.iter_mut().zip(runs) {
-            *b = b.max(r);
+        let mut runs = vec![tcp_bw(secs)];
+        for &(_, crc, busy, zc) in &configs {
+            runs.push(rdma_write_bw(crc, busy, zc, secs));
+        }
+        for (i, r) in runs.iter().enumerate() {
+            mbs[i].push(r.wall);
+            ratios[i].push(r.wall / runs[0].wall);
+            cpu[i].push(r.cpu);
+            cpu_ratios[i].push(r.cpu / runs[0].cpu);
         }
     }
-    let tcp = best[0];
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        format!("{lo:.2}-{hi:.2}")
+    };
+    // Wall-clock MB/s is what the target is about; MB per CPU second (all threads
+    // of the process) shows the data path's cost even when other work shares the machine.
+    // Busy polling burns CPU by design, so its CPU figures are not comparable.
     println!(
-        "{:<44} {:>12} {:>10}",
-        format!("bandwidth, 64 KiB messages (best of {rounds})"),
+        "{:<44} {:>8} {:>7} {:>10} {:>9} {:>7} {:>10}",
+        format!("bandwidth, 64 KiB messages (median of {rounds})"),
         "MB/s",
-        "vs TCP"
+        "vs TCP",
+        "range",
+        "MB/cpu-s",
+        "vs TCP",
+        "range"
     );
-    println!("{:<44} {:>12.0} {:>10.2}", "plain TCP stream", tcp, 1.0);
-    for (name, v) in [
-        ("RDMA Write, CRC off, busy poll 0", best[1]),
-        ("RDMA Write, CRC on,  busy poll 0", best[2]),
-        ("RDMA Write, CRC off, busy poll 50us", best[3]),
-        ("RDMA Write, CRC on,  busy poll 50us", best[4]),
-        ("RDMA Write, CRC off, manual progress", best[5]),
-        ("RDMA Write, CRC on,  manual progress", best[6]),
-    ] {
-        println!("{:<44} {:>12.0} {:>10.2}", name, v, v / tcp);
+    let names: Vec<&str> = std::iter::once("plain TCP stream")
+        .chain(configs.iter().map(|c| c.0))
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        println!(
+            "{:<44} {:>8.0} {:>7.2} {:>10} {:>9.0} {:>7.2} {:>10}",
+            name,
+            median(&mbs[i]),
+            median(&ratios[i]),
+            range(&ratios[i]),
+            median(&cpu[i]),
+            median(&cpu_ratios[i]),
+            range(&cpu_ratios[i])
+        );
     }
     println!();
     if std::env::args().any(|a| a == "--bw-only") {

@@ -24,7 +24,7 @@
 //! | in | out |
 //! |---|---|
 //! | [`QpEngine::post_send`], [`QpEngine::post_recv`] (immediate errors returned) | completions pushed to the QP's send/recv [`Cq`]s |
-//! | [`QpEngine::handle_stream`]`(now, bytes)` — bytes read from TCP | [`QpEngine::poll_transmit`] → bytes to write; [`QpEngine::transmit_done`]`(n)` after a (short) write |
+//! | [`QpEngine::handle_stream`]`(now, bytes)` — bytes read from TCP | [`QpEngine::poll_transmit`] → bytes to write; [`QpEngine::transmit_done`]`(n)` after a (short) write; or [`QpEngine::transmit_with`] → a gather list (with [`QpConfig::zero_copy_tx`], payloads as ranges of registered memory) for one vectored write |
 //! | [`QpEngine::handle_closed`]`(now, reason)` — TCP closed/reset | [`QpEngine::poll_event`] → [`QpEvent`] (state changes, setup result, Terminates, CQ overflow) |
 //! | [`QpEngine::handle_timeout`]`(now)` | [`QpEngine::poll_timeout`] → next deadline (MPA setup only) |
 //! | [`QpEngine::close`] — graceful disconnect | [`QpEngine::should_close_transport`] → close the TCP connection now |
@@ -37,11 +37,12 @@
 //!
 //! **Progress thread over kernel TCP** ([`rnic`]): one thread owns the
 //! engines of its QPs and an epoll set holding each QP's non-blocking TCP socket plus an
-//! eventfd that application threads signal after posting (posting goes through a
-//! `Mutex<QpEngine>` or a command queue the thread drains). On every wake-up the thread, for
+//! eventfd that application threads signal after posting (posts go into per-QP doorbell
+//! rings the thread drains into the engine). On every wake-up the thread, for
 //! each ready QP: reads what the socket has and calls `handle_stream(start.elapsed(), ..)`;
-//! loops `poll_transmit` → `write` → `transmit_done(n)` until the engine has nothing or the
-//! socket returns `EAGAIN` (then it waits for `EPOLLOUT`); drains `poll_event`; closes the
+//! loops `transmit_with` → gather `sendmsg` (payloads straight from registered memory)
+//! until the engine has nothing or the socket returns `EAGAIN` (then it waits for
+//! `EPOLLOUT`); drains `poll_event`; closes the
 //! socket when `should_close_transport()`; and sets the epoll timeout to the earliest
 //! `poll_timeout()`. Applications wait on [`Cq::wait`] or on a [`cq::CompletionChannel`] in
 //! their own epoll loop. The engine does the connection setup's MPA exchange itself once the
@@ -86,7 +87,9 @@ pub use cq::{
 pub use engine::{
     CloseReason, EngineError, PostError, QpConfig, QpEngine, QpEvent, QpState, Setup, SetupError,
 };
-pub use mem::{Access, Addressing, MemError, MemTable, MemoryRegion, MrOptions, Pd, RegisteredBuf};
+pub use mem::{
+    Access, Addressing, MemError, MemTable, MemoryRegion, MrOptions, Pd, RegisteredBuf, TxPart,
+};
 pub use rnic::{
     AdoptRole, CmError, ConnReqId, ConnectRequest, Event, Listener, ListenerId, ProgressMode, Qp,
     QpAttr, Rnic, RnicConfig, RnicError,

@@ -11,11 +11,20 @@
 //! read, so every FPDU is placed straight from the read buffer), the engine's
 //! `poll_transmit` output is written until the socket would block (then `EPOLLOUT` is
 //! awaited), engine events become [`Event`]s, and the socket is shut down when the engine
-//! says so. Reads are `read_chunk` bytes or more; each write takes everything the engine
-//! has generated (up to its transmit window).
+//! says so. Reads are `read_chunk` bytes or more; each write is one gather `sendmsg` of everything
+//! the engine has generated (up to its transmit window): headers and PAD + CRC from the
+//! engine, payloads straight from registered memory ([`RnicConfig::zero_copy_tx`]; with
+//! markers negotiated payloads are copied into the FPDUs instead).
 //!
-//! * **Progress thread** ([`ProgressMode::Thread`], the default): posting is a doorbell —
-//!   [`Qp::post_send`] locks the QP's engine for the duration of the post, marks the QP and
+//! * **Posting is a doorbell**: while a connection is up, [`Qp::post_send`] and
+//!   [`Qp::post_recv`] check the request as the engine would (SGE count, length,
+//!   operation, ORD, queue depth — the immediate errors of the verbs), append it to the
+//!   QP's send or receive ring (a lock of its own, held for the push only, never across a
+//!   socket call) and wake the core only when it sleeps. The core moves ring entries into
+//!   the engine at the start of every service of the QP, in posting order. Before the
+//!   connection starts and after it ends, posts go to the engine directly (a request that
+//!   raced with the end of the connection is flushed, not lost).
+//! * **Progress thread** ([`ProgressMode::Thread`], the default): a post marks the QP and
 //!   wakes the thread only when it sleeps. After the last piece of work the thread keeps
 //!   polling for [`RnicConfig::busy_poll`] (default 50 µs) before it sleeps in `epoll_wait`;
 //!   busy polling trades a core for latency (`softrnic write-lat --busy-poll-us 0` shows the
@@ -54,7 +63,8 @@
 //! the CQs); the runtime reports them as [`Event::TerminateSent`] /
 //! [`Event::TerminateReceived`], [`Event::QpError`] (the QP entered Error other than by a
 //! graceful disconnect) and [`Event::CqOverflow`], next to the connection events. Read them
-//! with [`Rnic::poll_event`] or [`Rnic::wait_event`].
+//! with [`Rnic::poll_event`] or [`Rnic::wait_event`], or put [`Rnic::event_fd`] (an eventfd
+//! readable while events are queued) into the application's own epoll loop.
 //!
 //! # Example
 //!
@@ -94,7 +104,8 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -132,6 +143,18 @@ pub struct RnicConfig {
     /// Use at most this EMSS, whatever `TCP_MAXSEG` says (e.g. 1448 to make FPDUs as on an
     /// Ethernet path even over loopback).
     pub max_emss: Option<u32>,
+    /// How long an accepted TCP connection may take to deliver its MPA Request before the
+    /// passive side closes it (default [`mpa::negotiate::REQUEST_TIMEOUT`], 5 s).
+    ///
+    /// RFC 5044 §7.1.3 (connection startup rules): the responder sends nothing until a
+    /// complete MPA Request has arrived, so without a limit a client that connects and stays
+    /// silent would hold its socket forever; the RFC leaves the wait to the implementation.
+    pub mpa_request_timeout: Duration,
+    /// Send FPDU payloads straight from registered memory with a gather `sendmsg` (default on; with
+    /// markers negotiated payloads are copied anyway). See
+    /// [`crate::QpConfig::zero_copy_tx`]; off copies every payload into the transmit
+    /// buffer first (the benchmark compares both).
+    pub zero_copy_tx: bool,
 }
 
 impl Default for RnicConfig {
@@ -141,6 +164,8 @@ impl Default for RnicConfig {
             busy_poll: Duration::from_micros(50),
             read_chunk: 256 * 1024,
             max_emss: None,
+            mpa_request_timeout: mpa::negotiate::REQUEST_TIMEOUT,
+            zero_copy_tx: true,
         }
     }
 }
@@ -160,6 +185,9 @@ pub struct QpAttr {
     pub rq_depth: usize,
     /// Maximum SGEs per work request (at least 6).
     pub max_sge: usize,
+    /// Initiator interop quirk (zero: off): hold the first FPDU this long after the MPA
+    /// Reply arrives ([`crate::QpConfig::first_fpdu_delay`]; Linux siw 6.1's accept race).
+    pub first_fpdu_delay: Duration,
 }
 
 impl QpAttr {
@@ -172,6 +200,7 @@ impl QpAttr {
             sq_depth: 256,
             rq_depth: 256,
             max_sge: crate::wr::MIN_MAX_SGE,
+            first_fpdu_delay: Duration::ZERO,
         }
     }
 }
@@ -379,11 +408,131 @@ pub(crate) struct QpShared {
     pub(crate) status: Mutex<ConnStatus>,
     pub(crate) status_cv: Condvar,
     pub(crate) destroyed: AtomicBool,
+    /// Doorbell rings: work requests posted while the core serves the engine, moved into
+    /// it by the core at the start of every service of the QP.
+    pub(crate) sq_ring: Ring<SendWr>,
+    pub(crate) rq_ring: Ring<RecvWr>,
+    /// The rings are served: a connection is active and its engine takes posts (Idle or
+    /// RTS). Otherwise posts go to the engine directly, under its lock.
+    pub(crate) ring_open: AtomicBool,
+    /// The session's ORD is 0 (RDMA Reads and atomics are refused at post time).
+    pub(crate) ord_zero: AtomicBool,
+}
+
+/// A per-QP doorbell ring: posting appends under a lock of its own that is held only for
+/// the push or the take (never across a socket call, unlike the engine's), so posting
+/// does not wait for the progress core's reads and writes.
+#[derive(Debug)]
+pub(crate) struct Ring<T> {
+    q: Mutex<VecDeque<T>>,
+    /// Work requests of this queue in the engine (as of the core's last look), for the
+    /// queue-full check at post time.
+    in_engine: AtomicUsize,
+}
+
+impl<T> Default for Ring<T> {
+    fn default() -> Self {
+        Ring {
+            q: Mutex::new(VecDeque::new()),
+            in_engine: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<T> Ring<T> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
+        self.q.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends `wr` unless the queue (engine + ring) holds `depth` already.
+    ///
+    /// The engine's count is published by the core after it has served the engine, so a
+    /// completion can be polled before its slot shows as free here. Before refusing, the
+    /// count is taken from the engine itself (`refresh`, which locks the engine and then
+    /// this ring, in the core's order); only a queue that is really full is refused.
+    fn push(&self, wr: T, depth: usize, refresh: impl FnOnce()) -> Result<(), PostError> {
+        let wr = match self.try_push(wr, depth) {
+            Ok(()) => return Ok(()),
+            Err(wr) => wr,
+        };
+        refresh();
+        self.try_push(wr, depth)
+            .map_err(|_| PostError::QueueFull { depth })
+    }
+
+    fn try_push(&self, wr: T, depth: usize) -> Result<(), T> {
+        let mut q = self.lock();
+        if q.len() + self.in_engine.load(Ordering::SeqCst) >= depth {
+            return Err(wr);
+        }
+        q.push_back(wr);
+        Ok(())
+    }
+
+    /// Takes everything queued, counting it as in the engine.
+    fn take(&self) -> VecDeque<T> {
+        let mut q = self.lock();
+        self.in_engine.fetch_add(q.len(), Ordering::SeqCst);
+        std::mem::take(&mut *q)
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Records the engine's count (under the ring lock, so a concurrent push sees it and
+    /// the ring consistently).
+    fn set_in_engine(&self, n: usize) {
+        let q = self.lock();
+        self.in_engine.store(n, Ordering::SeqCst);
+        drop(q);
+    }
 }
 
 impl QpShared {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Slot> {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the rings' work requests into the engine (whose slot the caller holds), in
+    /// posting order; receives first, so data read next finds them.
+    pub(crate) fn drain_rings(&self, eng: &mut QpEngine) {
+        for wr in self.rq_ring.take() {
+            let id = wr.wr_id;
+            if eng.post_recv(wr).is_err() {
+                // Accepted at post time; the QP left RTS since.
+                let _ =
+                    self.attr
+                        .recv_cq
+                        .push(Wc::new(self.id, id, WcOpcode::Recv, WcStatus::Flushed));
+            }
+        }
+        for wr in self.sq_ring.take() {
+            eng.post_send_accepted(wr);
+        }
+    }
+
+    /// After serving the engine: publishes its queue counts and whether the rings stay
+    /// open (`open`: the connection goes on and the engine takes posts). Closing them
+    /// drains what is left into the engine, which flushes it if it no longer takes posts.
+    pub(crate) fn publish_engine(&self, eng: &mut QpEngine, open: bool) {
+        let open = open && matches!(eng.state(), QpState::Idle | QpState::Rts);
+        self.ring_open.store(open, Ordering::SeqCst);
+        if !open {
+            self.drain_rings(eng);
+        }
+        self.sq_ring.set_in_engine(eng.sq_outstanding());
+        self.rq_ring.set_in_engine(eng.rq_posted());
+    }
+
+    /// Publishes the engine's queue counts now (a post found its ring full by the count
+    /// the core published last).
+    fn refresh_counts(&self) {
+        let s = self.lock();
+        if let Some(e) = s.engine.as_ref() {
+            self.sq_ring.set_in_engine(e.sq_outstanding());
+            self.rq_ring.set_in_engine(e.rq_posted());
+        }
     }
 
     pub(crate) fn set_status(&self, s: ConnStatus) {
@@ -425,6 +574,8 @@ pub(crate) enum Cmd {
     Adopt(Arc<QpShared>, std::net::TcpStream, Setup),
     Disconnect(Arc<QpShared>),
     Destroy(Arc<QpShared>),
+    /// Answer the inode of the QP's TCP socket (`None`: no active connection).
+    SocketInode(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),
 }
 
 /// State shared by the application threads and the progress core.
@@ -441,6 +592,8 @@ pub(crate) struct Shared {
     pub(crate) waker: mio::Waker,
     pub(crate) events: Mutex<VecDeque<Event>>,
     pub(crate) events_cv: Condvar,
+    /// Readable while `events` is not empty ([`Rnic::event_fd`]).
+    event_fd: OwnedFd,
     /// Connection requests reported and not yet accepted or rejected.
     pub(crate) pending: Mutex<HashSet<ConnReqId>>,
     pub(crate) qps: Mutex<Vec<Arc<QpShared>>>,
@@ -468,11 +621,23 @@ impl Shared {
     }
 
     pub(crate) fn publish(&self, ev: Event) {
-        self.events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(ev);
+        let mut q = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        q.push_back(ev);
+        // Under the queue lock, so the eventfd's readiness always matches the queue. A
+        // failed write only means the counter is already (very) readable.
+        let _ = rustix::io::write(&self.event_fd, &1u64.to_ne_bytes());
+        drop(q);
         self.events_cv.notify_all();
+    }
+
+    /// Called with the queue locked after taking events out: an emptied queue makes the
+    /// eventfd unreadable again.
+    fn events_taken(&self, q: &VecDeque<Event>) {
+        if q.is_empty() {
+            let mut b = [0u8; 8];
+            // EAGAIN (already unreadable) is fine.
+            let _ = rustix::io::read(&self.event_fd, &mut b);
+        }
     }
 
     fn manual(&self) -> bool {
@@ -579,6 +744,11 @@ impl Rnic {
         let waker = mio::Waker::new(poll.registry(), crate::transport::WAKER)?;
         let mode = cfg.progress;
         let core = Core::new(poll, cfg.read_chunk);
+        let event_fd = rustix::event::eventfd(
+            0,
+            rustix::event::EventfdFlags::NONBLOCK | rustix::event::EventfdFlags::CLOEXEC,
+        )
+        .map_err(std::io::Error::from)?;
         let shared = Arc::new(Shared {
             cfg,
             mem: MemTable::new(),
@@ -589,6 +759,7 @@ impl Rnic {
             waker,
             events: Mutex::new(VecDeque::new()),
             events_cv: Condvar::new(),
+            event_fd,
             pending: Mutex::new(HashSet::new()),
             qps: Mutex::new(Vec::new()),
             core: Mutex::new(Some(core)),
@@ -648,6 +819,10 @@ impl Rnic {
             status: Mutex::new(ConnStatus::Unconnected),
             status_cv: Condvar::new(),
             destroyed: AtomicBool::new(false),
+            sq_ring: Ring::default(),
+            rq_ring: Ring::default(),
+            ring_open: AtomicBool::new(false),
+            ord_zero: AtomicBool::new(false),
         });
         self.shared
             .qps
@@ -814,10 +989,12 @@ impl Rnic {
                 let pos = q
                     .iter()
                     .position(|e| matches!(e, Event::ConnectRequest(r) if r.listener == id))?;
-                match q.remove(pos) {
+                let r = match q.remove(pos) {
                     Some(Event::ConnectRequest(r)) => Some(r),
                     _ => None,
-                }
+                };
+                sh.events_taken(&q);
+                r
             },
             |d| {
                 let q = sh.events.lock().unwrap_or_else(|p| p.into_inner());
@@ -881,6 +1058,60 @@ impl Rnic {
         Ok(())
     }
 
+    /// Waits until everything `qp` has sent is acknowledged by the peer's TCP: no send work
+    /// request is outstanding and the kernel socket holds no unacknowledged byte (its
+    /// `tx_queue` in `/proc/net/tcp`). RDMA Write and Send completions come when the data
+    /// was handed to the socket, so an application calls this before a closing exchange on
+    /// another connection, or before a disconnect, that must not overtake the data.
+    ///
+    /// Fails with [`RnicError::Timeout`] after `timeout` (e.g. a peer that does not read),
+    /// and with an [`std::io::ErrorKind::NotConnected`] I/O error when `qp` has no
+    /// connection (any more).
+    pub fn wait_tx_acked(&self, qp: &Qp, timeout: Duration) -> Result<(), RnicError> {
+        self.check_qp(qp)?;
+        let start = Instant::now();
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.shared.command(Cmd::SocketInode(qp.inner.clone(), tx));
+        self.kick();
+        let not_connected = || {
+            RnicError::Io(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                format!("QP {:?} has no TCP connection", qp.id()),
+            ))
+        };
+        let ino = loop {
+            match rx.recv_timeout(Duration::from_millis(2)) {
+                Ok(Some(ino)) => break ino,
+                Ok(None) => return Err(not_connected()),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(RnicError::Closed);
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if start.elapsed() >= timeout {
+                return Err(RnicError::Timeout);
+            }
+            self.kick();
+        };
+        loop {
+            if qp.sq_outstanding() == 0 {
+                match crate::transport::tcp_unacked(ino)? {
+                    Some(0) => return Ok(()),
+                    Some(_) => {}
+                    None => return Err(not_connected()),
+                }
+            }
+            if start.elapsed() >= timeout {
+                return Err(RnicError::Timeout);
+            }
+            if self.shared.manual() {
+                let _ = self.shared.advance(Duration::from_millis(1));
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
     /// Waits until `qp`'s TCP connection has closed.
     pub fn wait_disconnected(&self, qp: &Qp, timeout: Duration) -> Result<CloseReason, RnicError> {
         let q = &qp.inner;
@@ -900,11 +1131,22 @@ impl Rnic {
 
     /// The next event, if any.
     pub fn poll_event(&self) -> Option<Event> {
-        self.shared
-            .events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
+        let mut q = self.shared.events.lock().unwrap_or_else(|p| p.into_inner());
+        let ev = q.pop_front();
+        self.shared.events_taken(&q);
+        ev
+    }
+
+    /// The RNIC's event channel: an eventfd (non-blocking, close-on-exec) that is readable
+    /// exactly while events are queued, so an application can put it into its own
+    /// epoll/poll loop next to its CQ completion channels and call [`Rnic::poll_event`]
+    /// until `None` when it fires (as with `rdma_cm`'s event channel fd). Do not read the fd
+    /// yourself: taking the last event makes it unreadable again.
+    ///
+    /// In [`ProgressMode::Manual`] events are produced by [`Rnic::advance`]; the fd only
+    /// tells that some are waiting.
+    pub fn event_fd(&self) -> BorrowedFd<'_> {
+        self.shared.event_fd.as_fd()
     }
 
     /// Waits up to `timeout` for the next event (driving progress in manual mode).
@@ -1027,17 +1269,42 @@ impl Qp {
 
     /// Posts a send-queue work request (the doorbell). The QP must have a connection
     /// started ([`QpState::Idle`] during setup is fine; the request waits).
+    ///
+    /// While the connection is up the request goes into the QP's doorbell ring (checked
+    /// as the engine would: SGE count, length, operation, ORD, queue depth) and the
+    /// progress core takes it from there; posting never waits for the core's socket
+    /// calls. The core is woken only when it sleeps.
     pub fn post_send(&self, wr: SendWr) -> Result<(), PostError> {
-        let mut s = self.inner.lock();
-        match s.engine.as_mut() {
-            Some(e) => e.post_send(wr)?,
-            None => return Err(PostError::InvalidState(QpState::Idle)),
+        let q = &self.inner;
+        if q.ring_open.load(Ordering::SeqCst) {
+            QpEngine::check_send(&wr, q.attr.max_sge, q.ord_zero.load(Ordering::SeqCst))?;
+            q.sq_ring.push(wr, q.attr.sq_depth, || q.refresh_counts())?;
+            self.after_ring_push();
+        } else {
+            let mut s = q.lock();
+            match s.engine.as_mut() {
+                Some(e) => {
+                    q.drain_rings(e);
+                    e.post_send(wr)?;
+                }
+                None => return Err(PostError::InvalidState(QpState::Idle)),
+            }
         }
-        drop(s);
-        self.inner.tx_pending.store(true, Ordering::SeqCst);
+        q.tx_pending.store(true, Ordering::SeqCst);
         self.rnic.ring();
         self.rnic.post_kick();
         Ok(())
+    }
+
+    /// A push into a ring raced with the core closing the rings: move it into the engine
+    /// here (the core may have drained before the push).
+    fn after_ring_push(&self) {
+        if !self.inner.ring_open.load(Ordering::SeqCst) {
+            let mut s = self.inner.lock();
+            if let Some(e) = s.engine.as_mut() {
+                self.inner.drain_rings(e);
+            }
+        }
     }
 
     /// Posts several send work requests under one lock and one doorbell. Stops at the first
@@ -1046,20 +1313,35 @@ impl Qp {
         &self,
         wrs: impl IntoIterator<Item = SendWr>,
     ) -> Result<usize, (usize, PostError)> {
-        let mut s = self.inner.lock();
-        let Some(e) = s.engine.as_mut() else {
-            return Err((0, PostError::InvalidState(QpState::Idle)));
-        };
+        let q = &self.inner;
         let mut n = 0;
         let mut err = None;
-        for wr in wrs {
-            if let Err(x) = e.post_send(wr) {
-                err = Some(x);
-                break;
+        if q.ring_open.load(Ordering::SeqCst) {
+            let ord_zero = q.ord_zero.load(Ordering::SeqCst);
+            for wr in wrs {
+                let r = QpEngine::check_send(&wr, q.attr.max_sge, ord_zero)
+                    .and_then(|()| q.sq_ring.push(wr, q.attr.sq_depth, || q.refresh_counts()));
+                if let Err(x) = r {
+                    err = Some(x);
+                    break;
+                }
+                n += 1;
             }
-            n += 1;
+            self.after_ring_push();
+        } else {
+            let mut s = q.lock();
+            let Some(e) = s.engine.as_mut() else {
+                return Err((0, PostError::InvalidState(QpState::Idle)));
+            };
+            q.drain_rings(e);
+            for wr in wrs {
+                if let Err(x) = e.post_send(wr) {
+                    err = Some(x);
+                    break;
+                }
+                n += 1;
+            }
         }
-        drop(s);
         if n > 0 {
             self.inner.tx_pending.store(true, Ordering::SeqCst);
             self.rnic.ring();
@@ -1072,9 +1354,26 @@ impl Qp {
     }
 
     /// Posts a receive buffer (allowed before the connection starts).
+    ///
+    /// While the connection is up the buffer goes into the QP's receive doorbell ring
+    /// (SGE count and queue depth checked here); the core moves it into the engine before
+    /// it reads from the socket again.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
+        let q = &self.inner;
+        if q.ring_open.load(Ordering::SeqCst) {
+            if wr.sgl.len() > q.attr.max_sge {
+                return Err(PostError::TooManySge {
+                    given: wr.sgl.len(),
+                    max: q.attr.max_sge,
+                });
+            }
+            q.rq_ring.push(wr, q.attr.rq_depth, || q.refresh_counts())?;
+            self.after_ring_push();
+            return Ok(());
+        }
         let mut s = self.inner.lock();
         if let Some(e) = s.engine.as_mut() {
+            q.drain_rings(e);
             e.post_recv(wr)?;
             drop(s);
             // A receive can unblock nothing on the transmit side, but the engine may have
@@ -1098,11 +1397,8 @@ impl Qp {
 
     /// Send work requests not yet completed.
     pub fn sq_outstanding(&self) -> usize {
-        self.inner
-            .lock()
-            .engine
-            .as_ref()
-            .map_or(0, |e| e.sq_outstanding())
+        let s = self.inner.lock();
+        s.engine.as_ref().map_or(0, |e| e.sq_outstanding()) + self.inner.sq_ring.len()
     }
 
     /// Receive work requests posted and not yet completed.
@@ -1111,6 +1407,7 @@ impl Qp {
         s.engine
             .as_ref()
             .map_or(s.early_recv.len(), |e| e.rq_posted())
+            + self.inner.rq_ring.len()
     }
 }
 
@@ -1133,5 +1430,77 @@ pub(crate) fn setup_event(qp: QpId, err: &SetupError) -> (Event, CmError) {
             },
             CmError::Setup(e.clone()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mem::{Access, MrOptions};
+
+    /// Posting is a doorbell: with the connection up, `post_send` and `post_recv` return
+    /// while the progress core holds the engine (here: the test holds its lock, as the
+    /// core does during a socket write), and the work runs once the core gets the engine.
+    #[test]
+    fn posts_do_not_wait_for_the_engine_lock() {
+        let t = Duration::from_secs(5);
+        let (a, b) = (
+            Rnic::open(RnicConfig::default()).unwrap(),
+            Rnic::open(RnicConfig::default()).unwrap(),
+        );
+        let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+        let (ca, cb) = (Cq::new(16), Cq::new(16));
+        let qa = a
+            .create_qp(QpAttr::new(pa, ca.clone(), ca.clone()))
+            .unwrap();
+        let qb = b
+            .create_qp(QpAttr::new(pb, cb.clone(), cb.clone()))
+            .unwrap();
+        let l = b.listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        std::thread::scope(|s| {
+            let h = s.spawn(|| b.accept_blocking(&l, &qb, mpa::Config::default(), t));
+            a.connect_blocking(&qa, l.local_addr, mpa::Config::default(), t)
+                .unwrap();
+            h.join().unwrap().unwrap();
+        });
+        let src = a
+            .mem()
+            .register_new(pa, 64, MrOptions::new(Access::NONE))
+            .unwrap();
+        let dst = b
+            .mem()
+            .register_new(pb, 64, MrOptions::new(Access::LOCAL_WRITE))
+            .unwrap();
+        src.buf().write_at(0, b"ring").unwrap();
+
+        let held_b = qb.inner.lock();
+        let held_a = qa.inner.lock();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let r1 = qb.post_recv(RecvWr::new(7, vec![dst.sge(0, 64)]));
+                let r2 = qa.post_send(SendWr::send(8, vec![src.sge(0, 4)]));
+                tx.send((r1.is_ok(), r2.is_ok())).unwrap();
+            });
+            let posted = rx.recv_timeout(Duration::from_secs(2));
+            assert_eq!(
+                posted,
+                Ok((true, true)),
+                "posts returned with the engine locked"
+            );
+            assert_eq!(qa.inner.sq_ring.len(), 1);
+            assert_eq!(qb.inner.rq_ring.len(), 1);
+            drop(held_a);
+            drop(held_b);
+        });
+        assert!(cb.wait(t));
+        let wc = cb.poll_one().unwrap();
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.byte_len),
+            (7, WcStatus::Success, 4)
+        );
+        assert_eq!(dst.buf().read_range(0..4).unwrap(), b"ring");
+        assert!(ca.wait(t));
+        assert_eq!(ca.poll_one().unwrap().wr_id, 8);
     }
 }

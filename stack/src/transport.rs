@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -448,6 +449,13 @@ impl Core {
                 }
                 self.start_active(shared, t, sock, qp, setup, None);
             }
+            Cmd::SocketInode(qp, reply) => {
+                let ino = self.find_qp(&qp).and_then(|t| match self.conns.get(&t) {
+                    Some(Conn::Active(a)) => socket_inode(&a.sock),
+                    _ => None,
+                });
+                let _ = reply.try_send(ino);
+            }
             Cmd::Disconnect(qp) => {
                 let t = self.find_qp(&qp);
                 match t.and_then(|t| self.conns.get(&t).map(|c| (t, c))) {
@@ -455,6 +463,8 @@ impl Core {
                         {
                             let mut s = qp.lock();
                             if let Some(e) = s.engine.as_mut() {
+                                // Work posted before the disconnect still completes.
+                                qp.drain_rings(e);
                                 e.close();
                             }
                         }
@@ -477,10 +487,12 @@ impl Core {
                         // Unread data makes the kernel send a reset: an abortive close.
                         let _ = a.sock.shutdown(Shutdown::Both);
                         let mut s = qp.lock();
-                        if let Some(e) = s.engine.as_mut()
-                            && !a.closed
-                        {
-                            e.handle_closed(now, CloseReason::Local);
+                        if let Some(e) = s.engine.as_mut() {
+                            // Rings closed and drained; the close below flushes it all.
+                            qp.publish_engine(e, false);
+                            if !a.closed {
+                                e.handle_closed(now, CloseReason::Local);
+                            }
                         }
                         drain_events(shared, &qp, s.engine.as_mut());
                     }
@@ -558,6 +570,8 @@ impl Core {
         cfg.rq_depth = attr.rq_depth;
         cfg.max_sge = attr.max_sge;
         cfg.emss = emss;
+        cfg.zero_copy_tx = shared.cfg.zero_copy_tx;
+        cfg.first_fpdu_delay = attr.first_fpdu_delay;
         let mut engine = match QpEngine::new(cfg, shared.mem.clone(), setup, now) {
             Ok(e) => e,
             Err(e) => {
@@ -584,6 +598,8 @@ impl Core {
             if let Some(buf) = already_read {
                 engine.handle_stream(now, &buf);
             }
+            // Posts go to the doorbell rings from now on.
+            qp.publish_engine(&mut engine, true);
             s.engine = Some(engine);
         }
         self.conns.insert(
@@ -618,7 +634,7 @@ impl Core {
                     {
                         continue;
                     }
-                    let deadline = Some(self.now() + mpa::negotiate::REQUEST_TIMEOUT);
+                    let deadline = Some(self.now() + shared.cfg.mpa_request_timeout);
                     self.conns.insert(
                         nt,
                         Conn::Incoming {
@@ -818,6 +834,9 @@ impl Core {
         let Some(eng) = slot.engine.as_mut() else {
             return;
         };
+        // Work posted through the doorbell rings enters the engine before anything is
+        // read (receives) or written (sends).
+        qp.drain_rings(eng);
         let mut finished = false;
         let mut eof = false;
         let mut reset = false;
@@ -832,6 +851,9 @@ impl Core {
                     }
                     Ok(n) => {
                         a.rx.end += n;
+                        // A receive posted before these bytes arrived must be there when
+                        // they are processed, even if it was posted during this service.
+                        qp.drain_rings(eng);
                         let took = if a.shut.is_none() {
                             eng.handle_stream_partial(now, a.rx.pending())
                         } else {
@@ -853,16 +875,16 @@ impl Core {
                 }
             }
         }
-        // Transmit until the engine has nothing or the socket is full.
+        // Transmit until the engine has nothing or the socket is full: one gather sendmsg per
+        // batch, payloads straight from registered memory (zero-copy transmit).
         while a.writable && a.shut.is_none() && !reset {
-            let Some(b) = eng.poll_transmit() else {
-                break;
-            };
-            match a.sock.write(b) {
-                Ok(n) => eng.transmit_done(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => a.writable = false,
-                Err(e) if is_transient(&e) => {}
-                Err(_) => reset = true,
+            let sock = &a.sock;
+            match eng.transmit_with(|parts| crate::mem::write_parts(sock.as_fd(), parts)) {
+                None => break,
+                Some(Ok(_)) => {}
+                Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => a.writable = false,
+                Some(Err(e)) if is_transient(&e) => {}
+                Some(Err(_)) => reset = true,
             }
         }
         if reset && !a.closed {
@@ -893,7 +915,8 @@ impl Core {
             }
             finished = true;
         }
-        drain_events(shared, &qp, Some(eng));
+        drain_events(shared, &qp, Some(&mut *eng));
+        qp.publish_engine(eng, !finished);
         drop(slot);
         if finished {
             self.remove(t);
@@ -956,10 +979,11 @@ impl Core {
                     let _ = self.poll.registry().deregister(&mut a.sock);
                     let _ = a.sock.shutdown(Shutdown::Both);
                     let mut s = a.qp.lock();
-                    if let Some(e) = s.engine.as_mut()
-                        && !a.closed
-                    {
-                        e.handle_closed(now, CloseReason::Local);
+                    if let Some(e) = s.engine.as_mut() {
+                        a.qp.publish_engine(e, false);
+                        if !a.closed {
+                            e.handle_closed(now, CloseReason::Local);
+                        }
                     }
                     drain_events(shared, &a.qp, s.engine.as_mut());
                 }
@@ -973,6 +997,58 @@ impl Core {
             }
         }
     }
+}
+
+/// The inode number of a socket (`/proc/self/fd/N` links to `socket:[INODE]`), which names
+/// it in `/proc/net/tcp`.
+fn socket_inode(sock: &TcpStream) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let link = std::fs::read_link(format!("/proc/self/fd/{}", sock.as_raw_fd())).ok()?;
+    let s = link.to_str()?;
+    s.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// The bytes the TCP socket with inode `ino` holds that the peer's TCP has not
+/// acknowledged (`tx_queue` of `/proc/self/net/tcp{,6}`: write_seq - snd_una, unsent and
+/// unacknowledged data and a FIN), or `None` when no such socket exists (any more).
+pub(crate) fn tcp_unacked(ino: u64) -> io::Result<Option<u64>> {
+    let want = ino.to_string();
+    let mut read_any = false;
+    for file in ["/proc/self/net/tcp", "/proc/self/net/tcp6"] {
+        let text = match std::fs::read_to_string(file) {
+            Ok(t) => t,
+            // No IPv6 (or no IPv4) in this kernel.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        read_any = true;
+        // "sl local rem st tx_queue:rx_queue tr:when retrnsmt uid timeout inode ..."
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().take(10).collect();
+            if f.get(9) != Some(&want.as_str()) {
+                continue;
+            }
+            let tx = f
+                .get(4)
+                .and_then(|q| q.split(':').next())
+                .and_then(|h| u64::from_str_radix(h, 16).ok());
+            return match tx {
+                Some(n) => Ok(Some(n)),
+                None => Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{file}: unreadable line {line:?}"),
+                )),
+            };
+        }
+    }
+    if !read_any {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "neither /proc/self/net/tcp nor /proc/self/net/tcp6 is readable (is /proc mounted?): \
+             cannot see the socket's unacknowledged bytes",
+        ));
+    }
+    Ok(None)
 }
 
 fn fail_connect(shared: &Shared, qp: &Arc<QpShared>, error: CmError) {
@@ -989,6 +1065,7 @@ fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>)
     while let Some(ev) = eng.poll_event() {
         match ev {
             QpEvent::Established(s) => {
+                qp.ord_zero.store(s.ord == 0, Ordering::SeqCst);
                 qp.set_status(ConnStatus::Connected(s.clone()));
                 shared.publish(Event::Established { qp: id, session: s });
             }

@@ -1,5 +1,6 @@
 //! Property test: random sequences of operations over random framings (CRC, markers per
-//! direction, EMSS) and random re-chunking / short writes of the byte stream; every byte
+//! direction, EMSS), copying or zero-copy transmit (gather lists resumed mid-piece after
+//! short writes), and random re-chunking / short writes of the byte stream; every byte
 //! placed is checked against a model, and every work request completes successfully in
 //! posting order.
 
@@ -89,8 +90,11 @@ proptest! {
         max_chunk in prop_oneof![Just(0usize), 1..64usize, 64..5000usize],
         short_writes in any::<bool>(),
         seed in any::<u64>(),
+        zero_copy in any::<bool>(),
     ) {
-        let o = Opts { crc, markers_ab, markers_ba, emss, ord_a: 3, ird_b: 3, ..Opts::default() };
+        let o = Opts {
+            crc, markers_ab, markers_ba, emss, ord_a: 3, ird_b: 3, zero_copy, ..Opts::default()
+        };
         let mut p = Pair::established(&o)
             .with_chunking(Chunking { max_chunk, short_writes, seed });
         let a_src = p.a.mr(REGION);

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use stack::mem::TxPart;
 use stack::mpa::{self, ConnFrame, Deframer, Role, RxConfig, Session};
 use stack::rdmap::{Header, Message, Terminate};
 use stack::{
@@ -138,6 +139,9 @@ pub struct Opts {
     /// Give b the responder role (it then waits for a's first FPDU before sending).
     pub roles: bool,
     pub emss: u32,
+    /// Both engines transmit zero-copy ([`QpConfig::zero_copy_tx`]) and the pipes take
+    /// their bytes through `transmit_with` gather lists.
+    pub zero_copy: bool,
 }
 
 impl Default for Opts {
@@ -152,6 +156,7 @@ impl Default for Opts {
             ord_b: 8,
             roles: false,
             emss: 1448,
+            zero_copy: false,
         }
     }
 }
@@ -193,6 +198,27 @@ pub struct Pair {
     pub wire_ba: Vec<u8>,
     /// Mutates bytes in flight a→b: (offset in the a→b stream, chunk).
     pub tamper_ab: Option<Tamper>,
+    /// Take bytes through `transmit_with` (gather lists) instead of `poll_transmit`.
+    pub vectored: bool,
+}
+
+/// The first `n` bytes of a gather list, flattened.
+pub fn flatten(parts: &[TxPart<'_>], n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n);
+    for p in parts {
+        let left = n - out.len();
+        if left == 0 {
+            break;
+        }
+        let k = p.len().min(left);
+        match *p {
+            TxPart::Bytes(b) => out.extend_from_slice(&b[..k]),
+            TxPart::Mem { buf, offset, .. } => {
+                out.extend_from_slice(&buf.read_range(offset..offset + k).expect("in bounds"))
+            }
+        }
+    }
+    out
 }
 
 impl Pair {
@@ -206,6 +232,7 @@ impl Pair {
             wire_ab: Vec::new(),
             wire_ba: Vec::new(),
             tamper_ab: None,
+            vectored: false,
         }
     }
 
@@ -225,10 +252,18 @@ impl Pair {
             o.ord_a,
         );
         let sb = session(rb, o.crc, o.markers_ba, o.markers_ab, o.ird_b, o.ord_b);
-        let emss = o.emss;
-        let a = Side::new(1, Setup::Established(sa), |c| c.emss = emss);
-        let b = Side::new(2, Setup::Established(sb), |c| c.emss = emss);
-        Pair::new(a, b)
+        let (emss, zc) = (o.emss, o.zero_copy);
+        let a = Side::new(1, Setup::Established(sa), |c| {
+            c.emss = emss;
+            c.zero_copy_tx = zc;
+        });
+        let b = Side::new(2, Setup::Established(sb), |c| {
+            c.emss = emss;
+            c.zero_copy_tx = zc;
+        });
+        let mut p = Pair::new(a, b);
+        p.vectored = zc;
+        p
     }
 
     /// Two engines that negotiate MPA between themselves.
@@ -253,18 +288,37 @@ impl Pair {
         if src.closed {
             return false;
         }
-        let Some(bytes) = src.eng.poll_transmit() else {
-            return false;
+        let (rng, chunking) = (&mut self.rng, &self.chunking);
+        let mut cut = |total: usize| {
+            let mut n = total;
+            if chunking.max_chunk > 0 {
+                n = n.min(rng.between1(chunking.max_chunk));
+            }
+            if chunking.short_writes {
+                n = rng.between1(n);
+            }
+            n
         };
-        let mut n = bytes.len();
-        if self.chunking.max_chunk > 0 {
-            n = n.min(self.rng.between1(self.chunking.max_chunk));
-        }
-        if self.chunking.short_writes {
-            n = self.rng.between1(n);
-        }
-        let mut chunk = bytes[..n].to_vec();
-        src.eng.transmit_done(n);
+        let mut chunk = if self.vectored {
+            let mut taken = Vec::new();
+            let r = src.eng.transmit_with(|parts| {
+                let n = cut(parts.iter().map(|p| p.len()).sum());
+                taken = flatten(parts, n);
+                Ok::<usize, ()>(n)
+            });
+            if r.is_none() {
+                return false;
+            }
+            taken
+        } else {
+            let Some(bytes) = src.eng.poll_transmit() else {
+                return false;
+            };
+            let n = cut(bytes.len());
+            let chunk = bytes[..n].to_vec();
+            src.eng.transmit_done(n);
+            chunk
+        };
         let wire = if ab {
             &mut self.wire_ab
         } else {

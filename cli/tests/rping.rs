@@ -1,0 +1,194 @@
+//! `softrnic rping` client against `softrnic rping` server, two processes over loopback:
+//! rping's ping-pong with -V, and every error injection (RFC 5040 §4.8 / RFC 5041 §7.2
+//! Terminates, memory untouched).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_softrnic"))
+}
+
+/// Starts a server on an ephemeral port (`-p 0 -d`) and returns it with its port, read from
+/// its "listening on" line.
+fn server(extra: &[&str]) -> (Child, u16) {
+    let mut child = bin()
+        .args([
+            "rping",
+            "-s",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "-d",
+            "--timeout",
+            "20",
+        ])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let t0 = Instant::now();
+    let port = loop {
+        let line = lines
+            .next()
+            .expect("server exited before listening")
+            .expect("read");
+        if let Some(a) = line.strip_prefix("rping: listening on ") {
+            break a.rsplit(':').next().unwrap().parse::<u16>().expect("port");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no listening line");
+    };
+    // Keep draining the debug output so the server never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    (child, port)
+}
+
+fn client(port: u16, extra: &[&str]) -> Output {
+    bin()
+        .args(["rping", "-c", "-a", "127.0.0.1", "--timeout", "20"])
+        .args(["-p", &port.to_string()])
+        .args(extra)
+        .output()
+        .expect("run client")
+}
+
+fn text(o: &[u8]) -> String {
+    String::from_utf8_lossy(o).into_owned()
+}
+
+/// rping's exchange, several pings with multi-segment RDMA Read and Write (EMSS 1448) and
+/// -V: both ends exit 0 and the client saw every echo intact.
+#[test]
+fn rping_client_server_validate() {
+    let (srv, port) = server(&["--emss", "1448"]);
+    let c = client(
+        port,
+        &["-C", "4", "-V", "-v", "-S", "5000", "--emss", "1448"],
+    );
+    let s = srv.wait_with_output().expect("server");
+    let out = text(&c.stdout);
+    assert_eq!(
+        c.status.code(),
+        Some(0),
+        "client: {out} {}",
+        text(&c.stderr)
+    );
+    assert_eq!(out.matches("ping data: rdma-ping-").count(), 4, "{out}");
+    assert!(out.contains("ping data: rdma-ping-3: DEFG"), "{out}");
+    assert!(out.contains("4 pings of 5000 bytes"), "{out}");
+    assert!(out.contains("data verified"), "{out}");
+    assert_eq!(s.status.code(), Some(0), "server: {}", text(&s.stdout));
+    assert!(
+        text(&s.stdout).contains("4 pings with"),
+        "{}",
+        text(&s.stdout)
+    );
+}
+
+/// Client-side injection: the server's RDMA Read Request / RDMA Write hits what the client
+/// advertised; the client must send RDMAP Remote Protection (Read, RFC 5040 §4.8) or DDP
+/// Tagged Buffer (Write, RFC 5041 §7.2) Terminates with the right code, leave its memory
+/// untouched and exit 4; the server sees its operation fail and exits 1.
+#[test]
+fn rping_client_injection_sends_rfc_terminate_memory_untouched() {
+    let cases = [
+        ("bad-stag", "read", "(layer 0x0, type 0x1, code 0x00)"),
+        ("out-of-bounds", "read", "(layer 0x0, type 0x1, code 0x01)"),
+        ("bad-stag", "write", "(layer 0x1, type 0x1, code 0x00)"),
+        ("out-of-bounds", "write", "(layer 0x1, type 0x1, code 0x01)"),
+    ];
+    for (inject, at, triple) in cases {
+        let (srv, port) = server(&[]);
+        let c = client(
+            port,
+            &[
+                "-C",
+                "3",
+                "-V",
+                "-S",
+                "3000",
+                "--inject",
+                inject,
+                "--inject-at",
+                at,
+            ],
+        );
+        let s = srv.wait_with_output().expect("server");
+        let out = text(&c.stdout);
+        assert_eq!(
+            c.status.code(),
+            Some(4),
+            "{inject} {at}: {out} {}",
+            text(&c.stderr)
+        );
+        assert!(out.contains("memory untouched"), "{out}");
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("rping client: Terminate sent:") && l.contains(triple)),
+            "{inject} {at}: {out}"
+        );
+        assert_eq!(s.status.code(), Some(1), "{inject} {at}: server {s:?}");
+    }
+}
+
+/// Server-side injection: our RDMA Read / Write uses an unadvertised STag or runs past the
+/// advertised buffer; the peer's Terminate is decoded, printed in words, and the server
+/// exits 3.
+#[test]
+fn rping_server_injection_receives_rfc_terminate() {
+    let cases = [
+        (
+            "bad-stag",
+            "read",
+            "RDMAP Remote Protection Error: Invalid STag",
+        ),
+        (
+            "out-of-bounds",
+            "read",
+            "RDMAP Remote Protection Error: Base or bounds violation",
+        ),
+        ("bad-stag", "write", "DDP Tagged Buffer Error: Invalid STag"),
+        (
+            "out-of-bounds",
+            "write",
+            "DDP Tagged Buffer Error: Base or bounds violation",
+        ),
+    ];
+    for (inject, at, words) in cases {
+        let (srv, port) = server(&["--inject", inject, "--inject-at", at]);
+        let c = client(port, &["-C", "3", "-V"]);
+        let s = srv.wait_with_output().expect("server");
+        let out = text(&s.stdout);
+        assert_eq!(s.status.code(), Some(3), "{inject} {at}: {out}");
+        assert!(
+            out.contains(&format!("rping server: Terminate received: {words}")),
+            "{inject} {at}: {out}"
+        );
+        assert_eq!(c.status.code(), Some(1), "{inject} {at}: client {c:?}");
+        assert!(
+            text(&c.stderr).contains("Terminate sent"),
+            "{}",
+            text(&c.stderr)
+        );
+    }
+}
+
+/// rping's argument rules: exactly one of -s/-c, sizes 26..=65535, a client needs -a.
+#[test]
+fn rping_rejects_bad_arguments() {
+    for args in [
+        &["rping", "-s", "-c"][..],
+        &["rping"][..],
+        &["rping", "-c", "-a", "127.0.0.1", "-S", "25"][..],
+        &["rping", "-c", "-a", "127.0.0.1", "-S", "65536"][..],
+        &["rping", "-c"][..],
+    ] {
+        let o = bin().args(args).output().expect("run");
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+    }
+}

@@ -1,0 +1,219 @@
+//! Posting through the per-QP doorbell rings keeps the verbs' immediate errors: the queue
+//! depth counts what is in the engine and what waits in the ring, malformed requests are
+//! refused at post time, and whatever is still queued is flushed, not lost, when the QP
+//! is destroyed.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use stack::mpa;
+use stack::{
+    Access, Cq, Event, MrOptions, PostError, ProgressMode, QpAttr, QpState, Rnic, RnicConfig,
+    SendWr, WcStatus,
+};
+
+const T: Duration = Duration::from_secs(5);
+
+fn manual() -> RnicConfig {
+    RnicConfig {
+        progress: ProgressMode::Manual,
+        ..RnicConfig::default()
+    }
+}
+
+/// Manual-progress pair: `b` is only advanced during setup, so RDMA Reads from `a` stay
+/// outstanding (their responses never come) for as long as the test wants.
+#[test]
+fn ring_posts_keep_queue_depth_and_validation_errors() {
+    let (a, b) = (Rnic::open(manual()).unwrap(), Rnic::open(manual()).unwrap());
+    let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+    let (ca, cb) = (Cq::new(64), Cq::new(64));
+    let mut attr = QpAttr::new(pa, ca.clone(), ca.clone());
+    attr.sq_depth = 4;
+    let qa = a.create_qp(attr).unwrap();
+    let qb = b
+        .create_qp(QpAttr::new(pb, cb.clone(), cb.clone()))
+        .unwrap();
+    let l = b
+        .listen("127.0.0.1:0".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    a.connect(&qa, l.local_addr, mpa::Config::default())
+        .unwrap();
+    let start = Instant::now();
+    while qa.state() != QpState::Rts || qb.state() != QpState::Rts {
+        assert!(start.elapsed() < T, "setup");
+        let _ = a.advance(Duration::from_millis(1));
+        let _ = b.advance(Duration::from_millis(1));
+        if let Some(Event::ConnectRequest(r)) = b.poll_event() {
+            b.accept(r.id, &qb, mpa::Config::default()).unwrap();
+        }
+    }
+    let sink = a
+        .mem()
+        .register_new(
+            pa,
+            4096,
+            MrOptions::new(Access::LOCAL_WRITE | Access::REMOTE_WRITE),
+        )
+        .unwrap();
+    let src = b
+        .mem()
+        .register_new(pb, 4096, MrOptions::new(Access::REMOTE_READ))
+        .unwrap();
+
+    // Four Reads fill the send queue (depth 4); b never answers.
+    for i in 0..4u64 {
+        let wr = SendWr::read(i, vec![sink.sge(i * 64, 64)], src.stag(), src.to_at(0));
+        qa.post_send(wr).unwrap();
+        let _ = a.advance(Duration::ZERO);
+    }
+    assert_eq!(qa.sq_outstanding(), 4);
+    let wr = SendWr::read(9, vec![sink.sge(0, 64)], src.stag(), src.to_at(0));
+    assert_eq!(qa.post_send(wr), Err(PostError::QueueFull { depth: 4 }));
+    // Refused at post time, as the engine would refuse it.
+    let many = (0..7).map(|i| sink.sge(i, 1)).collect();
+    assert!(matches!(
+        qa.post_send(SendWr::send(10, many)),
+        Err(PostError::TooManySge { given: 7, .. })
+    ));
+    let wrap = SendWr::write(11, vec![sink.sge(0, 64)], src.stag(), u64::MAX - 10);
+    assert!(matches!(qa.post_send(wrap), Err(PostError::InvalidWr(_))));
+    assert!(ca.is_empty(), "nothing completed");
+
+    // Destroy: the four Reads are flushed, none lost.
+    a.destroy_qp(&qa).unwrap();
+    let mut flushed = Vec::new();
+    let start = Instant::now();
+    while flushed.len() < 4 {
+        assert!(start.elapsed() < T, "flushes: {flushed:?}");
+        let _ = a.advance(Duration::from_millis(1));
+        while let Some(wc) = ca.poll_one() {
+            assert_eq!(wc.status, WcStatus::Flushed);
+            flushed.push(wc.wr_id);
+        }
+    }
+    assert_eq!(flushed, [0, 1, 2, 3]);
+}
+
+/// A receive posted through the ring before the matching Send was even posted is used
+/// for it, even while the receiving core is in the middle of a long service (here: large
+/// RDMA Writes streaming the same way), as the verbs promise.
+#[test]
+fn receive_posted_before_the_send_is_used_while_core_is_busy() {
+    let (a, b) = (
+        Rnic::open(RnicConfig::default()).unwrap(),
+        Rnic::open(RnicConfig::default()).unwrap(),
+    );
+    let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+    let (ca, cb) = (Cq::new(4096), Cq::new(4096));
+    let qa = a
+        .create_qp(QpAttr::new(pa, ca.clone(), ca.clone()))
+        .unwrap();
+    let qb = b
+        .create_qp(QpAttr::new(pb, cb.clone(), cb.clone()))
+        .unwrap();
+    let l = b
+        .listen("127.0.0.1:0".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| b.accept_blocking(&l, &qb, mpa::Config::default(), T));
+        a.connect_blocking(&qa, l.local_addr, mpa::Config::default(), T)
+            .unwrap();
+        h.join().unwrap().unwrap();
+    });
+    let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let big = 1 << 20;
+    let src = a.mem().register_new(pa, big, MrOptions::new(all)).unwrap();
+    let sink = b.mem().register_new(pb, big, MrOptions::new(all)).unwrap();
+    let rbuf = b.mem().register_new(pb, 64, MrOptions::new(all)).unwrap();
+    let start = Instant::now();
+    let (mut writes, mut sends) = (0u64, 0u64);
+    for i in 0..40u64 {
+        // Keep b's core busy reading 1 MiB Writes.
+        for k in 0..4 {
+            let wr = SendWr::write(
+                1_000_000 + 4 * i + k,
+                vec![src.sge(0, big as u32)],
+                sink.stag(),
+                sink.to_at(0),
+            );
+            qa.post_send(wr).unwrap();
+            writes += 1;
+        }
+        // Once a has handed them to TCP, b's core is still reading them: post now.
+        let mut handed = 0;
+        while handed < 4 {
+            assert!(start.elapsed() < T * 2, "writes not handed to TCP");
+            handed += ca.drain().iter().filter(|w| w.wr_id >= 1_000_000).count();
+            ca.wait(Duration::from_millis(1));
+        }
+        qb.post_recv(stack::RecvWr::new(i, vec![rbuf.sge(0, 64)]))
+            .unwrap();
+        qa.post_send(SendWr::send(i, vec![src.sge(0, 8)])).unwrap();
+        sends += 1;
+        let wc = loop {
+            assert!(start.elapsed() < T * 2, "receive {i} never completed");
+            if let Some(wc) = cb.poll_one() {
+                break wc;
+            }
+            cb.wait(Duration::from_millis(10));
+        };
+        assert_eq!((wc.wr_id, wc.status), (i, WcStatus::Success), "{wc:?}");
+    }
+    assert_eq!((writes, sends), (160, 40));
+}
+
+/// A slot freed by a completion is free the moment the completion can be polled: an
+/// application that keeps exactly `sq_depth` Writes outstanding and posts one more after
+/// each polled completion is never refused with `QueueFull`, even while the progress core
+/// has not yet published its new queue count.
+#[test]
+fn slot_is_free_as_soon_as_its_completion_is_polled() {
+    let (a, b) = (
+        Rnic::open(RnicConfig::default()).unwrap(),
+        Rnic::open(RnicConfig::default()).unwrap(),
+    );
+    let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+    let (ca, cb) = (Cq::new(64), Cq::new(64));
+    let mut attr = QpAttr::new(pa, ca.clone(), ca.clone());
+    attr.sq_depth = 4;
+    let qa = a.create_qp(attr).unwrap();
+    let qb = b
+        .create_qp(QpAttr::new(pb, cb.clone(), cb.clone()))
+        .unwrap();
+    let l = b
+        .listen("127.0.0.1:0".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| b.accept_blocking(&l, &qb, mpa::Config::default(), T));
+        a.connect_blocking(&qa, l.local_addr, mpa::Config::default(), T)
+            .unwrap();
+        h.join().unwrap().unwrap();
+    });
+    let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let src = a.mem().register_new(pa, 4096, MrOptions::new(all)).unwrap();
+    let sink = b.mem().register_new(pb, 4096, MrOptions::new(all)).unwrap();
+    let write = |id: u64| SendWr::write(id, vec![src.sge(0, 64)], sink.stag(), sink.to_at(0));
+    for id in 0..4 {
+        qa.post_send(write(id)).unwrap();
+    }
+    let start = Instant::now();
+    let (mut next, mut done) = (4u64, 0u64);
+    while done < 2000 {
+        assert!(
+            start.elapsed() < T * 2,
+            "writes stopped completing at {done}"
+        );
+        let Some(wc) = ca.poll_one() else {
+            ca.wait(Duration::from_millis(1));
+            continue;
+        };
+        assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+        done += 1;
+        if next < 2000 {
+            qa.post_send(write(next))
+                .unwrap_or_else(|e| panic!("post after {done} completions: {e}"));
+            next += 1;
+        }
+    }
+}
