@@ -10,5 +10,7 @@ pub mod decode;
 pub mod demo;
 pub mod mpa_args;
 pub mod perf;
+pub mod rping;
+pub mod sctp_perf;
 pub mod sim;
 pub mod tcp;

@@ -22,7 +22,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Decode the iWARP traffic (MPA, DDP, RDMAP) in pcap/pcapng captures.
+    /// Decode the iWARP traffic (MPA, DDP, RDMAP) and SCTP in pcap/pcapng captures.
     ///
     /// Every TCP connection is reassembled in both directions; connections that begin with an
     /// MPA Request are decoded: the MPA setup (revision, M/C/R/H flags, RFC 6581 IRD/ORD,
@@ -30,8 +30,16 @@ enum Command {
     /// stripped, CRC32c checked when negotiated) with its DDP and RDMAP headers. A summary per
     /// connection follows, with per-opcode counts.
     ///
+    /// SCTP packets, over IP (protocol 132) or UDP-encapsulated (RFC 6951, port 9899 or those
+    /// given with --sctp-udp-port), are grouped into associations by ports and verification
+    /// tags: every chunk is shown (DATA TSN/stream/SSN/PPID, SACK gaps and duplicates, INIT
+    /// parameters and addresses, ABORT/ERROR causes, ...), the CRC32c is checked, and DDP
+    /// segments (PPID 16, RFC 5043) are decoded as DDP/RDMAP. The SCTP summary gives both
+    /// directions' TSN ranges, DATA chunks and bytes, retransmissions and the paths (address
+    /// pairs) used; --counts adds one `sctp 0xNN CHUNK count` line per chunk type.
+    ///
     /// Exit status: 0 when everything decoded cleanly, 1 when a CRC error or a malformed frame
-    /// was found, 2 when a file could not be read.
+    /// or packet was found, 2 when a file could not be read.
     Decode {
         /// Capture files (pcap or pcapng; Ethernet, Linux cooked or raw IP link type).
         #[arg(required = true, value_name = "FILE")]
@@ -48,6 +56,18 @@ enum Command {
         /// Decode only the connection with this number (as numbered in the output).
         #[arg(long, value_name = "N")]
         conn: Option<usize>,
+        /// Decode only the SCTP association with this number (as numbered in the output).
+        #[arg(long, value_name = "N")]
+        assoc: Option<usize>,
+        /// UDP ports that carry SCTP (RFC 6951 encapsulation), comma-separated or repeated;
+        /// a datagram to or from any of them is decoded as SCTP.
+        #[arg(
+            long,
+            value_name = "PORT",
+            value_delimiter = ',',
+            default_value = "9899"
+        )]
+        sctp_udp_port: Vec<u16>,
     },
     /// Run RDMA Writes, Reads and Sends between two simulated RNICs over an impaired link.
     ///
@@ -70,23 +90,50 @@ enum Command {
     ///
     /// Exit status: 0 when everything verified, 1 otherwise.
     Demo,
-    /// RDMA Write bandwidth (perftest's ib_write_bw): server without an address, client with.
+    /// RDMA Write bandwidth, interoperating with perftest's `ib_write_bw -R`.
+    ///
+    /// Server without an address, client with one; give both ends the same test options,
+    /// as with perftest. The six perftest-style tools speak perftest's rdma_cm (-R)
+    /// protocol: a control connection carrying the parameter and result exchanges as
+    /// Sends, then the test connection, both to the same port; either end may be perftest.
     WriteBw(softrnic::perf::PerfArgs),
-    /// RDMA Write latency, ping-pong (perftest's ib_write_lat).
+    /// RDMA Write latency, ping-pong (perftest's `ib_write_lat -R`).
     WriteLat(softrnic::perf::PerfArgs),
-    /// RDMA Read bandwidth (perftest's ib_read_bw).
+    /// RDMA Read bandwidth (perftest's `ib_read_bw -R`).
     ReadBw(softrnic::perf::PerfArgs),
-    /// RDMA Read latency (perftest's ib_read_lat).
+    /// RDMA Read latency (perftest's `ib_read_lat -R`).
     ReadLat(softrnic::perf::PerfArgs),
-    /// Send bandwidth (perftest's ib_send_bw).
+    /// Send bandwidth (perftest's `ib_send_bw -R`).
     SendBw(softrnic::perf::PerfArgs),
-    /// Send latency, ping-pong (perftest's ib_send_lat).
+    /// Send latency, ping-pong (perftest's `ib_send_lat -R`).
     SendLat(softrnic::perf::PerfArgs),
+    /// rdma_cm ping-pong, wire-compatible with librdmacm's rping (-s server, -c client).
+    ///
+    /// The client advertises its start buffer, the server RDMA-Reads it, the client
+    /// advertises its rdma buffer, the server RDMA-Writes the data back; -V compares. Works
+    /// against Linux rping (siw, hardware RNICs) in both roles. --inject bad-stag|out-of-bounds
+    /// makes one advertisement (client) or one RDMA operation (server) invalid to check the
+    /// Terminate the RFCs prescribe.
+    ///
+    /// Exit status: 0 success, 1 failure, 2 bad arguments, 3 the injected error drew the
+    /// expected Terminate from the peer, 4 we sent the expected Terminate for the peer's
+    /// invalid access and our memory is untouched, 5 the peer's Terminate names the expected
+    /// error with Layer and Error Type exchanged (Linux siw 6.1 on x86 does this).
+    Rping(Box<softrnic::rping::RpingArgs>),
+    /// SCTP throughput, iperf-like (-s server, -c client), raw IPv4 or --udp-encap (RFC 6951).
+    ///
+    /// Multihoming: -B lists local addresses, -c the server's; path events (UP, DOWN,
+    /// POTENTIALLY-FAILED, primary changes) are printed as they happen, per-path statistics
+    /// at the end. --verify checks every byte, per-stream order and completeness.
+    ///
+    /// Exit status: 0 success, 1 verification failure, loss or abort, 2 usage error.
+    SctpPerf(Box<softrnic::sctp_perf::SctpPerfArgs>),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::SctpPerf(args) => softrnic::sctp_perf::run(&args),
         Command::Sim(args) => {
             ExitCode::from(softrnic::sim::run_command(&args, &mut std::io::stdout()))
         }
@@ -96,7 +143,13 @@ fn main() -> ExitCode {
             counts,
             hex,
             conn,
+            assoc,
+            sctp_udp_port,
         } => {
+            let sctp_opts = decode::SctpOptions {
+                udp_ports: sctp_udp_port,
+                assoc,
+            };
             let opts = DecodeOptions {
                 frames: !summary && !counts,
                 summary: !counts,
@@ -107,7 +160,7 @@ fn main() -> ExitCode {
             let mut status = 0u8;
             let stdout = std::io::stdout();
             for file in &files {
-                match decode::decode_file(file, &opts, &mut stdout.lock()) {
+                match decode::decode_file_with(file, &opts, &sctp_opts, &mut stdout.lock()) {
                     Ok(report) => {
                         if report.has_errors() {
                             status = status.max(1);
@@ -128,6 +181,7 @@ fn main() -> ExitCode {
         Command::ReadLat(a) => perf(Test::ReadLat, &a),
         Command::SendBw(a) => perf(Test::SendBw, &a),
         Command::SendLat(a) => perf(Test::SendLat, &a),
+        Command::Rping(a) => softrnic::rping::run_command(&a, &mut std::io::stdout()),
     }
 }
 

@@ -1,41 +1,72 @@
 //! perftest-style tools: `softrnic write-bw`, `write-lat`, `read-bw`, `read-lat`, `send-bw`,
-//! `send-lat`.
+//! `send-lat`, speaking perftest's `-R` (rdma_cm) protocol, so each interoperates with
+//! perftest's `ib_write_bw -R`, `ib_write_lat -R`, ... in either role.
 //!
 //! Like perftest, each tool is a server when given no address and a client when given the
-//! server's address; they take perftest's options (`-s`, `-a`, `-n`, `-p`,
-//! `--report_gbits`, `-t`) plus the MPA options of the connection (`--mpa-rev`, `--crc`,
-//! `--markers`, `--p2p --rtr`, `--ird/--ord`), and print perftest's tables.
+//! server's address, and both ends must be given the same test options (`-s`/`-a`, `-n`,
+//! ...): nothing about the test itself is negotiated. The tools take perftest's options
+//! (`-s`, `-a`, `-n`, `-p`, `-t`, `-r`, `-o`, `--report_gbits`; `-R`, `-F`, `-d`, `-x`,
+//! `-i`, `--cpu_util`, ... are accepted and change nothing), the MPA options of the
+//! connections (`--mpa-rev`, `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), and
+//! print perftest's tables.
 //!
-//! # Out-of-band setup: MPA private data
+//! # The `-R` protocol (perftest 4.5-0.17 / "6.06" as in Debian bookworm)
 //!
-//! The tools need no side channel: the client's MPA Request carries its parameters in the
-//! ULP private data and the server's MPA Reply carries its buffer (all integers big
-//! endian):
+//! Two MPA connections go to the same server port, no MPA private data on either:
 //!
-//! ```text
-//! Request:  "SRPF" | version 1 | test (u8) | flags (u8, bit 0: all sizes) | 0 (u8)
-//!           | size (u64) | iterations (u64) | tx depth (u32) | client STag (u32) | client TO (u64)
-//! Reply:    "SRPF" | version 1 | status (u8, 0: ok) | 0 | 0
-//!           | server STag (u32) | server TO (u64) | server buffer length (u64)
-//! ```
+//! 1. The *control* connection (IRD/ORD 0/0). Each side keeps one receive posted; every
+//!    exchange is one Send from the client, then one Send from the server (the client
+//!    always speaks first). In order: the version string (16 octets, NUL padded, "6.06";
+//!    a peer below 5.70 is refused, as perftest does), the cycle buffer size (4 octets, big
+//!    endian, 4096), the cache line size (4, big endian, 64), the MTU (2 octets: the
+//!    ASCII digit of the verbs MTU enum and a NUL), then a `pingpong_dest` exchange (56
+//!    octets, see [`Dest`]) with zeros.
+//! 2. The *test* connection (IRD/ORD 0/0, or the outstanding reads for `read-bw` and
+//!    `read-lat`); the client retries it for a while, as the server listens for it only
+//!    after the previous exchange. Then another zero `pingpong_dest` exchange.
 //!
-//! A server refuses (MPA reject with status 1 in the Reply's private data) a client that
-//! runs a different test. Each side's buffer is `2 × size` bytes (the largest size with
-//! `-a`): the first half is where the peer writes, the second half the local source.
+//! Then, on the control connection, `pingpong_dest` exchanges carrying each side's QP
+//! number, PSN, STag (perftest's rkey) and buffer address: three for `write-bw` and
+//! `read-bw` (then: client runs; client and server exchange once more, then the client's
+//! result — size, iterations (8 octets each, big endian), peak, average bandwidth and
+//! message rate (IEEE doubles, big endian) — which the server prints; a last exchange
+//! closes), four for `write-lat` and `read-lat` (`read-lat`: a closing exchange after the
+//! run), three for `send-bw` and `send-lat` (then, per size: the server posts its
+//! receives, one exchange, the run — `send-bw -a` one more exchange after it — and a
+//! closing exchange at the end).
+//!
+//! * `send-bw` over iWARP uses credits: the first `pingpong_dest` of each side names a
+//!   4-octet credit word instead of the data buffer. The receiver RDMA Writes its count of
+//!   received messages (a host-order 32-bit integer, little endian as on x86) into the
+//!   sender's credit word every `rx_depth / 3` receives, and the sender keeps fewer than
+//!   `rx_depth` Sends beyond the last credit.
+//! * `write-lat`: the server sends first; each side RDMA Writes `size` octets whose last
+//!   octet is its message count (mod 256), and polls the last octet of its own buffer for
+//!   the peer's count before answering.
+//!   The server is the MPA responder of the test connection and may not send before the
+//!   client's first FPDU (RFC 5044 §7.1.2): softrnic's client opens the stream with a
+//!   zero-length RDMA Write, or in peer-to-peer mode its RTR does (RFC 6581 §3). A perftest
+//!   `ib_write_lat` client sends nothing first, so against it the server needs P2P: give
+//!   the server `--p2p` and enable P2P on the client (siw: `peer_to_peer`).
+//! * `send-lat`: the client sends first; each side answers a received Send with a Send.
+//! * `read-lat`, `read-bw`, `write-bw`: only the client posts; the server waits.
+//! * The peer's buffer is addressed at its advertised address (all messages land there).
 //!
 //! # Measurements
 //!
 //! * Bandwidth: the client keeps up to `-t` work requests outstanding; `BW average` is
-//!   bytes / total time, `BW peak` the best rate over any `-t` consecutive completions,
-//!   MB/sec being 2^20 bytes per second as in perftest (`--report_gbits`: 10^9 bits).
-//!   With `send-bw` the server posts the receives for each size, then signals the client
-//!   with a Send; both sides print the table.
-//! * Latency: `write-lat` and `send-lat` are ping-pongs (the reported times are half the
-//!   round trip, as perftest's); `write-lat` detects arrival by polling the last byte of
-//!   the receive area, which carries an iteration stamp. `read-lat` times each RDMA Read
-//!   from post to completion. Sizes are separated by a Send/Receive barrier.
+//!   bytes / total time, `BW peak` the best rate over slices of the run, MB/sec being 2^20
+//!   bytes per second as in perftest (`--report_gbits`: 10^9 bits). `send-bw`'s server
+//!   times from its first receive to its last.
+//! * Latency: the times between consecutive posts of the run (halved for the ping-pongs),
+//!   as perftest reports them.
+//! * RDMA Write and Send completions come when the data was handed to TCP, so a sender
+//!   waits until the peer's TCP has acknowledged all of the test connection's data
+//!   ([`Rnic::wait_tx_acked`]) before the closing exchange on the control connection (and
+//!   write-lat before it closes): a close that overtakes data still in flight makes a peer
+//!   such as siw reset the test connection.
 //! * The progress thread busy-polls for `--busy-poll-us` (default 50) before sleeping;
-//!   `--busy-poll-us 0` shows the cost of the epoll wake-up in the latency.
+//!   `--manual-progress` drives the RNIC from the tool's own polling loop.
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -45,8 +76,8 @@ use clap::Args;
 
 use crate::mpa_args::MpaArgs;
 use stack::{
-    Access, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, RecvWr, Rnic, RnicConfig,
-    SendWr, Wc,
+    Access, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, QpState, RecvWr, Rnic,
+    RnicConfig, SendWr, Wc,
 };
 
 /// Which tool.
@@ -67,17 +98,6 @@ pub enum Test {
 }
 
 impl Test {
-    fn code(self) -> u8 {
-        match self {
-            Test::WriteBw => 1,
-            Test::WriteLat => 2,
-            Test::ReadBw => 3,
-            Test::ReadLat => 4,
-            Test::SendBw => 5,
-            Test::SendLat => 6,
-        }
-    }
-
     fn title(self) -> &'static str {
         match self {
             Test::WriteBw => "RDMA_Write BW Test",
@@ -92,21 +112,29 @@ impl Test {
     fn is_bw(self) -> bool {
         matches!(self, Test::WriteBw | Test::ReadBw | Test::SendBw)
     }
+
+    fn reads(self) -> bool {
+        matches!(self, Test::ReadBw | Test::ReadLat)
+    }
+
+    fn sends(self) -> bool {
+        matches!(self, Test::SendBw | Test::SendLat)
+    }
 }
 
-/// Options of the perftest-style tools.
+/// Options of the perftest-style tools (give both ends the same test options).
 #[derive(Args, Clone, Debug)]
 pub struct PerfArgs {
     /// Server to connect to (client mode); without it, run as the server.
     #[arg(value_name = "SERVER")]
     pub server: Option<String>,
-    /// TCP port.
+    /// TCP port of both connections (perftest's default 18515).
     #[arg(short = 'p', long, default_value_t = 18515)]
     pub port: u16,
     /// Message size in bytes (default 65536 for bandwidth, 2 for latency tests).
     #[arg(short = 's', long)]
     pub size: Option<u64>,
-    /// Run all sizes from 2 B to 8 MiB (powers of two).
+    /// Run all sizes from 2 B to 8 MiB (powers of two); the server needs it too.
     #[arg(short = 'a', long = "all")]
     pub all: bool,
     /// Iterations per size (default 5000 for bandwidth, 1000 for latency tests).
@@ -115,9 +143,20 @@ pub struct PerfArgs {
     /// Report bandwidth in Gb/sec instead of MB/sec.
     #[arg(long = "report_gbits")]
     pub report_gbits: bool,
-    /// Outstanding work requests (bandwidth tests).
-    #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
-    pub tx_depth: u32,
+    /// Outstanding work requests of the sender (default 128 for bandwidth, 1 for latency
+    /// tests; at most the iterations).
+    #[arg(short = 't', long = "tx-depth")]
+    pub tx_depth: Option<u32>,
+    /// Receives the Send receiver keeps posted (default 512, at most the iterations, made
+    /// even without -a, as perftest does; the sender's credit window).
+    #[arg(short = 'r', long = "rx-depth")]
+    pub rx_depth: Option<u32>,
+    /// Outstanding RDMA Reads (read tests): the IRD and ORD advertised on the test
+    /// connection (default 128, or --ird / --ord when given). Connections that carry no
+    /// Reads advertise 0 / 0 as perftest's tools do, unless --ird/--ord or peer-to-peer
+    /// mode are given.
+    #[arg(short = 'o', long = "outs")]
+    pub outs: Option<u16>,
     /// MPA connection options.
     #[command(flatten)]
     pub mpa: MpaArgs,
@@ -131,6 +170,45 @@ pub struct PerfArgs {
     /// one thread per process in all (best latency on few cores).
     #[arg(long = "manual-progress")]
     pub manual_progress: bool,
+    /// perftest compatibility: connect with rdma_cm (always so here).
+    #[arg(short = 'R', long = "rdma_cm")]
+    pub rdma_cm: bool,
+    /// perftest compatibility: exchange data over rdma_cm (always so here).
+    #[arg(short = 'z', long = "comm_rdma_cm")]
+    pub comm_rdma_cm: bool,
+    /// perftest compatibility: ignore CPU frequency warnings (none here).
+    #[arg(short = 'F', long = "CPU-freq")]
+    pub cpu_freq: bool,
+    /// perftest compatibility: device name (ignored: the device is softrnic).
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    pub ib_dev: Option<String>,
+    /// perftest compatibility: port of the device (ignored).
+    #[arg(short = 'i', long = "ib-port", value_name = "PORT")]
+    pub ib_port: Option<u32>,
+    /// perftest compatibility: GID index (ignored).
+    #[arg(short = 'x', long = "gid-index", value_name = "N")]
+    pub gid_index: Option<i32>,
+    /// perftest compatibility: MTU (ignored: FPDUs follow the TCP MSS).
+    #[arg(short = 'm', long = "mtu", value_name = "MTU")]
+    pub mtu: Option<u32>,
+    /// perftest compatibility: connection type; only RC exists over iWARP.
+    #[arg(
+        short = 'c',
+        long = "connection",
+        value_name = "TYPE",
+        default_value = "RC"
+    )]
+    pub connection: String,
+    /// perftest compatibility: max inline data (ignored: softrnic copies from registered
+    /// memory either way).
+    #[arg(short = 'I', long = "inline_size", value_name = "N")]
+    pub inline_size: Option<u32>,
+    /// perftest compatibility: CQ moderation (ignored: every work request is signaled).
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
+    pub cq_mod: Option<u32>,
+    /// perftest compatibility: CPU utilisation report (not measured).
+    #[arg(long = "cpu_util")]
+    pub cpu_util: bool,
 }
 
 fn rnic_config(a: &PerfArgs) -> RnicConfig {
@@ -146,86 +224,138 @@ fn rnic_config(a: &PerfArgs) -> RnicConfig {
     }
 }
 
-const MAGIC: &[u8; 4] = b"SRPF";
-const VERSION: u8 = 1;
+/// The version this implementation of the protocol announces (perftest refuses peers
+/// below 5.70; the report exchange uses 8-octet iteration counts from 5.33 on).
+const VERSION: &str = "6.06";
+/// perftest's lowest compatible peer version.
+const MIN_PEER_VERSION: f64 = 5.70;
+const VERSION_LEN: usize = 16;
+/// Our cycle buffer (perftest: the page size) and cache line size.
+const CYCLE_BUFFER: u32 = 4096;
+const CACHE_LINE: u32 = 64;
+/// The MTU we announce: verbs' IBV_MTU_1024 (3), as siw does.
+const MTU_ENUM: u8 = 3;
 const MAX_ALL: u64 = 8 << 20;
+/// Outstanding RDMA Reads of the read tests without `-o` (what perftest's tools use on
+/// siw, the device maximum there).
+const DEFAULT_OUTS: u16 = 128;
 const TIMEOUT: Duration = Duration::from_secs(30);
-/// Receives kept posted for control messages.
-const CTRL_AHEAD: u64 = 2;
+/// How long a side waits on the control connection (the peer may be running a long test).
+const CTRL_WAIT: Duration = Duration::from_secs(24 * 3600);
+/// Attempts and delay of the client's test connection (perftest: 10 × 100 ms).
+const CONNECT_TRIES: u32 = 10;
+const CONNECT_RETRY: Duration = Duration::from_millis(100);
 const CTRL_LEN: u32 = 64;
+/// How long write-lat waits after its last message before closing (see `run`).
+const WRITE_LAT_LINGER: Duration = Duration::from_millis(500);
 
-/// What the client tells the server.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Hello {
-    test: u8,
-    all: bool,
-    size: u64,
-    iters: u64,
-    tx_depth: u32,
-    stag: u32,
-    to: u64,
+/// perftest's `struct pingpong_dest` as it travels (56 octets; integers big endian, as
+/// perftest converts them; the 4 octets after `rkey` are the C struct's padding).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dest {
+    /// LID (0 over iWARP).
+    pub lid: u32,
+    /// Outstanding reads.
+    pub out_reads: u32,
+    /// QP number.
+    pub qpn: u32,
+    /// Initial PSN (meaningless over iWARP; random as in perftest).
+    pub psn: u32,
+    /// The STag of the buffer (perftest's rkey).
+    pub rkey: u32,
+    /// The buffer's address (tagged offset).
+    pub vaddr: u64,
+    /// GID.
+    pub gid: [u8; 16],
+    /// SRQ number.
+    pub srqn: u32,
+    /// GID index.
+    pub gid_index: u32,
 }
 
-impl Hello {
-    fn to_bytes(self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(40);
-        v.extend_from_slice(MAGIC);
-        v.extend_from_slice(&[VERSION, self.test, u8::from(self.all), 0]);
-        v.extend_from_slice(&self.size.to_be_bytes());
-        v.extend_from_slice(&self.iters.to_be_bytes());
-        v.extend_from_slice(&self.tx_depth.to_be_bytes());
-        v.extend_from_slice(&self.stag.to_be_bytes());
-        v.extend_from_slice(&self.to.to_be_bytes());
-        v
+/// Length of a `pingpong_dest` on the wire.
+pub const DEST_LEN: usize = 56;
+
+impl Dest {
+    /// The wire form.
+    pub fn to_bytes(&self) -> [u8; DEST_LEN] {
+        let mut b = [0u8; DEST_LEN];
+        b[0..4].copy_from_slice(&self.lid.to_be_bytes());
+        b[4..8].copy_from_slice(&self.out_reads.to_be_bytes());
+        b[8..12].copy_from_slice(&self.qpn.to_be_bytes());
+        b[12..16].copy_from_slice(&self.psn.to_be_bytes());
+        b[16..20].copy_from_slice(&self.rkey.to_be_bytes());
+        b[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+        b[32..48].copy_from_slice(&self.gid);
+        b[48..52].copy_from_slice(&self.srqn.to_be_bytes());
+        b[52..56].copy_from_slice(&self.gid_index.to_be_bytes());
+        b
     }
 
-    fn parse(b: &[u8]) -> Option<Hello> {
-        if b.get(..4)? != MAGIC || *b.get(4)? != VERSION {
-            return None;
-        }
-        Some(Hello {
-            test: *b.get(5)?,
-            all: b.get(6)? & 1 != 0,
-            size: u64::from_be_bytes(b.get(8..16)?.try_into().ok()?),
-            iters: u64::from_be_bytes(b.get(16..24)?.try_into().ok()?),
-            tx_depth: u32::from_be_bytes(b.get(24..28)?.try_into().ok()?),
-            stag: u32::from_be_bytes(b.get(28..32)?.try_into().ok()?),
-            to: u64::from_be_bytes(b.get(32..40)?.try_into().ok()?),
+    /// Parses the wire form (`None` when shorter than 56 octets).
+    pub fn parse(b: &[u8]) -> Option<Dest> {
+        let u32_at = |i: usize| -> Option<u32> {
+            Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?))
+        };
+        Some(Dest {
+            lid: u32_at(0)?,
+            out_reads: u32_at(4)?,
+            qpn: u32_at(8)?,
+            psn: u32_at(12)?,
+            rkey: u32_at(16)?,
+            vaddr: u64::from_be_bytes(b.get(24..32)?.try_into().ok()?),
+            gid: b.get(32..48)?.try_into().ok()?,
+            srqn: u32_at(48)?,
+            gid_index: u32_at(52)?,
         })
     }
 }
 
-/// What the server answers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Welcome {
-    status: u8,
-    stag: u32,
-    to: u64,
-    len: u64,
+/// One bandwidth result as perftest exchanges it (`bw_report_data`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BwReport {
+    /// Message size.
+    pub size: u64,
+    /// Iterations.
+    pub iters: u64,
+    /// Peak bandwidth (MB/sec or Gb/sec).
+    pub peak: f64,
+    /// Average bandwidth (MB/sec or Gb/sec).
+    pub avg: f64,
+    /// Message rate (Mpps).
+    pub msg_rate: f64,
 }
 
-impl Welcome {
-    fn to_bytes(self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(28);
-        v.extend_from_slice(MAGIC);
-        v.extend_from_slice(&[VERSION, self.status, 0, 0]);
-        v.extend_from_slice(&self.stag.to_be_bytes());
-        v.extend_from_slice(&self.to.to_be_bytes());
-        v.extend_from_slice(&self.len.to_be_bytes());
-        v
+/// perftest's version string field: `v` NUL padded to 16 octets.
+pub fn version_bytes(v: &str) -> [u8; VERSION_LEN] {
+    let mut b = [0u8; VERSION_LEN];
+    for (d, s) in b.iter_mut().zip(v.bytes().take(VERSION_LEN - 1)) {
+        *d = s;
     }
+    b
+}
 
-    fn parse(b: &[u8]) -> Option<Welcome> {
-        if b.get(..4)? != MAGIC || *b.get(4)? != VERSION {
-            return None;
+/// The number perftest reads from a version string (C `atof`: the longest leading
+/// decimal number; 0 when there is none).
+pub fn parse_version(b: &[u8]) -> f64 {
+    let s: String = b
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as char)
+        .collect();
+    let s = s.trim_start();
+    let mut end = 0;
+    let mut dot = false;
+    for (i, c) in s.char_indices() {
+        if c.is_ascii_digit() {
+            end = i + 1;
+        } else if c == '.' && !dot {
+            dot = true;
+        } else {
+            break;
         }
-        Some(Welcome {
-            status: *b.get(5)?,
-            stag: u32::from_be_bytes(b.get(8..12)?.try_into().ok()?),
-            to: u64::from_be_bytes(b.get(12..20)?.try_into().ok()?),
-            len: u64::from_be_bytes(b.get(20..28)?.try_into().ok()?),
-        })
     }
+    s.get(..end).and_then(|t| t.parse().ok()).unwrap_or(0.0)
 }
 
 /// Failure of a tool run.
@@ -264,176 +394,327 @@ fn sizes(all: bool, size: u64) -> Vec<u64> {
     }
 }
 
-/// One end of a tool's connection.
-struct End {
-    rnic: Rnic,
+/// The options of a run, resolved as perftest resolves them.
+#[derive(Clone, Debug)]
+struct Plan {
+    test: Test,
+    client: bool,
+    size: u64,
+    all: bool,
+    iters: u64,
+    tx_depth: u64,
+    rx_depth: u64,
+    outs: u16,
+    gbits: bool,
+}
+
+impl Plan {
+    fn new(test: Test, a: &PerfArgs) -> Result<Plan, PerfError> {
+        if !a.connection.eq_ignore_ascii_case("RC") {
+            return Err(PerfError::Usage(format!(
+                "connection type {} is not available over iWARP (RC only)",
+                a.connection
+            )));
+        }
+        let size = a.size.unwrap_or(if test.is_bw() { 65536 } else { 2 });
+        if size == 0 || size > u64::from(u32::MAX) {
+            return Err(PerfError::Usage("size must be 1 .. 2^32-1".into()));
+        }
+        let iters = a
+            .iters
+            .unwrap_or(if test.is_bw() { 5000 } else { 1000 })
+            .max(1);
+        let tx_depth =
+            u64::from(a.tx_depth.unwrap_or(if test.is_bw() { 128 } else { 1 })).clamp(1, iters);
+        let mut rx_depth = u64::from(a.rx_depth.unwrap_or(512)).clamp(1, iters);
+        if test.sends() && !a.all && rx_depth % 2 == 1 {
+            rx_depth += 1;
+        }
+        Ok(Plan {
+            test,
+            client: a.server.is_some(),
+            size,
+            all: a.all,
+            iters,
+            tx_depth,
+            rx_depth,
+            outs: a.outs.unwrap_or(DEFAULT_OUTS),
+            gbits: a.report_gbits,
+        })
+    }
+
+    fn max_size(&self) -> u64 {
+        if self.all { MAX_ALL } else { self.size }
+    }
+}
+
+/// The MPA settings of a connection: perftest's IRD/ORD (the outstanding reads on the
+/// test connection of a read test, 0/0 elsewhere unless `--ird/--ord` or peer-to-peer
+/// mode ask otherwise) and no private data.
+fn cm_config(a: &PerfArgs, plan: &Plan, test_conn: bool) -> stack::mpa::Config {
+    let role = if plan.client {
+        stack::mpa::Role::Initiator
+    } else {
+        stack::mpa::Role::Responder
+    };
+    let mut c = a.mpa.config_for(role, Vec::new());
+    if test_conn && plan.test.reads() {
+        if a.outs.is_some() || !a.mpa.ird_ord_given() {
+            c.ird = plan.outs;
+            c.ord = plan.outs;
+        }
+        // A perftest initiator asks for its device's maximum (siw: 128): let the
+        // responder raise its IRD that far (RFC 6581 relaxed IRD/ORD negotiation).
+        c.ird_max = c.ird.max(c.ord).max(DEFAULT_OUTS);
+    } else if !c.p2p && !a.mpa.ird_ord_given() {
+        c.ird = 0;
+        c.ord = 0;
+        c.ird_max = 0;
+    }
+    c
+}
+
+/// Waits for one completion on `cq`, driving the RNIC in manual-progress mode; fails on
+/// an error completion, after `timeout`, or when `qp` broke.
+fn wait_wc(
+    rnic: &Rnic,
+    manual: bool,
+    cq: &Cq,
+    qp: &Qp,
+    timeout: Duration,
+    what: &str,
+) -> Result<Wc, PerfError> {
+    let start = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        if manual {
+            let _ = rnic.advance(Duration::ZERO);
+        }
+        if let Some(wc) = cq.poll_one() {
+            if !wc.status.is_success() {
+                return fail(format!("{what}: work request failed: {wc:?}"));
+            }
+            return Ok(wc);
+        }
+        spins += 1;
+        if spins > 1024 {
+            spins = 0;
+            if matches!(qp.state(), QpState::Error | QpState::Terminate) {
+                return fail(format!("{what}: the connection broke"));
+            }
+            if start.elapsed() > timeout {
+                return fail(format!("{what}: nothing within {} s", timeout.as_secs()));
+            }
+            if !manual {
+                cq.wait(Duration::from_micros(200));
+                continue;
+            }
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// The control connection: strictly alternating Sends, the client first.
+struct Comm {
     qp: Qp,
     scq: Cq,
     rcq: Cq,
-    /// `2 × area`: [0, area) receive area, [area, 2 area) source.
-    buf: MemoryRegion,
-    /// Control messages: [0, 64) receive, [64, 128) source (zeros).
-    ctrl: MemoryRegion,
-    area: u64,
-    /// Receives land in `buf` (send tests) or `ctrl` (the others).
-    recv_in_buf: bool,
-    remote_stag: u32,
-    remote_to: u64,
-    remote_area: u64,
-    next_recv: u64,
+    /// [0, 64) receive, [64, 128) send.
+    mr: MemoryRegion,
+    client: bool,
     manual: bool,
 }
 
-impl End {
-    fn open(a: &PerfArgs, test: Test, max: u64, extra_rq: u64) -> Result<End, PerfError> {
-        let rnic = Rnic::open(rnic_config(a))?;
-        End::open_on(rnic, a, test, max, extra_rq)
-    }
-
-    fn open_on(
-        rnic: Rnic,
-        a: &PerfArgs,
-        test: Test,
-        max: u64,
-        extra_rq: u64,
-    ) -> Result<End, PerfError> {
+impl Comm {
+    fn new(
+        rnic: &Rnic,
+        client: bool,
+        manual: bool,
+        first_fpdu_delay: Duration,
+    ) -> Result<Comm, PerfError> {
         let pd = rnic.alloc_pd();
-        let scq = Cq::new(65536);
-        let rcq = Cq::new(65536);
+        let scq = Cq::new(16);
+        let rcq = Cq::new(16);
         let mut attr = QpAttr::new(pd, scq.clone(), rcq.clone());
-        attr.sq_depth = (a.tx_depth as usize).max(16) + 8;
-        attr.rq_depth = usize::try_from(extra_rq)
-            .unwrap_or(usize::MAX)
-            .saturating_add(CTRL_AHEAD as usize + 2);
+        attr.sq_depth = 4;
+        attr.rq_depth = 4;
+        attr.first_fpdu_delay = first_fpdu_delay;
         let qp = rnic.create_qp(attr)?;
-        let access = Access::LOCAL_WRITE
-            | Access::REMOTE_READ
-            | Access::REMOTE_WRITE
-            | Access::REMOTE_ATOMIC;
-        let area = max.max(u64::from(CTRL_LEN));
-        let len = usize::try_from(area.saturating_mul(2))
-            .map_err(|_| PerfError::Usage("size too large".into()))?;
-        let buf = rnic.mem().register_new(pd, len, MrOptions::new(access))?;
-        let ctrl = rnic
-            .mem()
-            .register_new(pd, CTRL_LEN as usize * 2, MrOptions::new(access))?;
-        let mut e = End {
-            rnic,
+        let mr = rnic.mem().register_new(
+            pd,
+            2 * CTRL_LEN as usize,
+            MrOptions::new(Access::LOCAL_WRITE),
+        )?;
+        let c = Comm {
             qp,
             scq,
             rcq,
-            buf,
-            ctrl,
-            area,
-            recv_in_buf: matches!(test, Test::SendBw | Test::SendLat),
-            remote_stag: 0,
-            remote_to: 0,
-            remote_area: 0,
-            next_recv: 0,
-            manual: a.manual_progress,
+            mr,
+            client,
+            manual,
         };
-        for _ in 0..CTRL_AHEAD {
-            e.post_recv()?;
-        }
-        Ok(e)
+        // One receive posted before the connection, as perftest does.
+        c.post_recv()?;
+        Ok(c)
     }
 
-    fn post_recv(&mut self) -> Result<(), PerfError> {
-        let sge = if self.recv_in_buf {
-            self.buf.sge(0, self.area as u32)
-        } else {
-            self.ctrl.sge(0, CTRL_LEN)
-        };
-        self.next_recv += 1;
-        self.qp.post_recv(RecvWr::new(self.next_recv, vec![sge]))?;
+    fn post_recv(&self) -> Result<(), PerfError> {
+        self.qp
+            .post_recv(RecvWr::new(5, vec![self.mr.sge(0, CTRL_LEN)]))?;
         Ok(())
     }
 
-    fn src(&self, len: u64) -> stack::Sge {
-        self.buf.sge(self.area, len as u32)
-    }
-
-    /// Runs the progress core once in manual-progress mode.
-    fn kick(&self) {
-        if self.manual {
-            let _ = self.rnic.advance(Duration::ZERO);
-        }
-    }
-
-    /// Busy-polls `cq` for one completion; fails on an error completion.
-    fn poll_cq(&self, cq: &Cq) -> Result<Wc, PerfError> {
-        self.next_wc(cq, false)
-    }
-
-    /// Waits for one completion: busy polling (latency tests) or, with `block` and a
-    /// progress thread, sleeping on the CQ (bandwidth tests: the CPU goes to the data path).
-    fn next_wc(&self, cq: &Cq, block: bool) -> Result<Wc, PerfError> {
-        let start = Instant::now();
-        let mut spins = 0u32;
-        loop {
-            self.kick();
-            if let Some(wc) = cq.poll_one() {
-                if !wc.status.is_success() {
-                    return fail(format!("work request failed: {wc:?}"));
-                }
-                return Ok(wc);
-            }
-            if block && !self.manual {
-                cq.wait(Duration::from_millis(10));
-                if start.elapsed() > TIMEOUT {
-                    return fail("no completion within 30 s");
-                }
-                continue;
-            }
-            spins += 1;
-            if spins > 4096 {
-                spins = 0;
-                if start.elapsed() > TIMEOUT {
-                    return fail("no completion within 30 s");
-                }
-            }
-            std::thread::yield_now();
-        }
-    }
-
-    /// Fails if an error completion arrived on the send CQ (sends are unsignaled).
-    fn check_sends(&self) -> Result<(), PerfError> {
-        match self.scq.poll_one() {
-            Some(wc) if !wc.status.is_success() => fail(format!("work request failed: {wc:?}")),
-            _ => Ok(()),
-        }
-    }
-
-    /// Sends an (unsignaled) control message.
-    fn send_ctrl(&self) -> Result<(), PerfError> {
-        self.qp.post_send(
-            SendWr::send(u64::MAX, vec![self.ctrl.sge(u64::from(CTRL_LEN), 8)]).unsignaled(),
+    fn send(&self, rnic: &Rnic, data: &[u8]) -> Result<(), PerfError> {
+        let len = data.len().min(CTRL_LEN as usize);
+        self.mr
+            .buf()
+            .write_at(CTRL_LEN as usize, data.get(..len).unwrap_or(data))?;
+        self.qp.post_send(SendWr::send(
+            5,
+            vec![self.mr.sge(u64::from(CTRL_LEN), len as u32)],
+        ))?;
+        wait_wc(
+            rnic,
+            self.manual,
+            &self.scq,
+            &self.qp,
+            TIMEOUT,
+            "control Send",
         )?;
         Ok(())
     }
 
-    /// Waits for the next incoming message and re-posts its receive.
-    fn recv_one(&mut self) -> Result<Wc, PerfError> {
-        let wc = self.poll_cq(&self.rcq)?;
+    fn recv(&self, rnic: &Rnic) -> Result<Vec<u8>, PerfError> {
+        let wc = wait_wc(
+            rnic,
+            self.manual,
+            &self.rcq,
+            &self.qp,
+            CTRL_WAIT,
+            "control message",
+        )?;
+        let mut v = vec![0u8; (wc.byte_len as usize).min(CTRL_LEN as usize)];
+        self.mr.buf().read_at(0, &mut v)?;
         self.post_recv()?;
-        Ok(wc)
+        Ok(v)
     }
 
-    /// Both sides send a control message and wait for the peer's.
-    fn barrier(&mut self) -> Result<(), PerfError> {
-        self.send_ctrl()?;
-        self.recv_one()?;
+    /// One exchange: the client sends, then receives; the server the other way round.
+    fn xchg(&self, rnic: &Rnic, mine: &[u8]) -> Result<Vec<u8>, PerfError> {
+        if self.client {
+            self.send(rnic, mine)?;
+            self.recv(rnic)
+        } else {
+            let v = self.recv(rnic)?;
+            self.send(rnic, mine)?;
+            Ok(v)
+        }
+    }
+
+    /// perftest's `ctx_hand_shake`: one `pingpong_dest` exchange.
+    fn hand_shake(&self, rnic: &Rnic, mine: &Dest) -> Result<Dest, PerfError> {
+        let v = self.xchg(rnic, &mine.to_bytes())?;
+        Dest::parse(&v).ok_or_else(|| {
+            PerfError::Failed(format!(
+                "the peer's pingpong_dest has {} octets, not {DEST_LEN} (not perftest -R?)",
+                v.len()
+            ))
+        })
+    }
+}
+
+/// The test connection and its memory.
+struct Data {
+    qp: Qp,
+    scq: Cq,
+    rcq: Cq,
+    /// `2 × area`: [0, area) local source / sink, [area, 2 area) the area the peer
+    /// accesses (and where receives land).
+    buf: MemoryRegion,
+    /// Credits of send-bw: [0, 4) the count we write, [4, 8) the peer's credit to us.
+    credit: MemoryRegion,
+    area: u64,
+    local: Dest,
+    remote: Dest,
+    manual: bool,
+    /// Receives posted and not yet completed.
+    rq_out: u64,
+}
+
+impl Data {
+    fn src(&self, len: u64) -> stack::Sge {
+        self.buf.sge(0, len as u32)
+    }
+
+    fn post_recv(&mut self) -> Result<(), PerfError> {
+        self.qp.post_recv(RecvWr::new(
+            0,
+            vec![self.buf.sge(self.area, self.area as u32)],
+        ))?;
+        self.rq_out += 1;
         Ok(())
     }
+
+    /// Posts a receive, retrying while the runtime reports a full queue (its count can
+    /// lag behind completions already polled).
+    fn post_recv_retry(&mut self, rnic: &Rnic) -> Result<(), PerfError> {
+        let start = Instant::now();
+        loop {
+            match self.post_recv() {
+                Err(PerfError::Post(stack::PostError::QueueFull { .. }))
+                    if start.elapsed() < TIMEOUT =>
+                {
+                    self.kick(rnic);
+                    std::thread::yield_now();
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn kick(&self, rnic: &Rnic) {
+        if self.manual {
+            let _ = rnic.advance(Duration::ZERO);
+        }
+    }
+
+    fn credit(&self) -> Result<u32, PerfError> {
+        let mut b = [0u8; 4];
+        self.credit.buf().read_at(4, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Waits until the peer's TCP has acknowledged everything sent on the test connection
+    /// (completions come when the data was handed to the socket).
+    fn drain(&self, rnic: &Rnic) -> Result<(), PerfError> {
+        rnic.wait_tx_acked(&self.qp, TIMEOUT).map_err(|e| {
+            PerfError::Failed(format!(
+                "the peer did not acknowledge the test connection's data within {} s: {e}",
+                TIMEOUT.as_secs()
+            ))
+        })
+    }
+
+    fn wait(&self, rnic: &Rnic, cq: &Cq, what: &str) -> Result<Wc, PerfError> {
+        wait_wc(rnic, self.manual, cq, &self.qp, TIMEOUT, what)
+    }
+}
+
+fn psn() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    (h.finish() & 0xff_ffff) as u32
 }
 
 /// Runs one tool from the command line; returns the exit status.
 pub fn run_command(test: Test, args: &PerfArgs, out: &mut dyn Write) -> std::process::ExitCode {
-    let r = match &args.server {
-        Some(s) => client(test, args, s, out),
-        None => server(test, args, out),
-    };
-    match r {
+    match run(test, args, out) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             let _ = out.flush();
@@ -446,20 +727,74 @@ pub fn run_command(test: Test, args: &PerfArgs, out: &mut dyn Write) -> std::pro
 const DASHES: &str =
     "---------------------------------------------------------------------------------------";
 
+/// C's `%#0Nx`: "0x" and hex digits zero-padded to `width` in all, or only zeros for 0.
+fn c_hex(v: u64, width: usize) -> String {
+    if v == 0 {
+        format!("{:0width$x}", 0)
+    } else {
+        format!("{v:#0width$x}")
+    }
+}
+
+fn print_dest(out: &mut dyn Write, side: &str, test: Test, d: &Dest) -> Result<(), PerfError> {
+    write!(
+        out,
+        " {side} address: LID {} QPN {} PSN {}",
+        c_hex(u64::from(d.lid), 4),
+        c_hex(u64::from(d.qpn), 6),
+        c_hex(u64::from(d.psn), 6)
+    )?;
+    if test.reads() {
+        write!(out, " OUT {}", c_hex(u64::from(d.out_reads), 4))?;
+    }
+    if !test.sends() {
+        write!(
+            out,
+            " RKey {} VAddr {}",
+            c_hex(u64::from(d.rkey), 8),
+            c_hex(d.vaddr, 16)
+        )?;
+    }
+    writeln!(out)?;
+    // perftest prints the GID octets in decimal.
+    let gid: Vec<String> = d.gid.iter().map(|b| format!("{b:02}")).collect();
+    writeln!(out, " GID: {}", gid.join(":"))?;
+    Ok(())
+}
+
 fn header(
     out: &mut dyn Write,
-    test: Test,
-    args: &PerfArgs,
-    end: &End,
+    plan: &Plan,
+    a: &PerfArgs,
+    rnic: &Rnic,
+    data: &Data,
     peer: SocketAddr,
 ) -> Result<(), PerfError> {
+    let test = plan.test;
     writeln!(out, "{DASHES}")?;
     writeln!(out, "                    {}", test.title())?;
-    writeln!(out, " Device          : softrnic (iWARP over kernel TCP)")?;
-    if let Some(s) = end.qp.session() {
+    writeln!(out, " Dual-port       : OFF\t\tDevice         : softrnic")?;
+    writeln!(out, " Number of qps   : 1\t\tTransport type : IW")?;
+    writeln!(out, " Connection type : RC\t\tUsing SRQ      : OFF")?;
+    if plan.client {
+        writeln!(out, " TX depth        : {}", plan.tx_depth)?;
+    }
+    if test.sends() && !plan.client {
+        writeln!(out, " RX depth        : {}", plan.rx_depth)?;
+    }
+    writeln!(out, " Mtu             : 1024[B]")?;
+    writeln!(out, " Link type       : Ethernet")?;
+    if test.reads() {
+        writeln!(out, " Outstand reads  : {}", plan.outs)?;
+    } else {
+        writeln!(out, " Max inline data : 0[B]")?;
+    }
+    writeln!(out, " rdma_cm QPs\t : ON")?;
+    writeln!(out, " Data ex. method : rdma_cm")?;
+    if let Some(s) = data.qp.session() {
         writeln!(
             out,
-            " Transport       : MPA rev {} CRC {} markers tx {} rx {} P2P {}{}",
+            " MPA             : rev {} CRC {} markers tx {} rx {} P2P {}{}",
             s.revision,
             on(s.crc),
             on(s.markers_tx),
@@ -469,33 +804,25 @@ fn header(
         )?;
         writeln!(out, " IRD / ORD       : {} / {}", s.ird, s.ord)?;
     }
-    writeln!(out, " Mtu             : {}[B] (MULPDU)", end.qp.mulpdu())?;
-    if test.is_bw() {
-        writeln!(out, " TX depth        : {}", args.tx_depth)?;
+    writeln!(out, " MULPDU          : {}[B]", data.qp.mulpdu())?;
+    writeln!(out, " Peer            : {peer}")?;
+    if !a.manual_progress {
+        writeln!(
+            out,
+            " Busy poll       : {} usec",
+            rnic.config().busy_poll.as_micros()
+        )?;
     }
-    writeln!(
-        out,
-        " Busy poll       : {} usec",
-        end.rnic.config().busy_poll.as_micros()
-    )?;
-    writeln!(
-        out,
-        " local address:  STag {:#010x} TO {:#018x}",
-        end.buf.stag(),
-        end.buf.base_to()
-    )?;
-    writeln!(
-        out,
-        " remote address: {peer} STag {:#010x} TO {:#018x}",
-        end.remote_stag, end.remote_to
-    )?;
     writeln!(out, "{DASHES}")?;
-    if test.is_bw() {
-        let unit = if args.report_gbits {
-            "Gb/sec"
-        } else {
-            "MB/sec"
-        };
+    print_dest(out, "local", test, &data.local)?;
+    print_dest(out, "remote", test, &data.remote)?;
+    Ok(())
+}
+
+fn table_head(out: &mut dyn Write, plan: &Plan) -> Result<(), PerfError> {
+    writeln!(out, "{DASHES}")?;
+    if plan.test.is_bw() {
+        let unit = if plan.gbits { "Gb/sec" } else { "MB/sec" };
         writeln!(
             out,
             " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]"
@@ -513,14 +840,8 @@ fn on(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-fn bw_line(
-    out: &mut dyn Write,
-    gbits: bool,
-    size: u64,
-    iters: u64,
-    total: Duration,
-    peak_bps: f64,
-) -> Result<(), PerfError> {
+/// A bandwidth result in the run's units.
+fn bw_report(gbits: bool, size: u64, iters: u64, total: Duration, peak_bps: f64) -> BwReport {
     let secs = total.as_secs_f64().max(1e-9);
     let bytes_ps = (size * iters) as f64 / secs;
     let conv = |b: f64| {
@@ -530,14 +851,20 @@ fn bw_line(
             b / 1_048_576.0
         }
     };
-    writeln!(
-        out,
-        " {:<10} {:<10}       {:<10.2}         {:<10.2}           {:<.6}",
+    BwReport {
         size,
         iters,
-        conv(peak_bps.max(bytes_ps)),
-        conv(bytes_ps),
-        iters as f64 / secs / 1e6
+        peak: conv(peak_bps.max(bytes_ps)),
+        avg: conv(bytes_ps),
+        msg_rate: iters as f64 / secs / 1e6,
+    }
+}
+
+fn bw_line(out: &mut dyn Write, r: &BwReport) -> Result<(), PerfError> {
+    writeln!(
+        out,
+        " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}",
+        r.size, r.iters, r.peak, r.avg, r.msg_rate
     )?;
     Ok(())
 }
@@ -585,10 +912,19 @@ pub fn lat_stats(samples: &mut [f64]) -> LatStats {
 fn lat_line(out: &mut dyn Write, size: u64, iters: u64, s: &LatStats) -> Result<(), PerfError> {
     writeln!(
         out,
-        " {:<7} {:<10}    {:<7.2}        {:<7.2}      {:<7.2}          {:<7.2}        {:<7.2}         {:<7.2}                {:<7.2}",
+        " {:<7} {:<10}    {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
         size, iters, s.min, s.max, s.typical, s.avg, s.stdev, s.p99, s.p999
     )?;
     Ok(())
+}
+
+/// Latency samples from the post times of a run: consecutive differences, divided by
+/// `factor` (2 for the ping-pongs).
+fn lat_samples(posts: &[Instant], factor: f64) -> Vec<f64> {
+    posts
+        .windows(2)
+        .map(|w| w[1].duration_since(w[0]).as_secs_f64() * 1e6 / factor)
+        .collect()
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr, PerfError> {
@@ -602,82 +938,345 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, PerfError> {
         .ok_or_else(|| PerfError::Usage(format!("cannot resolve {host}")))
 }
 
-fn client(test: Test, a: &PerfArgs, host: &str, out: &mut dyn Write) -> Result<(), PerfError> {
-    let size = a.size.unwrap_or(if test.is_bw() { 65536 } else { 2 });
-    if size == 0 || size > u64::from(u32::MAX) {
-        return Err(PerfError::Usage("size must be 1 .. 2^32-1".into()));
-    }
-    let iters = a
-        .iters
-        .unwrap_or(if test.is_bw() { 5000 } else { 1000 })
-        .max(1);
-    let max = if a.all { MAX_ALL } else { size };
-    let addr = resolve(host, a.port)?;
-    let mut end = End::open(a, test, max, 0)?;
-    let hello = Hello {
-        test: test.code(),
-        all: a.all,
-        size,
-        iters,
-        tx_depth: a.tx_depth,
-        stag: end.buf.stag(),
-        to: end.buf.base_to(),
+/// Creates the test QP (on `rnic`, with fresh CQs sized for the run).
+fn data_qp(
+    rnic: &Rnic,
+    pd: stack::Pd,
+    plan: &Plan,
+    a: &PerfArgs,
+) -> Result<(Qp, Cq, Cq), PerfError> {
+    let scq = Cq::new(65536);
+    let rcq = Cq::new(65536);
+    let mut attr = QpAttr::new(pd, scq.clone(), rcq.clone());
+    attr.sq_depth = (plan.tx_depth as usize).max(16) + 16;
+    attr.rq_depth = plan.rx_depth as usize + 16;
+    attr.first_fpdu_delay = a.mpa.first_fpdu_delay();
+    Ok((rnic.create_qp(attr)?, scq, rcq))
+}
+
+fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
+    let plan = Plan::new(test, a)?;
+    let rnic = Rnic::open(rnic_config(a))?;
+    let manual = a.manual_progress;
+    let comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
+    let comm_cfg = cm_config(a, &plan, false);
+    let test_cfg = cm_config(a, &plan, true);
+
+    // 1. The control connection.
+    let (listener, peer) = match &a.server {
+        Some(host) => {
+            let addr = resolve(host, a.port)?;
+            rnic.connect_blocking(&comm.qp, addr, comm_cfg, TIMEOUT)?;
+            (None, addr)
+        }
+        None => {
+            let any: SocketAddr = ([0, 0, 0, 0], a.port).into();
+            let l = rnic.listen(any)?;
+            writeln!(
+                out,
+                " Waiting for client to connect on port {}",
+                l.local_addr.port()
+            )?;
+            writeln!(out, "\n************************************")?;
+            writeln!(out, "* Waiting for client to connect... *")?;
+            writeln!(out, "************************************")?;
+            out.flush()?;
+            let req = rnic.wait_request(&l, CTRL_WAIT)?;
+            rnic.accept(req.id, &comm.qp, comm_cfg)?;
+            rnic.wait_established(&comm.qp, TIMEOUT)?;
+            (Some(l), req.peer)
+        }
     };
-    let session =
-        end.rnic
-            .connect_blocking(&end.qp, addr, a.mpa.config(hello.to_bytes()), TIMEOUT)?;
-    let Some(w) = Welcome::parse(&session.peer_private_data) else {
-        return fail("the server's MPA Reply carries no softrnic perf parameters");
-    };
-    if w.status != 0 {
-        return fail("the server refused the test");
+
+    // Versions, system data, MTU.
+    let theirs = comm.xchg(&rnic, &version_bytes(VERSION))?;
+    let v = parse_version(&theirs);
+    if v < MIN_PEER_VERSION {
+        return fail(format!(
+            "the peer announces perftest version {v:.2}; versions older than 5.70 use another protocol"
+        ));
     }
-    end.remote_stag = w.stag;
-    end.remote_to = w.to;
-    end.remote_area = w.len / 2;
-    header(out, test, a, &end, addr)?;
-    if test == Test::SendBw {
-        // The MPA responder sends nothing before the initiator's first FPDU (RFC 5044
-        // §7.1.2): open the stream so the server can signal its receives.
-        end.send_ctrl()?;
-    }
-    for s in sizes(a.all, size) {
-        match test {
-            Test::WriteBw | Test::ReadBw => {
-                let (total, peak) = bw_client(&mut end, test, s, iters, a.tx_depth)?;
-                bw_line(out, a.report_gbits, s, iters, total, peak)?;
+    let cycle = comm.xchg(&rnic, &CYCLE_BUFFER.to_be_bytes())?;
+    let cycle = cycle
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_be_bytes)
+        .unwrap_or(0)
+        .max(CYCLE_BUFFER);
+    let _cache_line = comm.xchg(&rnic, &CACHE_LINE.to_be_bytes())?;
+    let _mtu = comm.xchg(&rnic, &[b'0' + MTU_ENUM, 0])?;
+
+    // Resources of the test connection.
+    let pd = rnic.alloc_pd();
+    let area = plan
+        .max_size()
+        .max(u64::from(cycle))
+        .next_multiple_of(u64::from(CACHE_LINE));
+    let len = usize::try_from(area.saturating_mul(2))
+        .map_err(|_| PerfError::Usage("size too large".into()))?;
+    let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let buf = rnic.mem().register_new(pd, len, MrOptions::new(access))?;
+    let credit = rnic.mem().register_new(
+        pd,
+        8,
+        MrOptions::new(Access::LOCAL_WRITE | Access::REMOTE_WRITE),
+    )?;
+
+    // 2. The test connection, between two zero exchanges.
+    comm.hand_shake(&rnic, &Dest::default())?;
+    let (qp, scq, rcq) = match &listener {
+        Some(l) => {
+            let req = rnic.wait_request(l, TIMEOUT)?;
+            let (qp, scq, rcq) = data_qp(&rnic, pd, &plan, a)?;
+            rnic.accept(req.id, &qp, test_cfg)?;
+            rnic.wait_established(&qp, TIMEOUT)?;
+            (qp, scq, rcq)
+        }
+        None => {
+            let mut last = None;
+            let mut made = None;
+            for _ in 0..CONNECT_TRIES {
+                let (qp, scq, rcq) = data_qp(&rnic, pd, &plan, a)?;
+                match rnic.connect_blocking(&qp, peer, test_cfg.clone(), TIMEOUT) {
+                    Ok(_) => {
+                        made = Some((qp, scq, rcq));
+                        break;
+                    }
+                    Err(e) => {
+                        let _ = rnic.destroy_qp(&qp);
+                        last = Some(e);
+                        std::thread::sleep(CONNECT_RETRY);
+                    }
+                }
             }
-            Test::SendBw => {
-                // The server's "receives posted" message.
-                end.recv_one()?;
-                let (total, peak) = bw_client(&mut end, test, s, iters, a.tx_depth)?;
-                bw_line(out, a.report_gbits, s, iters, total, peak)?;
-            }
-            Test::WriteLat | Test::SendLat => {
-                let mut v = pingpong(&mut end, test, s, iters, true)?;
-                lat_line(out, s, iters, &lat_stats(&mut v))?;
-            }
-            Test::ReadLat => {
-                let mut v = read_lat(&mut end, s, iters)?;
-                lat_line(out, s, iters, &lat_stats(&mut v))?;
+            match made {
+                Some(m) => m,
+                None => {
+                    return fail(format!(
+                        "test connection to {peer} failed {CONNECT_TRIES} times: {}",
+                        last.map(|e| e.to_string()).unwrap_or_default()
+                    ));
+                }
             }
         }
-        out.flush()?;
+    };
+    if let Some(l) = &listener {
+        rnic.close_listener(l);
     }
-    writeln!(out, "{DASHES}")?;
-    end.rnic.disconnect(&end.qp)?;
-    let _ = end.rnic.wait_disconnected(&end.qp, Duration::from_secs(5));
+    comm.hand_shake(&rnic, &Dest::default())?;
+
+    let mut local = Dest {
+        out_reads: if test.reads() {
+            u32::from(plan.outs)
+        } else {
+            1
+        },
+        qpn: qp.id().0,
+        psn: psn(),
+        rkey: buf.stag(),
+        vaddr: buf.base_to() + area,
+        ..Dest::default()
+    };
+    if test == Test::SendBw {
+        local.rkey = credit.stag();
+        local.vaddr = credit.base_to() + 4;
+    }
+    let mut d = Data {
+        qp,
+        scq,
+        rcq,
+        buf,
+        credit,
+        area,
+        local,
+        remote: Dest::default(),
+        manual,
+        rq_out: 0,
+    };
+
+    // 3. The pingpong_dest exchanges.
+    let n = match test {
+        Test::WriteBw | Test::ReadBw | Test::SendBw | Test::SendLat => 3,
+        Test::WriteLat | Test::ReadLat => 4,
+    };
+    for _ in 0..n {
+        d.remote = comm.hand_shake(&rnic, &d.local)?;
+    }
+    header(out, &plan, a, &rnic, &d, peer)?;
+    table_head(out, &plan)?;
+    out.flush()?;
+
+    match test {
+        Test::WriteBw | Test::ReadBw => {
+            if plan.client {
+                let mut last = None;
+                for s in sizes(plan.all, plan.size) {
+                    let (total, pk) = bw_client(&rnic, &mut d, &plan, s, None)?;
+                    let r = bw_report(plan.gbits, s, plan.iters, total, pk);
+                    bw_line(out, &r)?;
+                    out.flush()?;
+                    last = Some(r);
+                }
+                writeln!(out, "{DASHES}")?;
+                // Our Writes completed when handed to TCP: let them reach the server
+                // before the closing exchange on the control connection overtakes them.
+                d.drain(&rnic)?;
+                comm.hand_shake(&rnic, &d.local)?;
+                let r = last.unwrap_or(BwReport {
+                    size: 0,
+                    iters: 0,
+                    peak: 0.0,
+                    avg: 0.0,
+                    msg_rate: 0.0,
+                });
+                xchg_report(&rnic, &comm, &r)?;
+            } else {
+                comm.hand_shake(&rnic, &d.local)?;
+                let zero = BwReport {
+                    size: 0,
+                    iters: 0,
+                    peak: 0.0,
+                    avg: 0.0,
+                    msg_rate: 0.0,
+                };
+                let r = xchg_report(&rnic, &comm, &zero)?;
+                bw_line(out, &r)?;
+                writeln!(out, "{DASHES}")?;
+            }
+            comm.hand_shake(&rnic, &d.local)?;
+        }
+        Test::SendBw => {
+            for s in sizes(plan.all, plan.size) {
+                if !plan.client {
+                    while d.rq_out < plan.rx_depth {
+                        d.post_recv_retry(&rnic)?;
+                    }
+                }
+                comm.hand_shake(&rnic, &d.local)?;
+                let r = if plan.client {
+                    d.credit.buf().write_at(4, &[0; 4])?;
+                    let (total, pk) = bw_client(&rnic, &mut d, &plan, s, Some(plan.rx_depth))?;
+                    bw_report(plan.gbits, s, plan.iters, total, pk)
+                } else {
+                    send_bw_server(&rnic, &mut d, &plan, s)?
+                };
+                bw_line(out, &r)?;
+                out.flush()?;
+                if plan.all {
+                    comm.hand_shake(&rnic, &d.local)?;
+                }
+            }
+            writeln!(out, "{DASHES}")?;
+            d.drain(&rnic)?;
+            comm.hand_shake(&rnic, &d.local)?;
+        }
+        Test::WriteLat => {
+            // In peer-to-peer mode the initiator's RTR (RFC 6581 §3) has already opened
+            // the stream for the responder.
+            let p2p = d.qp.session().is_some_and(|s| s.p2p);
+            if plan.client && !p2p {
+                // The server writes first, but as the MPA responder it may not send
+                // before our first FPDU (RFC 5044 §7.1.2): open the stream with a
+                // zero-length RDMA Write, which changes no memory at the server.
+                d.qp.post_send(SendWr::write(0, Vec::new(), d.remote.rkey, d.remote.vaddr))?;
+                d.wait(&rnic, &d.scq, "write-lat opening write")?;
+            }
+            for s in sizes(plan.all, plan.size) {
+                let posts = write_lat(&rnic, &mut d, &plan, s)?;
+                let mut v = lat_samples(&posts, 2.0);
+                lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
+                out.flush()?;
+            }
+            writeln!(out, "{DASHES}")?;
+        }
+        Test::SendLat => {
+            for s in sizes(plan.all, plan.size) {
+                let want = plan.rx_depth.min(plan.iters);
+                while d.rq_out < want {
+                    d.post_recv_retry(&rnic)?;
+                }
+                comm.hand_shake(&rnic, &d.local)?;
+                let posts = send_lat(&rnic, &mut d, &plan, s)?;
+                let mut v = lat_samples(&posts, 2.0);
+                lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
+                out.flush()?;
+            }
+            writeln!(out, "{DASHES}")?;
+            comm.hand_shake(&rnic, &d.local)?;
+        }
+        Test::ReadLat => {
+            if plan.client {
+                for s in sizes(plan.all, plan.size) {
+                    let posts = read_lat(&rnic, &mut d, &plan, s)?;
+                    let mut v = lat_samples(&posts, 1.0);
+                    lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
+                    out.flush()?;
+                }
+            }
+            writeln!(out, "{DASHES}")?;
+            comm.hand_shake(&rnic, &d.local)?;
+        }
+    }
+    out.flush()?;
+
+    // write-lat ends without a closing exchange: the peer's last Write may have arrived
+    // here before its completion was reported there, and a close overtaking that
+    // completion makes siw flush the Write with an error (seen with siw 6.1). Linger.
+    if test == Test::WriteLat {
+        // Best effort: the peer may already have closed after its last completion.
+        let _ = d.drain(&rnic);
+        std::thread::sleep(WRITE_LAT_LINGER);
+    }
+    // Teardown: the client closes the test connection, then the control connection; the
+    // server waits a moment for the client's close.
+    if plan.client {
+        let _ = rnic.disconnect(&d.qp);
+        let _ = rnic.wait_disconnected(&d.qp, Duration::from_secs(5));
+        let _ = rnic.disconnect(&comm.qp);
+        let _ = rnic.wait_disconnected(&comm.qp, Duration::from_secs(5));
+    } else {
+        let _ = rnic.wait_disconnected(&d.qp, Duration::from_secs(5));
+        let _ = rnic.disconnect(&d.qp);
+        let _ = rnic.wait_disconnected(&comm.qp, Duration::from_secs(5));
+        let _ = rnic.disconnect(&comm.qp);
+    }
     Ok(())
 }
 
+/// perftest's `xchg_bw_reports`: five exchanges (size, iterations, peak, average, message
+/// rate; big endian). Returns the peer's report.
+fn xchg_report(rnic: &Rnic, comm: &Comm, mine: &BwReport) -> Result<BwReport, PerfError> {
+    let u = |v: Vec<u8>| -> u64 {
+        v.get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0)
+    };
+    let size = u(comm.xchg(rnic, &mine.size.to_be_bytes())?);
+    let iters = u(comm.xchg(rnic, &mine.iters.to_be_bytes())?);
+    let peak = f64::from_bits(u(comm.xchg(rnic, &mine.peak.to_bits().to_be_bytes())?));
+    let avg = f64::from_bits(u(comm.xchg(rnic, &mine.avg.to_bits().to_be_bytes())?));
+    let msg_rate = f64::from_bits(u(comm.xchg(rnic, &mine.msg_rate.to_bits().to_be_bytes())?));
+    Ok(BwReport {
+        size,
+        iters,
+        peak,
+        avg,
+        msg_rate,
+    })
+}
+
+/// The bandwidth sender: RDMA Writes, RDMA Reads or Sends (then within the receiver's
+/// credit window `credit`), up to the tx depth outstanding.
 fn bw_client(
-    end: &mut End,
-    test: Test,
+    rnic: &Rnic,
+    d: &mut Data,
+    plan: &Plan,
     size: u64,
-    iters: u64,
-    depth: u32,
+    credit: Option<u64>,
 ) -> Result<(Duration, f64), PerfError> {
-    let depth = u64::from(depth.max(1));
+    let iters = plan.iters;
+    let depth = plan.tx_depth;
     let mut posted = 0u64;
     let mut done = 0u64;
     let mut stamps: Vec<Instant> = Vec::with_capacity(iters as usize);
@@ -690,33 +1289,47 @@ fn bw_client(
     let start = Instant::now();
     let mut last_progress = Instant::now();
     while done < iters {
+        let mut blocked = false;
         while posted < iters && posted - done < depth {
-            let wr = match test {
-                Test::WriteBw => {
-                    SendWr::write(posted, vec![end.src(size)], end.remote_stag, end.remote_to)
+            if let Some(rx) = credit {
+                let window = (posted as u32).wrapping_add(1).wrapping_sub(d.credit()?);
+                if u64::from(window) >= rx {
+                    blocked = true;
+                    break;
                 }
-                Test::ReadBw => SendWr::read(
-                    posted,
-                    vec![end.buf.sge(0, size as u32)],
-                    end.remote_stag,
-                    end.remote_to.wrapping_add(end.remote_area),
-                ),
-                _ => SendWr::send(posted, vec![end.src(size)]),
+            }
+            let wr = match plan.test {
+                Test::WriteBw => {
+                    SendWr::write(posted, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+                }
+                Test::ReadBw => {
+                    SendWr::read(posted, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+                }
+                _ => SendWr::send(posted, vec![d.src(size)]),
             };
-            end.qp.post_send(wr)?;
-            posted += 1;
+            match d.qp.post_send(wr) {
+                Ok(()) => posted += 1,
+                // The runtime may count a work request as outstanding for a moment after
+                // its completion was polled: back off and poll again.
+                Err(stack::PostError::QueueFull { .. }) => break,
+                Err(e) => return Err(e.into()),
+            }
         }
-        end.kick();
-        let n = end.scq.poll(&mut wcs);
+        d.kick(rnic);
+        let n = d.scq.poll(&mut wcs);
         if n == 0 {
             if last_progress.elapsed() > TIMEOUT {
-                return fail("bandwidth test stalled");
+                return fail(if blocked {
+                    "send-bw: no credit from the receiver within 30 s"
+                } else {
+                    "bandwidth test stalled"
+                });
             }
-            // Sleep on the CQ rather than spin: the progress threads need the CPU.
-            if end.manual {
+            if d.manual || blocked {
                 std::thread::yield_now();
             } else {
-                end.scq.wait(Duration::from_millis(10));
+                // Sleep on the CQ rather than spin: the progress thread needs the CPU.
+                d.scq.wait(Duration::from_millis(10));
             }
             continue;
         }
@@ -731,6 +1344,112 @@ fn bw_client(
     }
     let total = start.elapsed();
     Ok((total, peak(&stamps, start, size, depth as usize)))
+}
+
+/// send-bw's receiver: takes `iters` messages, reposting receives up to `iters` in all
+/// and returning credits (RDMA Writes of its receive count) every `rx_depth / 3`. A credit
+/// goes out only once the receives it stands for are posted again; a post the runtime
+/// refuses as a full queue (its count can lag behind completions already polled) is
+/// retried.
+fn send_bw_server(
+    rnic: &Rnic,
+    d: &mut Data,
+    plan: &Plan,
+    size: u64,
+) -> Result<BwReport, PerfError> {
+    let iters = plan.iters;
+    let credit_every = (plan.rx_depth / 3).max(1);
+    let mut posted = d.rq_out.min(iters);
+    let mut rcnt = 0u64;
+    let mut credits_out = 0u64;
+    // Reposts owed, and whether a credit is due once they are done.
+    let mut owed = 0u64;
+    let mut credit_due = false;
+    let mut start = None;
+    let mut stamps = Vec::with_capacity(iters as usize);
+    let mut last = Instant::now();
+    loop {
+        while owed > 0 {
+            match d.post_recv() {
+                Ok(()) => owed -= 1,
+                Err(PerfError::Post(stack::PostError::QueueFull { .. })) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        while let Some(wc) = d.scq.poll_one() {
+            if !wc.status.is_success() {
+                return fail(format!("credit write failed: {wc:?}"));
+            }
+            credits_out = credits_out.saturating_sub(1);
+        }
+        if credit_due && owed == 0 && credits_out < plan.tx_depth.max(8) {
+            d.credit.buf().write_at(0, &(rcnt as u32).to_le_bytes())?;
+            let wr = SendWr::write(
+                rcnt,
+                vec![d.credit.sge(0, 4)],
+                d.remote.rkey,
+                d.remote.vaddr,
+            );
+            match d.qp.post_send(wr) {
+                Ok(()) => {
+                    credits_out += 1;
+                    credit_due = false;
+                }
+                Err(stack::PostError::QueueFull { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if rcnt >= iters && owed == 0 && !credit_due {
+            break;
+        }
+        d.kick(rnic);
+        let wc = if rcnt < iters { d.rcq.poll_one() } else { None };
+        let Some(wc) = wc else {
+            if last.elapsed() > TIMEOUT {
+                return fail(format!("send-bw: only {rcnt} of {iters} messages arrived"));
+            }
+            if matches!(d.qp.state(), QpState::Error | QpState::Terminate) {
+                return fail("send-bw: the connection broke");
+            }
+            if d.manual || start.is_some() {
+                std::thread::yield_now();
+            } else {
+                d.rcq.wait(Duration::from_millis(1));
+            }
+            continue;
+        };
+        if !wc.status.is_success() {
+            return fail(format!("receive failed: {wc:?}"));
+        }
+        last = Instant::now();
+        start.get_or_insert(last);
+        stamps.push(last);
+        rcnt += 1;
+        d.rq_out = d.rq_out.saturating_sub(1);
+        if posted < iters {
+            owed += 1;
+            posted += 1;
+        }
+        if (rcnt % plan.rx_depth).is_multiple_of(credit_every) {
+            credit_due = true;
+        }
+    }
+    while credits_out > 0 {
+        d.wait(rnic, &d.scq, "credit write")?;
+        credits_out -= 1;
+    }
+    let first = start.unwrap_or(last);
+    let total = last.duration_since(first);
+    // As perftest's receiver reports it: every message, timed from the first receive to
+    // the last.
+    let n = iters;
+    let pk = peak(
+        stamps.get(1..).unwrap_or(&[]),
+        first,
+        size,
+        plan.tx_depth as usize,
+    );
+    Ok(bw_report(plan.gbits, size, n, total, pk))
 }
 
 /// Peak bandwidth (bytes/s): the run's completions are cut into ten equal slices (each at
@@ -753,175 +1472,191 @@ fn peak(stamps: &[Instant], start: Instant, size: u64, depth: usize) -> f64 {
     best
 }
 
-/// The iteration stamp written into the last byte of a write-lat message (never 0).
-fn stamp(size_idx: u64, i: u64) -> u8 {
-    ((size_idx * 7 + i) % 255) as u8 + 1
-}
-
-/// A ping-pong of `iters` messages; the client returns half round trips in µs.
-fn pingpong(
-    end: &mut End,
-    test: Test,
-    size: u64,
-    iters: u64,
-    client: bool,
-) -> Result<Vec<f64>, PerfError> {
-    let at = size.saturating_sub(1) as usize;
-    let src_at = end.area as usize + at;
-    // Our receive area's stamp byte is cleared before the barrier: the peer writes only
-    // after it.
-    end.buf.buf().write_at(at, &[0])?;
-    end.barrier()?;
-    let size_idx = u64::from(size.trailing_zeros());
-    let mut samples = Vec::with_capacity(iters as usize);
-    for i in 0..iters {
-        let t0 = Instant::now();
-        if !client {
-            pp_wait(end, test, at, stamp(size_idx, i))?;
-        }
-        end.buf.buf().write_at(src_at, &[stamp(size_idx, i)])?;
-        let wr = if test == Test::WriteLat {
-            SendWr::write(i, vec![end.src(size)], end.remote_stag, end.remote_to)
-        } else {
-            SendWr::send(i, vec![end.src(size)])
-        };
-        end.qp.post_send(wr.unsignaled())?;
-        if client {
-            pp_wait(end, test, at, stamp(size_idx, i))?;
-            samples.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
-        }
-    }
-    Ok(samples)
-}
-
-fn pp_wait(end: &mut End, test: Test, at: usize, want: u8) -> Result<(), PerfError> {
-    if test == Test::SendLat {
-        end.recv_one()?;
-        return Ok(());
-    }
-    let start = Instant::now();
-    let mut b = [0u8];
-    let mut spins = 0u32;
-    loop {
-        end.kick();
-        end.buf.buf().read_at(at, &mut b)?;
-        if b[0] == want {
-            return Ok(());
-        }
-        spins += 1;
-        if spins > 4096 {
-            spins = 0;
-            end.check_sends()?;
-            if start.elapsed() > TIMEOUT {
-                return fail("write-lat: the peer's write did not arrive");
+/// write-lat: the server writes first; each side waits for the peer's count in the last
+/// octet of its area, then writes its own. Returns the post times.
+fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Instant>, PerfError> {
+    let iters = plan.iters;
+    let poll_at = (d.area + size - 1) as usize;
+    let post_at = (size - 1) as usize;
+    let mut posts = Vec::with_capacity(iters as usize);
+    let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
+    while scnt < iters || ccnt < iters || rcnt < iters {
+        // The server writes first.
+        if rcnt < iters && (plan.client || scnt >= 1) {
+            rcnt += 1;
+            let want = rcnt as u8;
+            let start = Instant::now();
+            let mut b = [0u8];
+            let mut spins = 0u32;
+            loop {
+                d.kick(rnic);
+                d.buf.buf().read_at(poll_at, &mut b)?;
+                if b[0] == want {
+                    break;
+                }
+                spins += 1;
+                if spins > 4096 {
+                    spins = 0;
+                    if let Some(wc) = d.scq.poll_one() {
+                        if !wc.status.is_success() {
+                            return fail(format!("work request failed: {wc:?}"));
+                        }
+                        ccnt += 1;
+                    }
+                    if start.elapsed() > TIMEOUT {
+                        return fail("write-lat: the peer's write did not arrive");
+                    }
+                }
+                std::thread::yield_now();
             }
         }
-        std::thread::yield_now();
+        if scnt < iters {
+            posts.push(Instant::now());
+            scnt += 1;
+            d.buf.buf().write_at(post_at, &[scnt as u8])?;
+            d.qp.post_send(SendWr::write(
+                scnt,
+                vec![d.src(size)],
+                d.remote.rkey,
+                d.remote.vaddr,
+            ))?;
+        }
+        if ccnt < scnt {
+            if let Err(e) = d.wait(rnic, &d.scq, "write-lat") {
+                let p2p = d.qp.session().is_some_and(|s| s.p2p);
+                if !plan.client && ccnt == 0 && !p2p {
+                    return fail(format!(
+                        "{e}: as MPA responder our first RDMA Write waits for the client's \
+                         first FPDU (RFC 5044 §7.1.2), and a perftest ib_write_lat client \
+                         sends nothing first. Remedy: MPA peer-to-peer mode, where the \
+                         client's RTR opens the stream (RFC 6581): enable P2P on the client \
+                         (siw: peer_to_peer, rtr_type Write or Read; softrnic: --p2p --rtr \
+                         write) and give this server --p2p; or run softrnic as the \
+                         write-lat client"
+                    ));
+                }
+                return Err(e);
+            }
+            ccnt += 1;
+        }
     }
+    Ok(posts)
 }
 
-fn read_lat(end: &mut End, size: u64, iters: u64) -> Result<Vec<f64>, PerfError> {
-    let mut samples = Vec::with_capacity(iters as usize);
-    for i in 0..iters {
-        let t0 = Instant::now();
-        end.qp.post_send(SendWr::read(
+/// send-lat: the client sends first; each side answers a received message.
+fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Instant>, PerfError> {
+    let iters = plan.iters;
+    let mut posts = Vec::with_capacity(iters as usize);
+    let mut posted = d.rq_out.min(iters);
+    let (mut scnt, mut rcnt) = (0u64, 0u64);
+    while scnt < iters || rcnt < iters {
+        // The client sends first.
+        if rcnt < iters && (!plan.client || scnt >= 1) {
+            d.wait(rnic, &d.rcq, "send-lat")?;
+            rcnt += 1;
+            d.rq_out = d.rq_out.saturating_sub(1);
+            if posted < iters {
+                d.post_recv_retry(rnic)?;
+                posted += 1;
+            }
+        }
+        if scnt < iters {
+            posts.push(Instant::now());
+            scnt += 1;
+            d.qp.post_send(SendWr::send(scnt, vec![d.src(size)]))?;
+            d.wait(rnic, &d.scq, "send-lat")?;
+        }
+    }
+    Ok(posts)
+}
+
+/// read-lat: one RDMA Read at a time from the peer's buffer.
+fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Instant>, PerfError> {
+    let mut posts = Vec::with_capacity(plan.iters as usize);
+    for i in 0..plan.iters {
+        posts.push(Instant::now());
+        d.qp.post_send(SendWr::read(
             i,
-            vec![end.buf.sge(0, size as u32)],
-            end.remote_stag,
-            end.remote_to.wrapping_add(end.remote_area),
+            vec![d.src(size)],
+            d.remote.rkey,
+            d.remote.vaddr,
         ))?;
-        end.poll_cq(&end.scq)?;
-        samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        d.wait(rnic, &d.scq, "read-lat")?;
     }
-    Ok(samples)
+    Ok(posts)
 }
 
-fn server(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
-    // A listening RNIC; the QP and its buffer are made once the client's parameters are
-    // known, on the same RNIC.
-    let lrnic = Rnic::open(rnic_config(a))?;
-    let any: SocketAddr = ([0, 0, 0, 0], a.port).into();
-    let l = lrnic.listen(any)?;
-    writeln!(
-        out,
-        " Waiting for client to connect on port {}",
-        l.local_addr.port()
-    )?;
-    out.flush()?;
-    let req = lrnic.wait_request(&l, Duration::from_secs(24 * 3600))?;
-    let hello = Hello::parse(req.private_data());
-    let Some(hello) = hello.filter(|h| h.test == test.code()) else {
-        let refuse = Welcome {
-            status: 1,
-            stag: 0,
-            to: 0,
-            len: 0,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `pingpong_dest` that siw's ib_write_bw sent (lab capture
+    /// tests/data/golden/lab-siw-perftest-ooo-reply.pcap, frame 207, the 56-octet Send).
+    const SIW_DEST: &str = "00000000 00000001 00000002 00e3040b 6a3fdf00 00000000 000055b7a6cef000 52540099000300000000000000000000 00000000 00000000";
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn pingpong_dest_from_a_real_perftest_peer() {
+        let b = hex(SIW_DEST);
+        assert_eq!(b.len(), DEST_LEN);
+        let d = Dest::parse(&b).unwrap();
+        assert_eq!(d.out_reads, 1);
+        assert_eq!(d.qpn, 2);
+        assert_eq!(d.psn, 0xe3040b);
+        assert_eq!(d.rkey, 0x6a3f_df00);
+        assert_eq!(d.vaddr, 0x55b7_a6ce_f000);
+        assert_eq!(&d.gid[..6], &[0x52, 0x54, 0x00, 0x99, 0x00, 0x03]);
+        // And back, octet for octet.
+        assert_eq!(d.to_bytes().to_vec(), b);
+        assert!(Dest::parse(&b[..55]).is_none());
+    }
+
+    #[test]
+    fn version_field_as_perftest_reads_it() {
+        // Frame 180 of the same capture: "6.06" NUL-padded to 16 octets.
+        let b = hex("362e3036000000000000000000000000");
+        assert_eq!(version_bytes("6.06").to_vec(), b);
+        assert!((parse_version(&b) - 6.06).abs() < 1e-9);
+        assert_eq!(parse_version(b"5.70abc\0"), 5.70);
+        assert_eq!(parse_version(b"\0"), 0.0);
+        assert_eq!(parse_version(b"x1"), 0.0);
+    }
+
+    #[test]
+    fn c_style_hex_matches_printf() {
+        assert_eq!(c_hex(0, 4), "0000");
+        assert_eq!(c_hex(2, 6), "0x0002");
+        assert_eq!(c_hex(0xe3040b, 6), "0xe3040b");
+        assert_eq!(c_hex(0x55b7a6cef000, 16), "0x0055b7a6cef000");
+    }
+
+    #[test]
+    fn rx_depth_follows_perftest() {
+        let a = |extra: &[&str]| {
+            #[derive(clap::Parser)]
+            struct P {
+                #[command(flatten)]
+                a: PerfArgs,
+            }
+            let mut v = vec!["x"];
+            v.extend_from_slice(extra);
+            <P as clap::Parser>::parse_from(v).a
         };
-        lrnic.reject(req.id, &refuse.to_bytes())?;
-        return fail("client runs a different test (or is not a softrnic perf client)");
-    };
-    if hello.size == 0 || hello.size > u64::from(u32::MAX) {
-        lrnic.reject(req.id, &[])?;
-        return fail("client asked for an invalid size");
+        let p = Plan::new(Test::SendBw, &a(&["-n", "5"])).unwrap();
+        assert_eq!((p.rx_depth, p.tx_depth), (6, 5));
+        let p = Plan::new(Test::SendBw, &a(&["-n", "5", "-a"])).unwrap();
+        assert_eq!(p.rx_depth, 5);
+        let p = Plan::new(Test::SendBw, &a(&[])).unwrap();
+        assert_eq!((p.rx_depth, p.tx_depth, p.iters), (512, 128, 5000));
+        let p = Plan::new(Test::WriteLat, &a(&["-R", "-F", "-d", "siw0", "-x", "3"])).unwrap();
+        assert_eq!((p.size, p.iters, p.tx_depth), (2, 1000, 1));
+        assert!(Plan::new(Test::WriteLat, &a(&["-c", "UD"])).is_err());
     }
-    let max = if hello.all { MAX_ALL } else { hello.size };
-    let extra_rq = if test == Test::SendBw { hello.iters } else { 0 };
-    // The QP lives on the listening RNIC (the request is pending there).
-    let mut end = End::open_on(lrnic, a, test, max, extra_rq)?;
-    end.remote_stag = hello.stag;
-    end.remote_to = hello.to;
-    end.remote_area = max.max(u64::from(CTRL_LEN));
-    let welcome = Welcome {
-        status: 0,
-        stag: end.buf.stag(),
-        to: end.buf.base_to(),
-        len: end.area * 2,
-    };
-    end.rnic
-        .accept(req.id, &end.qp, a.mpa.config(welcome.to_bytes()))?;
-    end.rnic.wait_established(&end.qp, TIMEOUT)?;
-    header(out, test, a, &end, req.peer)?;
-    if test == Test::SendBw {
-        end.recv_one()?;
-    }
-    for s in sizes(hello.all, hello.size) {
-        match test {
-            Test::SendBw => {
-                for _ in 0..hello.iters {
-                    end.post_recv()?;
-                }
-                end.send_ctrl()?;
-                // The client's messages come in order; time them from the first.
-                let first = end.next_wc(&end.rcq, true)?;
-                let start = Instant::now();
-                let _ = first;
-                let mut stamps = Vec::with_capacity(hello.iters as usize);
-                stamps.push(start);
-                for _ in 1..hello.iters {
-                    end.next_wc(&end.rcq, true)?;
-                    stamps.push(Instant::now());
-                }
-                let total = start.elapsed();
-                // n − 1 messages arrived within `total` after the first.
-                let n = hello.iters.saturating_sub(1).max(1);
-                let pk = peak(
-                    stamps.get(1..).unwrap_or(&[]),
-                    start,
-                    s,
-                    hello.tx_depth as usize,
-                );
-                bw_line(out, a.report_gbits, s, n, total, pk)?;
-            }
-            Test::WriteLat | Test::SendLat => {
-                pingpong(&mut end, test, s, hello.iters, false)?;
-            }
-            Test::WriteBw | Test::ReadBw | Test::ReadLat => {}
-        }
-        out.flush()?;
-    }
-    writeln!(out, "{DASHES}")?;
-    let _ = end
-        .rnic
-        .wait_disconnected(&end.qp, Duration::from_secs(24 * 3600));
-    Ok(())
 }

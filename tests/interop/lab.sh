@@ -15,12 +15,18 @@
 #                       SOFTRNIC_LAB_HOST_CMD_SIW_INITIATOR_TO_HOST) does the same, so it also
 #                       works through run-suite.sh
 #   --timeout SECONDS   limit for the whole scenario (default: the scenario's, else 300)
-#   --image DIR         guest image (default: $SOFTRNIC_LAB_CACHE/current, built if missing)
+#   --image DIR         guest image (default: $SOFTRNIC_LAB_CACHE/current, built if missing;
+#                       a scenario with SCENARIO_SIW_PATCH=NAME gets the image of the siw variant
+#                       siw-variants/NAME.patch instead, built by build-guest.sh when missing,
+#                       without moving `current`)
 #   --accel tcg|kvm     guest acceleration (default: $SOFTRNIC_LAB_ACCEL or tcg; see README)
 #   --cleanup-stale     remove namespaces left by lab runs that no longer exist, then exit
 #
 # Network (all inside the namespace softrnic-lab-<pid>, nothing on the host's interfaces):
 #   bridge br0 10.99.0.1/24 (the host end), tap1 -> guest g1 10.99.0.2, tap2 -> g2 10.99.0.3
+#   with SCENARIO_BRIDGES=2 also br1 10.99.1.1/24, tap1b -> g1 eth1 10.99.1.2, tap2b -> g2
+#   eth1 10.99.1.3 (multihoming); br1 is captured to capture-br1.pcap and both bridges are
+#   merged (mergecap) into capture-all.pcap. tools/lab-path takes a path down or up.
 # The host-side command sees LAB_NETNS LAB_HOST_IP LAB_G1_IP LAB_G2_IP LAB_GUEST_IPS
 # LAB_RESULTS LAB_HOST_OUT LAB_FLAGS LAB_TOOLS LAB_SCENARIO_DIR LAB_SOFTRNIC (the softrnic
 # binary: $SOFTRNIC_LAB_BIN, else the repository's target/release/softrnic, built with cargo when
@@ -36,6 +42,9 @@ source "$(dirname "$0")/lib/common.sh"
 NS_PREFIX=softrnic-lab-
 HOST_IP=10.99.0.1
 GUEST_IPS=(10.99.0.2 10.99.0.3)
+# Second bridge (SCENARIO_BRIDGES=2): a second path for multihoming.
+HOST_IP1=10.99.1.1
+GUEST_IPS1=(10.99.1.2 10.99.1.3)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '/^# shellcheck/d; $d; s/^# \{0,1\}//'; }
 
@@ -55,6 +64,7 @@ host_cmd_set=0
 host_cmd=""
 timeout_s=""
 image=${SOFTRNIC_LAB_IMAGE:-$LAB_CACHE/current}
+image_given=${SOFTRNIC_LAB_IMAGE:+1}
 accel=${SOFTRNIC_LAB_ACCEL:-tcg}
 scenario=""
 while [[ $# -gt 0 ]]; do
@@ -62,7 +72,7 @@ while [[ $# -gt 0 ]]; do
         --results) results=$2; shift ;;
         --host-cmd) host_cmd=$2; host_cmd_set=1; shift ;;
         --timeout) timeout_s=$2; shift ;;
-        --image) image=$2; shift ;;
+        --image) image=$2; image_given=1; shift ;;
         --accel) accel=$2; shift ;;
         --cleanup-stale) lab_is_root || lab_skip "needs root"; cleanup_stale; exit 0 ;;
         -h | --help) usage; exit 0 ;;
@@ -83,9 +93,15 @@ SCENARIO_NAME=$(basename "$SCENARIO_DIR")
 
 # Scenario defaults, then the scenario's own settings.
 SCENARIO_GUESTS=1
+SCENARIO_BRIDGES=1
+# off: no IPv6 in the guest kernel (ipv6.disable=1); stack: the IPv6 protocol exists for
+# sockets but no interface has IPv6 (ipv6.disable_ipv6=1), which kernel SCTP's RFC 6951 UDP
+# encapsulation needs (it opens a UDP socket per address family).
+SCENARIO_GUEST_IPV6=off
 SCENARIO_DIRECTION="?"
 SCENARIO_TIMEOUT=300
 SCENARIO_HOST_CMD=""
+SCENARIO_SIW_PATCH=""   # NAME: run the guests on the siw variant siw-variants/NAME.patch
 # shellcheck source=/dev/null
 source "$SCENARIO_DIR/scenario.sh"
 env_name=SOFTRNIC_LAB_HOST_CMD_$(echo "$SCENARIO_NAME" | tr 'a-z-' 'A-Z_' | tr -cd 'A-Z0-9_')
@@ -96,6 +112,12 @@ fi
 [[ $host_cmd_set -eq 1 ]] || host_cmd=$SCENARIO_HOST_CMD
 timeout_s=${timeout_s:-$SCENARIO_TIMEOUT}
 [[ $SCENARIO_GUESTS =~ ^[12]$ ]] || lab_die "SCENARIO_GUESTS must be 1 or 2 (at most two guests at once)"
+[[ $SCENARIO_BRIDGES =~ ^[12]$ ]] || lab_die "SCENARIO_BRIDGES must be 1 or 2"
+case $SCENARIO_GUEST_IPV6 in
+    off) guest_ipv6=ipv6.disable=1 ;;
+    stack) guest_ipv6=ipv6.disable_ipv6=1 ;;
+    *) lab_die "SCENARIO_GUEST_IPV6 must be off or stack" ;;
+esac
 
 # ---------------------------------------------------------------- preflight
 lab_is_root || lab_skip "lab.sh needs root (network namespaces, bridge, tap devices)"
@@ -111,6 +133,16 @@ case $accel in
         accel_args=(-accel kvm -cpu host) ;;
     *) lab_die "--accel must be tcg or kvm" ;;
 esac
+if [[ -n $SCENARIO_SIW_PATCH && -z ${image_given:-} ]]; then
+    variant_patch=$SCENARIO_SIW_PATCH
+    [[ $variant_patch == */* ]] || variant_patch=$LAB_ROOT/siw-variants/$variant_patch.patch
+    [[ -r $variant_patch ]] || lab_die "SCENARIO_SIW_PATCH=$SCENARIO_SIW_PATCH: no $variant_patch"
+    rc=0
+    image=$(SOFTRNIC_LAB_SIW_PATCH=$variant_patch "$LAB_ROOT/build-guest.sh" --quiet) || rc=$?
+    [[ $rc -eq $LAB_EXIT_SKIP ]] && lab_skip "the siw variant image cannot be built on this machine"
+    [[ $rc -eq 0 ]] || lab_die "build-guest.sh failed for the siw variant $variant_patch"
+    lab_log "siw variant $(basename "$variant_patch" .patch): image $image"
+fi
 if [[ ! -r $image/vmlinuz || ! -r $image/initrd.img ]]; then
     if [[ $image == "$LAB_CACHE/current" ]]; then
         lab_log "no guest image yet: running build-guest.sh"
@@ -138,6 +170,7 @@ mkdir -p "$results"/{out,flags,lib,host}
 results=$(cd "$results" && pwd -P)
 cp -r "$SCENARIO_DIR" "$results/scenario"
 cp "$LAB_ROOT/guest/lab-guest.sh" "$results/lib/lab-guest.sh"
+cp "$LAB_ROOT/tools/sctp_peer.py" "$results/lib/sctp_peer.py"
 
 NS=$NS_PREFIX$$
 PGIDS=()          # process groups this run started (each child runs under setsid)
@@ -158,7 +191,9 @@ cleanup() {
         # Anything else still in the namespace was started by this run.
         for p in $(ip netns pids "$NS" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
         for i in 1 2; do ip -n "$NS" link del "tap$i" 2>/dev/null || true; done
+        for i in 1 2; do ip -n "$NS" link del "tap${i}b" 2>/dev/null || true; done
         ip -n "$NS" link del br0 2>/dev/null || true
+        ip -n "$NS" link del br1 2>/dev/null || true
         ip netns del "$NS" 2>/dev/null || lab_log "could not delete namespace $NS"
     fi
 }
@@ -206,22 +241,51 @@ for ((i = 1; i <= SCENARIO_GUESTS; i++)); do
     ip -n "$NS" link set "tap$i" master br0
     ip -n "$NS" link set "tap$i" up
 done
+if [[ $SCENARIO_BRIDGES -eq 2 ]]; then
+    ip -n "$NS" link add br1 address 52:54:00:99:01:01 type bridge
+    ip -n "$NS" link set br1 type bridge stp_state 0 forward_delay 0 2>/dev/null || true
+    ip -n "$NS" addr add "$HOST_IP1/24" dev br1
+    ip -n "$NS" link set br1 up
+    ip netns exec "$NS" ethtool -K br1 tx off sg off tso off gso off gro off >/dev/null 2>&1 || true
+    for ((i = 1; i <= SCENARIO_GUESTS; i++)); do
+        ip -n "$NS" tuntap add dev "tap${i}b" mode tap || lab_skip "cannot create tap devices (/dev/net/tun)"
+        ip -n "$NS" link set "tap${i}b" master br1
+        ip -n "$NS" link set "tap${i}b" up
+    done
+fi
 
 # ---------------------------------------------------------------- capture
-spawn "$results/tcpdump.log" tcpdump -i br0 -U -s 0 -Z root -w "$results/capture.pcap" 'not ether proto 0x86dd'
+# --immediate-mode: without it libpcap hands packets over in blocks, and the block pending
+# when tcpdump is stopped (the last few hundred ms of a run) never reaches the file.
+spawn "$results/tcpdump.log" tcpdump -i br0 -U --immediate-mode -s 0 -Z root -w "$results/capture.pcap" 'not ether proto 0x86dd'
 tcpdump_pid=$started
 for _ in $(seq 50); do
     grep -q 'listening on' "$results/tcpdump.log" 2>/dev/null && break
     sleep 0.1
 done
 grep -q 'listening on' "$results/tcpdump.log" || lab_die "tcpdump did not start: $(cat "$results/tcpdump.log")"
+tcpdump1_pid=""
+if [[ $SCENARIO_BRIDGES -eq 2 ]]; then
+    spawn "$results/tcpdump-br1.log" tcpdump -i br1 -U --immediate-mode -s 0 -Z root -w "$results/capture-br1.pcap" 'not ether proto 0x86dd'
+    tcpdump1_pid=$started
+    for _ in $(seq 50); do
+        grep -q 'listening on' "$results/tcpdump-br1.log" 2>/dev/null && break
+        sleep 0.1
+    done
+    grep -q 'listening on' "$results/tcpdump-br1.log" || lab_die "tcpdump on br1 did not start: $(cat "$results/tcpdump-br1.log")"
+fi
 
 # ---------------------------------------------------------------- host-side command
 if [[ -z ${LAB_SOFTRNIC:-} ]]; then LAB_SOFTRNIC=$(lab_softrnic); fi
+# A scenario's own preconditions (e.g. a softrnic subcommand): SKIPPED when they fail.
+if declare -F scenario_requires >/dev/null; then
+    why=$(LAB_SOFTRNIC=$LAB_SOFTRNIC scenario_requires 2>&1) || lab_skip "$SCENARIO_NAME: ${why:-a requirement is missing}"
+fi
 export LAB_NETNS=$NS LAB_HOST_IP=$HOST_IP LAB_G1_IP=${GUEST_IPS[0]} LAB_G2_IP=${GUEST_IPS[1]}
 export LAB_GUEST_IPS="${GUEST_IPS[*]:0:SCENARIO_GUESTS}" LAB_RESULTS=$results
 export LAB_HOST_OUT=$results/host LAB_FLAGS=$results/flags LAB_TOOLS=$LAB_ROOT/tools
 export LAB_SCENARIO_DIR=$SCENARIO_DIR LAB_ROOT LAB_SOFTRNIC
+export LAB_BRIDGES=$SCENARIO_BRIDGES LAB_HOST_IP1=$HOST_IP1 LAB_G1_IP1=${GUEST_IPS1[0]} LAB_G2_IP1=${GUEST_IPS1[1]}
 host_pid=""
 if [[ -n $host_cmd ]]; then
     lab_log "host command: $host_cmd"
@@ -239,8 +303,14 @@ qemu_pids=()
 for ((i = 1; i <= SCENARIO_GUESTS; i++)); do
     ip=${GUEST_IPS[$((i - 1))]}
     peers=$(printf '%s\n' "${GUEST_IPS[@]:0:SCENARIO_GUESTS}" | grep -vx "$ip" | paste -sd, - || true)
-    append="console=ttyS0,115200 panic=-1 ipv6.disable=1 quiet loglevel=4 lab.name=g$i lab.index=$i"
+    append="console=ttyS0,115200 panic=-1 $guest_ipv6 quiet loglevel=4 lab.name=g$i lab.index=$i"
     append+=" lab.ip=$ip/24 lab.host=$HOST_IP lab.peers=${peers:-none} lab.timeout=$guest_timeout"
+    nic2=()
+    if [[ $SCENARIO_BRIDGES -eq 2 ]]; then
+        append+=" lab.ip1=${GUEST_IPS1[$((i - 1))]}/24 lab.host1=$HOST_IP1"
+        nic2=(-netdev "tap,id=n1,ifname=tap${i}b,script=no,downscript=no"
+            -device "virtio-net-pci,netdev=n1,mac=52:54:00:99:01:0$((i + 1)),$nic_opts")
+    fi
     spawn "$results/g$i-qemu.log" timeout -k 5 "$timeout_s" qemu-system-x86_64 \
         -name "softrnic-lab-g$i" "${accel_args[@]}" -smp 1 -m 1536 \
         -nodefaults -no-user-config -display none -no-reboot \
@@ -248,6 +318,7 @@ for ((i = 1; i <= SCENARIO_GUESTS; i++)); do
         -serial "file:$results/g$i-console.log" \
         -netdev "tap,id=n0,ifname=tap$i,script=no,downscript=no" \
         -device "virtio-net-pci,netdev=n0,mac=52:54:00:99:00:0$((i + 1)),$nic_opts" \
+        "${nic2[@]}" \
         -virtfs "local,path=$results,mount_tag=lab,security_model=none,id=lab" \
         -device virtio-rng-pci
     qemu_pids+=("$started")
@@ -276,6 +347,15 @@ fi
 sleep 0.3
 kill -INT -- "-$tcpdump_pid" 2>/dev/null || true
 wait "$tcpdump_pid" 2>/dev/null || true
+if [[ -n $tcpdump1_pid ]]; then
+    kill -INT -- "-$tcpdump1_pid" 2>/dev/null || true
+    wait "$tcpdump1_pid" 2>/dev/null || true
+    # Both paths of a multihomed association in one file, in time order.
+    if command -v mergecap >/dev/null; then
+        mergecap -F pcap -w "$results/capture-all.pcap" "$results/capture.pcap" "$results/capture-br1.pcap" ||
+            lab_log "mergecap failed"
+    fi
+fi
 
 # ---------------------------------------------------------------- verdict
 for ((i = 1; i <= SCENARIO_GUESTS; i++)); do
@@ -309,7 +389,8 @@ if command -v tshark >/dev/null; then
 fi
 if declare -F scenario_check >/dev/null; then
     rc=0
-    (cd "$results" && LAB_PCAP=$results/capture.pcap scenario_check) >"$results/check.log" 2>&1 || rc=$?
+    (cd "$results" && LAB_PCAP=$results/capture.pcap LAB_PCAP_BR1=$results/capture-br1.pcap \
+        LAB_PCAP_ALL=$results/capture-all.pcap scenario_check) >"$results/check.log" 2>&1 || rc=$?
     [[ $rc -ne 0 ]] && reasons+=("scenario check failed: $(grep -E 'FAIL|ERROR' "$results/check.log" | tail -n1 || true) (see check.log)")
 fi
 t_end=$(date +%s.%N)
@@ -322,6 +403,7 @@ verdict=PASS
     echo "result: $verdict"
     echo "seconds: $secs"
     echo "image: $image"
+    echo "siw variant: ${SCENARIO_SIW_PATCH:-stock}"
     echo "host command: ${host_cmd:-none}"
     for r in "${reasons[@]}"; do echo "reason: $r"; done
 } >"$results/result.txt"

@@ -1,0 +1,259 @@
+//! The perftest-style tools between two processes over loopback, speaking perftest's
+//! `-R` protocol (control connection + test connection, `pingpong_dest` exchanges,
+//! report exchange, send-bw credits).
+
+use std::io::{BufRead, Read};
+use std::process::{Child, Command, Stdio};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_softrnic"))
+}
+
+/// Starts a tool's server on an ephemeral port; returns it, its port and a reader thread
+/// collecting the rest of its output.
+fn perf_server(tool: &str, args: &[&str]) -> (Child, u16, std::thread::JoinHandle<String>) {
+    let mut child = bin()
+        .arg(tool)
+        .args(["-p", "0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut reader = std::io::BufReader::new(stdout);
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    let port = first
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = reader.read_to_string(&mut s);
+        s
+    });
+    (child, port, rest)
+}
+
+/// Runs a tool as server and client (the same options on both, as with perftest);
+/// returns (client output, server output).
+fn perf_pair(tool: &str, args: &[&str]) -> (String, String) {
+    let (mut server, port, rest) = perf_server(tool, args);
+    let out = bin()
+        .arg(tool)
+        .arg("127.0.0.1")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .output()
+        .unwrap();
+    let status = server.wait().unwrap();
+    let mut err = String::new();
+    if let Some(mut e) = server.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let server_text = rest.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{tool} client failed: {}\n{text}\nserver:\n{server_text}{err}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        status.success(),
+        "{tool} server failed: {err}\n{server_text}"
+    );
+    (text, server_text)
+}
+
+fn result_rows(text: &str) -> Vec<Vec<f64>> {
+    text.lines()
+        .filter_map(|l| {
+            let v: Vec<f64> = l
+                .split_whitespace()
+                .map(|w| w.parse::<f64>())
+                .collect::<Result<_, _>>()
+                .ok()?;
+            (v.len() >= 5).then_some(v)
+        })
+        .collect()
+}
+
+const BW_HEAD: &str =
+    " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]";
+
+/// write-bw and read-bw: the client measures, and the server prints the client's result
+/// as received in perftest's report exchange (size, iterations, peak, average, rate).
+#[test]
+fn write_bw_and_read_bw_report_exchange() {
+    for tool in ["write-bw", "read-bw"] {
+        let (client, server) = perf_pair(tool, &["-s", "4096", "-n", "50", "-t", "8"]);
+        assert!(client.contains(BW_HEAD), "{client}");
+        assert!(client.contains("rdma_cm QPs\t : ON"), "{client}");
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{client}");
+        assert_eq!((rows[0][0], rows[0][1]), (4096.0, 50.0));
+        assert!(rows[0][3] > 0.0 && rows[0][2] >= rows[0][3], "{client}");
+        // The server's line is the client's, carried over the control connection.
+        assert_eq!(result_rows(&server), rows, "{server}");
+    }
+    // Read tests advertise their outstanding reads as IRD/ORD; others 0/0 (perftest).
+    let (client, _) = perf_pair("read-bw", &["-s", "64", "-n", "10", "-o", "8"]);
+    assert!(client.contains("IRD / ORD       : 8 / 8"), "{client}");
+    assert!(client.contains(" OUT 0x08 RKey "), "{client}");
+    let (client, _) = perf_pair("write-bw", &["-s", "64", "-n", "10"]);
+    assert!(client.contains("IRD / ORD       : 0 / 0"), "{client}");
+}
+
+/// send-bw: both sides measure; the receiver returns credits by RDMA Write every
+/// rx_depth / 3 messages, so a small receive window still lets many messages through.
+#[test]
+fn send_bw_with_credits_and_all_sizes() {
+    let (client, server) = perf_pair("send-bw", &["-s", "1024", "-n", "200", "-r", "6"]);
+    let rows = result_rows(&client);
+    assert_eq!(rows.len(), 1, "{client}");
+    assert_eq!((rows[0][0], rows[0][1]), (1024.0, 200.0));
+    assert!(server.contains(" RX depth        : 6"), "{server}");
+    let srows = result_rows(&server);
+    assert_eq!(srows.len(), 1, "{server}");
+    assert_eq!((srows[0][0], srows[0][1]), (1024.0, 200.0));
+
+    let (client, server) = perf_pair("send-bw", &["-a", "-n", "4"]);
+    let want: Vec<f64> = (1..=23).map(|i| f64::from(1u32 << i)).collect();
+    let sizes = |t: &str| result_rows(t).iter().map(|r| r[0]).collect::<Vec<_>>();
+    assert_eq!(sizes(&client), want, "{client}");
+    assert_eq!(sizes(&server), want, "{server}");
+}
+
+/// The latency tools: both ping-pong sides print the table; read-lat only the client.
+#[test]
+fn latency_tools() {
+    for tool in ["write-lat", "send-lat", "read-lat"] {
+        let (client, server) = perf_pair(tool, &["-n", "300", "-s", "64"]);
+        assert!(client.contains("t_typical[usec]"), "{client}");
+        assert!(client.contains("99.9% percentile[usec]"), "{client}");
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{client}");
+        let r = &rows[0];
+        assert_eq!((r[0], r[1]), (64.0, 300.0));
+        // min <= typical <= max, min <= avg <= max.
+        assert!(
+            r[2] <= r[4] && r[4] <= r[3] && r[2] <= r[5] && r[5] <= r[3],
+            "{client}"
+        );
+        let srows = result_rows(&server).len();
+        assert_eq!(srows, usize::from(tool != "read-lat"), "{server}");
+    }
+    // All sizes (the runs above, 300 iterations, wrap write-lat's one-octet counter).
+    let (client, _) = perf_pair("write-lat", &["-a", "-n", "3"]);
+    let sizes: Vec<f64> = result_rows(&client).iter().map(|r| r[0]).collect();
+    let want: Vec<f64> = (1..=23).map(|i| f64::from(1u32 << i)).collect();
+    assert_eq!(sizes, want, "{client}");
+    let (client, _) = perf_pair("read-lat", &["-a", "-n", "3"]);
+    assert_eq!(result_rows(&client).len(), 23, "{client}");
+}
+
+/// write-lat with the server writing first, unlocked by RFC 6581 peer-to-peer mode: as MPA
+/// responder the server may not send before the initiator's first FPDU (RFC 5044 §7.1.2);
+/// in P2P mode the client sends no opening Write of its own (as perftest's ib_write_lat
+/// client does not), so the RTR (RFC 6581 §3, each type) is what unlocks the server.
+#[test]
+fn write_lat_server_writes_first_after_p2p_rtr() {
+    for (rtr, name) in [
+        ("write", "zero-length RDMA Write"),
+        ("read", "zero-length RDMA Read"),
+        ("send", "zero-length Send"),
+    ] {
+        let (client, server) = perf_pair(
+            "write-lat",
+            &["-n", "20", "-s", "4096", "--p2p", "--rtr", rtr],
+        );
+        for text in [&client, &server] {
+            assert!(text.contains(&format!("P2P on RTR {name}")), "{text}");
+            let rows = result_rows(text);
+            assert_eq!(rows.len(), 1, "{text}");
+            assert_eq!((rows[0][0], rows[0][1]), (4096.0, 20.0), "{text}");
+        }
+    }
+}
+
+/// MPA options reach both connections: CRC and markers (RFC 5044 §7.1), revision 1, and
+/// peer-to-peer mode with a Read RTR (RFC 6581 §7); `--report_gbits` switches the unit;
+/// manual progress works; perftest's own options are accepted.
+#[test]
+fn mpa_options_units_and_perftest_flags() {
+    let (client, _) = perf_pair(
+        "write-bw",
+        &[
+            "-s",
+            "65536",
+            "-n",
+            "20",
+            "--report_gbits",
+            "--crc",
+            "--markers",
+        ],
+    );
+    assert!(client.contains("CRC on markers tx on rx on"), "{client}");
+    assert!(client.contains("BW average[Gb/sec]"), "{client}");
+
+    let (client, _) = perf_pair("send-lat", &["-n", "10", "--p2p", "--rtr", "read"]);
+    assert!(
+        client.contains("P2P on RTR zero-length RDMA Read"),
+        "{client}"
+    );
+
+    let (client, _) = perf_pair("send-lat", &["-n", "10", "--mpa-rev", "1"]);
+    assert!(
+        client.contains("MPA             : rev 1 CRC off"),
+        "{client}"
+    );
+
+    let (client, _) = perf_pair(
+        "write-lat",
+        &[
+            "-n",
+            "30",
+            "--manual-progress",
+            "-R",
+            "-F",
+            "-d",
+            "siw0",
+            "-x",
+            "0",
+            "-i",
+            "1",
+        ],
+    );
+    assert_eq!(result_rows(&client).len(), 1, "{client}");
+
+    // Only RC exists over iWARP.
+    let out = bin()
+        .args(["write-bw", "127.0.0.1", "-c", "UD"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("RC only"));
+}
+
+/// A server that is not perftest -R (here: a listener that never speaks) makes the
+/// client fail with an error, not hang: the control exchange times out or the stream
+/// closes.
+#[test]
+fn client_without_server_fails() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    drop(l);
+    let out = bin()
+        .args(["send-lat", "127.0.0.1", "-p", &port.to_string(), "-n", "5"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with("softrnic: "),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

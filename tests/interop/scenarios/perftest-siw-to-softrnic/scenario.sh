@@ -1,0 +1,33 @@
+# shellcheck shell=bash disable=SC2034,SC2016 # variables read by lab.sh; the host command is expanded there
+# siw's perftest clients (g1) -> softrnic's perftest-style servers on the host end (10.99.0.1),
+# both speaking perftest's -R protocol (rdma_cm: a control connection carrying the
+# pingpong_dest / report exchanges as Sends, then the test connection). Runs (runs.sh):
+# ib_send_bw, ib_send_lat, ib_write_bw, ib_read_bw, ib_read_lat -R -n 10 with sizes 2, 64,
+# 4096, 65536 and 1048576 B against `softrnic <tool> -R` with the same options, one run per
+# tool and size, each on its own port; plus one ib_write_lat -R -s 2, expected to block
+# (softrnic, the MPA responder, may not send first: RFC 5044 §7.1.2; see runs.sh) and
+# reported as such. Passes when every other run exits 0 on both sides, and the capture holds
+# two MPA connections per run, decodes with `softrnic decode` without errors and with the
+# RDMAP opcode counts tshark sees, including Sends, Writes, Read Requests and Read Responses.
+SCENARIO_GUESTS=1
+SCENARIO_DIRECTION="siw(g1) -> softrnic(host)"
+SCENARIO_TIMEOUT=420
+SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
+
+scenario_check() {
+    # shellcheck source-path=SCRIPTDIR source=runs.sh
+    . "$LAB_SCENARIO_DIR/runs.sh"
+    local runs
+    runs=$(pt_runs | wc -l)
+    python3 "$LAB_TOOLS/mpa_lab.py" expect-pcap "$LAB_PCAP" --min-requests "$((2 * runs))" \
+        --min-replies "$((2 * runs))" --request-from "$LAB_G1_IP" || return 1
+    "$LAB_TOOLS/decode-crosscheck.sh" "$LAB_PCAP" || return 1
+    local counts op
+    counts=$("$LAB_SOFTRNIC" decode --counts "$LAB_PCAP")
+    for op in 0x00 0x01 0x02 0x03; do
+        echo "$counts" | awk -v o="$op" '$1 == o && $3 > 0 { f = 1 } END { exit !f }' ||
+            { echo "FAIL: no RDMAP opcode $op in the capture"; return 1; }
+    done
+    cat "$LAB_RESULTS/host/expected.txt" 2>/dev/null || true
+    echo "ok: $runs runs, every expected-ok run passed on both sides"
+}

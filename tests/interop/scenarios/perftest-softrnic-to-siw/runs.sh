@@ -1,0 +1,17 @@
+# shellcheck shell=bash disable=SC2034 # variables used by the scripts that source this file
+# The runs of perftest-softrnic-to-siw, read by guest.sh (as /lab/scenario/runs.sh) and host.sh:
+# one line per run, "TAG TOOL PORT SIZE ITERS". TOOL is perftest's name without "ib_"
+# (softrnic's subcommand is the same with '-' for '_'); every run uses its own port.
+PT_SIZES="2 64 4096 65536 1048576"
+PT_ITERS=10
+PT_LIMIT=90 # seconds one run may take
+
+pt_runs() {
+    local tool size port=18700
+    for tool in send_bw send_lat write_bw write_lat read_bw read_lat; do
+        for size in $PT_SIZES; do
+            echo "$tool-$size $tool $port $size $PT_ITERS"
+            port=$((port + 1))
+        done
+    done
+}

@@ -1,0 +1,32 @@
+# shellcheck shell=bash disable=SC2034,SC2016 # variables read by lab.sh; the host command is expanded there
+# softrnic's perftest-style clients on the host end -> siw's perftest servers (g1), both
+# speaking perftest's -R protocol (rdma_cm: a control connection carrying the pingpong_dest /
+# report exchanges as Sends, then the test connection). Runs (runs.sh): ib_send_bw,
+# ib_send_lat, ib_write_bw, ib_write_lat, ib_read_bw, ib_read_lat -R -n 10 with sizes 2, 64,
+# 4096, 65536 and 1048576 B, against `softrnic <tool> -R --profile siw` with the same options
+# (the siw profile holds the initiator's first FPDU after the MPA Reply: siw 6.1's accept
+# race, RECIPE.md), one run per tool and size, each on its own port. Passes when every run
+# exits 0 on both sides, and the capture holds two MPA connections per run, decodes with
+# `softrnic decode` without errors and with the RDMAP opcode counts tshark sees, including
+# Sends, Writes, Read Requests and Read Responses.
+SCENARIO_GUESTS=1
+SCENARIO_DIRECTION="softrnic(host) -> siw(g1)"
+SCENARIO_TIMEOUT=420
+SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
+
+scenario_check() {
+    # shellcheck source-path=SCRIPTDIR source=runs.sh
+    . "$LAB_SCENARIO_DIR/runs.sh"
+    local runs
+    runs=$(pt_runs | wc -l)
+    python3 "$LAB_TOOLS/mpa_lab.py" expect-pcap "$LAB_PCAP" --min-requests "$((2 * runs))" \
+        --min-replies "$((2 * runs))" --request-from "$LAB_HOST_IP" || return 1
+    "$LAB_TOOLS/decode-crosscheck.sh" "$LAB_PCAP" || return 1
+    local counts op
+    counts=$("$LAB_SOFTRNIC" decode --counts "$LAB_PCAP")
+    for op in 0x00 0x01 0x02 0x03; do
+        echo "$counts" | awk -v o="$op" '$1 == o && $3 > 0 { f = 1 } END { exit !f }' ||
+            { echo "FAIL: no RDMAP opcode $op in the capture"; return 1; }
+    done
+    echo "ok: $runs runs passed on both sides"
+}
