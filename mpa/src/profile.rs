@@ -64,12 +64,6 @@ pub struct Quirks {
     /// Initiator only: hold the first FPDU this long after the MPA Reply was accepted
     /// (zero: send at once). See [`SIW_FIRST_FPDU_DELAY`].
     pub first_fpdu_delay: Duration,
-    /// A zero-length tagged RTR must carry a non-zero STag (Chelsio rejects STag 0,
-    /// although RFC 5041 does not forbid it). Always true: the runtime never sends 0.
-    pub nonzero_rtr_stag: bool,
-    /// The responder transmits nothing before the initiator's first FPDU has arrived
-    /// (RFC 5044 §7.1.2; NetEffect `send_first=0`). Always true in this implementation.
-    pub responder_waits_for_first_fpdu: bool,
 }
 
 /// A profile name that does not exist.
@@ -202,8 +196,6 @@ impl Profile {
                 Profile::Siw => SIW_FIRST_FPDU_DELAY,
                 _ => Duration::ZERO,
             },
-            nonzero_rtr_stag: true,
-            responder_waits_for_first_fpdu: true,
         }
     }
 }
@@ -448,7 +440,6 @@ mod tests {
         assert!(req.crc && reply.crc);
         let (si, sr) = res.expect("agreed");
         assert!(sr.must_await_first_fpdu() && !si.must_await_first_fpdu());
-        assert!(Profile::NetEffect.quirks().responder_waits_for_first_fpdu);
     }
 
     /// The `rfc` profile is what the tools did before profiles existed: revision 2 with
@@ -470,14 +461,12 @@ mod tests {
         assert_eq!(Profile::default(), Profile::Rfc);
     }
 
-    /// Runtime quirks: only `siw` holds the first FPDU (siw 6.1 accept race); every
-    /// profile keeps tagged RTR STags non-zero (Chelsio, notes) and the responder
-    /// silent until the first FPDU (RFC 5044 §7.1.2).
+    /// Runtime quirks: only `siw` holds the first FPDU (siw 6.1 accept race). (Non-zero
+    /// RTR STags and a silent responder hold for every profile: stack/tests/profiles.rs.)
     #[test]
     fn quirks_per_profile() {
         for p in Profile::ALL {
             let q = p.quirks();
-            assert!(q.nonzero_rtr_stag && q.responder_waits_for_first_fpdu);
             assert_eq!(q.first_fpdu_delay.is_zero(), p != Profile::Siw, "{p}");
         }
         assert_eq!(Profile::Siw.quirks().first_fpdu_delay, SIW_FIRST_FPDU_DELAY);

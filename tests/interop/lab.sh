@@ -87,13 +87,15 @@ if [[ -d $scenario ]]; then
 else
     SCENARIO_DIR=$LAB_ROOT/scenarios/$scenario
 fi
-[[ -r $SCENARIO_DIR/scenario.sh && -r $SCENARIO_DIR/guest.sh ]] ||
-    { lab_log "no scenario.sh + guest.sh in $SCENARIO_DIR"; exit 2; }
+[[ -r $SCENARIO_DIR/scenario.sh ]] || { lab_log "no scenario.sh in $SCENARIO_DIR"; exit 2; }
 SCENARIO_NAME=$(basename "$SCENARIO_DIR")
 
 # Scenario defaults, then the scenario's own settings.
 SCENARIO_GUESTS=1
 SCENARIO_BRIDGES=1
+# The guest side: the scenario's guest.sh, or this script (relative to tests/interop/),
+# shared by several scenarios.
+SCENARIO_GUEST_SCRIPT=""
 # off: no IPv6 in the guest kernel (ipv6.disable=1); stack: the IPv6 protocol exists for
 # sockets but no interface has IPv6 (ipv6.disable_ipv6=1), which kernel SCTP's RFC 6951 UDP
 # encapsulation needs (it opens a UDP socket per address family).
@@ -104,6 +106,9 @@ SCENARIO_HOST_CMD=""
 SCENARIO_SIW_PATCH=""   # NAME: run the guests on the siw variant siw-variants/NAME.patch
 # shellcheck source=/dev/null
 source "$SCENARIO_DIR/scenario.sh"
+guest_script=$SCENARIO_DIR/guest.sh
+[[ -z $SCENARIO_GUEST_SCRIPT ]] || guest_script=$LAB_ROOT/$SCENARIO_GUEST_SCRIPT
+[[ -r $guest_script ]] || { lab_log "no guest script $guest_script for $SCENARIO_NAME"; exit 2; }
 env_name=SOFTRNIC_LAB_HOST_CMD_$(echo "$SCENARIO_NAME" | tr 'a-z-' 'A-Z_' | tr -cd 'A-Z0-9_')
 if [[ $host_cmd_set -eq 0 && -n ${!env_name+x} ]]; then
     host_cmd=${!env_name}
@@ -169,6 +174,7 @@ rm -rf "$results"
 mkdir -p "$results"/{out,flags,lib,host}
 results=$(cd "$results" && pwd -P)
 cp -r "$SCENARIO_DIR" "$results/scenario"
+install -m 0755 "$guest_script" "$results/scenario/guest.sh"
 cp "$LAB_ROOT/guest/lab-guest.sh" "$results/lib/lab-guest.sh"
 cp "$LAB_ROOT/tools/sctp_peer.py" "$results/lib/sctp_peer.py"
 

@@ -1,13 +1,13 @@
 #!/bin/bash
 # shellcheck disable=SC2153 # LAB_ADDR, LAB_HOST_IP come from the guest's /init
-# g1 side of the MPA-variant scenarios (copied as guest.sh into each scenarios/mpa-*/ and
-# scenarios/profile-*/ directory; keep the copies identical: `siw-variants/sync-guest.sh`).
+# g1 side of the MPA-variant scenarios (scenarios/mpa-*/ and scenarios/profile-*/ name it with
+# SCENARIO_GUEST_SCRIPT; lab.sh installs it as the run's guest.sh).
 #   1. siw responder: `rping -s -V -C 5 -p 7174` for softrnic's client (flag siw.ready);
 #   2. siw initiator: after the host's flag softrnic.ready, `rping -c -V -C 5` to the host's
 #      softrnic server on 7175.
 # Exit: 0 when both siw rping runs succeeded.
 set -euo pipefail
-# shellcheck source-path=SCRIPTDIR source=../../guest/lab-guest.sh
+# shellcheck source-path=SCRIPTDIR source=../guest/lab-guest.sh
 . /lab/lib/lab-guest.sh
 COUNT=5
 rping -s -V -C "$COUNT" -a "$LAB_ADDR" -p 7174 >rping-server.log 2>&1 &

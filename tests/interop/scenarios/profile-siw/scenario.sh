@@ -3,9 +3,10 @@
 # initiator holds its first FPDU (siw 6.1 accept race) so rping completes.
 # Both ways with one guest (g1): softrnic initiator -> siw responder (host rping -c), then
 # siw initiator -> softrnic responder (guest rping -c); see siw-variants/host-rping.sh and
-# guest.sh (a copy of siw-variants/guest-rping.sh). The check decodes the capture with
+# siw-variants/guest-rping.sh (the guest side). The check decodes the capture with
 # softrnic decode (0 errors, the negotiated session below) and compares opcode counts with tshark.
 SCENARIO_GUESTS=1
+SCENARIO_GUEST_SCRIPT=siw-variants/guest-rping.sh
 SCENARIO_SIW_PATCH=""
 SCENARIO_DIRECTION="softrnic <-> siw[${SCENARIO_SIW_PATCH:-stock}](g1), both ways"
 SCENARIO_TIMEOUT=240
