@@ -539,7 +539,13 @@ fn decode_fpdus(rep: &mut ConnReport, s: &Stream, dir: Dir, start: usize, sessio
                         if rtr {
                             t.push_str("  [P2P RTR]");
                         }
-                        (EventKind::Info, t)
+                        match low_bit_first_terminate(&msg, &fpdu.ulpdu) {
+                            Some(note) => {
+                                let _ = write!(t, "  {note}");
+                                (EventKind::Warning, t)
+                            }
+                            None => (EventKind::Info, t),
+                        }
                     }
                     Err(e) => {
                         let c = e.term_cause();
@@ -548,7 +554,7 @@ fn decode_fpdus(rep: &mut ConnReport, s: &Stream, dir: Dir, start: usize, sessio
                             format!(
                                 "invalid DDP/RDMAP segment ({} octets): {e} — Terminate {}",
                                 fpdu.ulpdu.len(),
-                                describe_cause(&c)
+                                c
                             ),
                         )
                     }
@@ -657,9 +663,25 @@ fn describe_rtr(set: &RtrSet) -> String {
     }
 }
 
-fn describe_cause(c: &rdmap::TermCause) -> String {
-    let (layer, etype, ecode) = c.layer_etype_ecode();
-    format!("{c} (layer {layer:#x}, type {etype:#x}, code {ecode:#04x})")
+/// For a Terminate whose control word has reserved bits set the way a low-bit-first
+/// bitfield layout sets them (RFC 5040 §4.8 reserves them), what that layout means.
+fn low_bit_first_terminate(m: &Message<'_>, ulpdu: &[u8]) -> Option<String> {
+    if !matches!(m.header, Header::Terminate { .. }) {
+        return None;
+    }
+    let ctrl = ulpdu.get(ddp::UNTAGGED_HEADER_LEN..)?.first_chunk::<4>()?;
+    let (cause, md, dd, rd) = rdmap::low_bit_first_reading(*ctrl)?;
+    Some(format!(
+        "[nonconformant Terminate Control {:02x} {:02x} {:02x} {:02x}: reserved bits set; \
+         read with Layer/EType and M/D/R laid out from the low bits it is {cause} M{} D{} R{}]",
+        ctrl[0],
+        ctrl[1],
+        ctrl[2],
+        ctrl[3],
+        u8::from(md),
+        u8::from(dd),
+        u8::from(rd)
+    ))
 }
 
 fn last_flag(last: bool) -> &'static str {
@@ -702,7 +724,7 @@ pub fn describe_message(m: &Message<'_>) -> String {
         Header::Terminate { msn, terminate } => {
             let mut t = format!(
                 "Terminate           MSN {msn} {}  hdrct M{} D{} R{}",
-                describe_cause(&terminate.cause),
+                terminate.cause,
                 u8::from(terminate.m),
                 u8::from(terminate.d),
                 u8::from(terminate.r)

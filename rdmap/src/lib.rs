@@ -54,6 +54,6 @@ pub use responder::{
     ATOMIC_OPERAND_LEN, Ird, check_read_response, sink_access, validate_atomic_request,
     validate_invalidate, validate_read_request,
 };
-pub use terminate::{Terminate, TerminateError, TerminatedDdpHeader};
+pub use terminate::{Terminate, TerminateError, TerminatedDdpHeader, low_bit_first_reading};
 
 pub use ddp;

@@ -79,6 +79,21 @@ impl TerminatedDdpHeader {
     }
 }
 
+/// The Terminate Control word read as a peer that lays its fields out from the low bits
+/// (a C bitfield on a little-endian host) writes it: Layer in the low and Error Type in the
+/// high four bits of the first octet, and M, D, R in the three low bits of the third octet,
+/// which RFC 5040 §4.8 reserves (they must be zero). Returns that reading — cause, M, D, R —
+/// when the word has reserved bits set exactly where that layout puts M/D/R and nowhere
+/// else; `None` for a conformant word (reserved bits clear) or any other pattern.
+pub fn low_bit_first_reading(ctrl: [u8; 4]) -> Option<(TermCause, bool, bool, bool)> {
+    let flags = ctrl[2];
+    if flags & 0x07 == 0 || flags & !0x07 != 0 || ctrl[3] != 0 {
+        return None;
+    }
+    let cause = TermCause::from_wire(ctrl[0] & 0x0f, ctrl[0] >> 4, ctrl[1]);
+    Some((cause, flags & 1 != 0, flags & 2 != 0, flags & 4 != 0))
+}
+
 /// Error decoding a Terminate header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum TerminateError {

@@ -175,3 +175,38 @@ proptest! {
         prop_assert!(!cause.to_string().is_empty());
     }
 }
+
+/// RFC 5040 §4.8: the Terminate Control word is Layer (high 4 bits of the first octet),
+/// EType, Error Code, then Hdrct M/D/R in the top three bits of the third octet and 13
+/// reserved bits. A word laid out from the low bits (Linux siw 6.1 on x86 sends
+/// `10 00 07 00` for an RDMAP Remote Protection "Invalid STag" with M, D and R set) is
+/// recognised by its reserved bits and read back; conformant words are left alone.
+#[test]
+fn rfc5040_4_8_low_bit_first_terminate_control() {
+    use rdmap::low_bit_first_reading;
+    let invalid_stag = TermCause::protection(ProtectionCode::InvalidStag);
+    assert_eq!(
+        low_bit_first_reading([0x10, 0x00, 0x07, 0x00]),
+        Some((invalid_stag, true, true, true))
+    );
+    // A DDP tagged error (layer 1, type 1) reads the same both ways; only M set.
+    let (c, m, d, r) = low_bit_first_reading([0x11, 0x01, 0x01, 0x00]).expect("reserved bits");
+    assert_eq!(c.layer_etype_ecode(), (0x1, 0x1, 0x01));
+    assert!(m && !d && !r);
+    // Conformant words: reserved bits clear (M/D/R in the high bits or none).
+    for ctrl in [
+        [0x01, 0x00, 0xe0, 0x00],
+        [0x11, 0x00, 0x00, 0x00],
+        [0x10, 0x00, 0xc0, 0x00],
+    ] {
+        assert_eq!(low_bit_first_reading(ctrl), None, "{ctrl:02x?}");
+    }
+    // Other reserved patterns are not this layout.
+    for ctrl in [
+        [0x10, 0x00, 0x08, 0x00],
+        [0x10, 0x00, 0x01, 0x01],
+        [0x10, 0x00, 0xe1, 0x00],
+    ] {
+        assert_eq!(low_bit_first_reading(ctrl), None, "{ctrl:02x?}");
+    }
+}

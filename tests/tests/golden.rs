@@ -251,3 +251,50 @@ fn lab_capture_with_reply_recorded_after_its_ack() {
         ])
     );
 }
+
+/// Terminates from Linux siw 6.1 (lab scenario `error-softrnic-to-siw`: softrnic Writes and
+/// Reads with an invalid STag and out of bounds): siw lays the Terminate Control out from
+/// the low bits, so Layer/EType are exchanged and M/D/R sit in bits RFC 5040 §4.8 reserves.
+/// The decoder reports each as a nonconformant Terminate (a warning, not an error) and
+/// names what that layout means — for the Read cases an RDMAP Remote Protection error,
+/// where the conformant reading would be a DDP cause.
+#[test]
+fn rfc5040_4_8_siw_terminate_control_laid_out_from_low_bits() {
+    let r = decode("lab-siw-terminate-low-bit-first.pcap");
+    assert_eq!(r.errors(), 0);
+    let terms: Vec<_> = r
+        .connections
+        .iter()
+        .flat_map(|c| &c.events)
+        .filter(|e| e.text.contains("Terminate  "))
+        .collect();
+    assert_eq!(terms.len(), 4);
+    let expect = [
+        (
+            "11 00 03 00",
+            "DDP Tagged Buffer Error: Invalid STag (layer 0x1, type 0x1, code 0x00) M1 D1 R0",
+        ),
+        (
+            "11 01 03 00",
+            "DDP Tagged Buffer Error: Base or bounds violation (layer 0x1, type 0x1, code 0x01) M1 D1 R0",
+        ),
+        (
+            "10 00 07 00",
+            "RDMAP Remote Protection Error: Invalid STag (layer 0x0, type 0x1, code 0x00) M1 D1 R1",
+        ),
+        (
+            "10 01 07 00",
+            "RDMAP Remote Protection Error: Base or bounds violation (layer 0x0, type 0x1, code 0x01) M1 D1 R1",
+        ),
+    ];
+    for (ev, (ctrl, meaning)) in terms.iter().zip(expect) {
+        assert_eq!(ev.kind, softrnic::decode::EventKind::Warning, "{}", ev.text);
+        assert!(
+            ev.text
+                .contains(&format!("nonconformant Terminate Control {ctrl}"))
+                && ev.text.contains(meaning),
+            "{}",
+            ev.text
+        );
+    }
+}
