@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_HOST_IP comes from the guest's /init
 # g1: siw's `ib_write_lat -R` client (siw variant p2p-write) against softrnic's write-lat
 # server on the host, one run per line of runs.sh. The host raises <tag>.ready once its
 # server listens; the client's exit status goes to flag <tag>.done.

@@ -15,5 +15,6 @@ pt_runs() {
     done
 }
 
-# Seconds one run may take.
+# Seconds one run may take (read by guest.sh and host.sh).
+# shellcheck disable=SC2034
 PT_LIMIT=90
