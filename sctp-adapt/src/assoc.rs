@@ -540,9 +540,10 @@ impl Association {
     }
 
     /// Whether the association has closed (shutdown complete or aborted) and has nothing
-    /// left to send.
+    /// left to send and nothing left for the application to read (a graceful shutdown
+    /// delivers every message, RFC 9260 §9.2, also to a reader that comes late).
     pub fn is_drained(&self) -> bool {
-        self.state == State::Closed && self.ctrl.is_empty()
+        self.state == State::Closed && self.ctrl.is_empty() && self.ready.is_empty()
     }
 
     /// Our verification tag (what the peer puts in its packets).

@@ -199,6 +199,36 @@ fn rfc9260_9_2_shutdown_after_data() {
     assert!(p.a.poll_transmit(p.now).is_none());
 }
 
+/// RFC 9260 §9.2: a graceful shutdown delivers every byte the peer sent. A receiver that
+/// reads nothing until the shutdown has completed still finds all of it: the endpoint keeps
+/// a closed association while it holds unread messages.
+#[test]
+fn rfc9260_9_2_data_readable_after_shutdown_completes() {
+    let mut p = Pair::connected(6, cfg());
+    for i in 0..40 {
+        p.assoc_a().send(0, 0, false, &pattern(i, 1000)).unwrap();
+    }
+    let now = p.now;
+    p.assoc_a().shutdown(now);
+    let ok = p.run_until(p.now + Duration::from_secs(30), |p| {
+        p.events_b
+            .iter()
+            .any(|(_, e)| *e == Event::ShutdownComplete)
+    });
+    assert!(ok, "shutdown did not complete");
+    // The endpoint is polled on (as a driver would), then the data is read.
+    p.run_for(Duration::from_secs(1));
+    let b = p.assoc_b();
+    assert_eq!(b.state(), State::Closed);
+    for i in 0..40 {
+        let m = b
+            .recv()
+            .unwrap_or_else(|| panic!("message {i} lost after close"));
+        assert_eq!(m.data, pattern(i, 1000));
+    }
+    assert!(b.recv().is_none());
+}
+
 /// RFC 9260 §9.1: ABORT closes both ends at once and carries the User-Initiated Abort cause.
 #[test]
 fn rfc9260_9_1_abort() {
