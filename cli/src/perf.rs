@@ -655,23 +655,6 @@ impl Data {
         Ok(())
     }
 
-    /// Posts a receive, retrying while the runtime reports a full queue (its count can
-    /// lag behind completions already polled).
-    fn post_recv_retry(&mut self, rnic: &Rnic) -> Result<(), PerfError> {
-        let start = Instant::now();
-        loop {
-            match self.post_recv() {
-                Err(PerfError::Post(stack::PostError::QueueFull { .. }))
-                    if start.elapsed() < TIMEOUT =>
-                {
-                    self.kick(rnic);
-                    std::thread::yield_now();
-                }
-                r => return r,
-            }
-        }
-    }
-
     fn kick(&self, rnic: &Rnic) {
         if self.manual {
             let _ = rnic.advance(Duration::ZERO);
@@ -1149,7 +1132,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
             for s in sizes(plan.all, plan.size) {
                 if !plan.client {
                     while d.rq_out < plan.rx_depth {
-                        d.post_recv_retry(&rnic)?;
+                        d.post_recv()?;
                     }
                 }
                 comm.hand_shake(&rnic, &d.local)?;
@@ -1193,7 +1176,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
             for s in sizes(plan.all, plan.size) {
                 let want = plan.rx_depth.min(plan.iters);
                 while d.rq_out < want {
-                    d.post_recv_retry(&rnic)?;
+                    d.post_recv()?;
                 }
                 comm.hand_shake(&rnic, &d.local)?;
                 let posts = send_lat(&rnic, &mut d, &plan, s)?;
@@ -1307,13 +1290,8 @@ fn bw_client(
                 }
                 _ => SendWr::send(posted, vec![d.src(size)]),
             };
-            match d.qp.post_send(wr) {
-                Ok(()) => posted += 1,
-                // The runtime may count a work request as outstanding for a moment after
-                // its completion was polled: back off and poll again.
-                Err(stack::PostError::QueueFull { .. }) => break,
-                Err(e) => return Err(e.into()),
-            }
+            d.qp.post_send(wr)?;
+            posted += 1;
         }
         d.kick(rnic);
         let n = d.scq.poll(&mut wcs);
@@ -1370,11 +1348,8 @@ fn send_bw_server(
     let mut last = Instant::now();
     loop {
         while owed > 0 {
-            match d.post_recv() {
-                Ok(()) => owed -= 1,
-                Err(PerfError::Post(stack::PostError::QueueFull { .. })) => break,
-                Err(e) => return Err(e),
-            }
+            d.post_recv()?;
+            owed -= 1;
         }
         while let Some(wc) = d.scq.poll_one() {
             if !wc.status.is_success() {
@@ -1556,7 +1531,7 @@ fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Ins
             rcnt += 1;
             d.rq_out = d.rq_out.saturating_sub(1);
             if posted < iters {
-                d.post_recv_retry(rnic)?;
+                d.post_recv()?;
                 posted += 1;
             }
         }

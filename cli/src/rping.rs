@@ -676,19 +676,13 @@ fn client(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
             adv = corrupt_adv(&s.rnic, adv, &start_mr, i);
             return client_injected(a, &mut c, &send_mr, &start_mr, adv, out);
         }
-        send_mr
-            .buf()
-            .write_at(0, &adv.to_bytes())
-            .map_err(|e| e.to_string())?;
-        c.post(SendWr::send(WR_SEND, vec![send_mr.sge(0, INFO_LEN as u32)]))
-            .map_err(|e| e.to_string())?;
-        let wc = c
-            .wait_for(WcOpcode::Recv, "the server's go-ahead after its RDMA Read")
-            .map_err(|e| stop_msg(e, &c))?;
-        if wc.byte_len as usize != INFO_LEN {
-            return Err(format!("Received bogus data, size {}", wc.byte_len));
-        }
-        c.post_recv(&recv_mr).map_err(|e| e.to_string())?;
+        advertise(
+            &mut c,
+            &send_mr,
+            &recv_mr,
+            adv,
+            "the server's go-ahead after its RDMA Read",
+        )?;
         // Phase 2: advertise the rdma buffer (the server RDMA Writes the echo into it).
         rdma_mr
             .buf()
@@ -703,19 +697,13 @@ fn client(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
             let adv = corrupt_adv(&s.rnic, adv, &rdma_mr, i);
             return client_injected(a, &mut c, &send_mr, &rdma_mr, adv, out);
         }
-        send_mr
-            .buf()
-            .write_at(0, &adv.to_bytes())
-            .map_err(|e| e.to_string())?;
-        c.post(SendWr::send(WR_SEND, vec![send_mr.sge(0, INFO_LEN as u32)]))
-            .map_err(|e| e.to_string())?;
-        let wc = c
-            .wait_for(WcOpcode::Recv, "the server's go-ahead after its RDMA Write")
-            .map_err(|e| stop_msg(e, &c))?;
-        if wc.byte_len as usize != INFO_LEN {
-            return Err(format!("Received bogus data, size {}", wc.byte_len));
-        }
-        c.post_recv(&recv_mr).map_err(|e| e.to_string())?;
+        advertise(
+            &mut c,
+            &send_mr,
+            &recv_mr,
+            adv,
+            "the server's go-ahead after its RDMA Write",
+        )?;
         let echo = rdma_mr
             .buf()
             .read_range(0..size)
@@ -746,6 +734,30 @@ fn client(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
         );
     }
     Ok(0)
+}
+
+/// Client: sends one buffer advertisement, waits for the server's go-ahead Send (which
+/// must be exactly an info message long, as rping checks) and reposts the receive.
+fn advertise(
+    c: &mut Conn<'_>,
+    send_mr: &MemoryRegion,
+    recv_mr: &MemoryRegion,
+    adv: RdmaInfo,
+    what: &'static str,
+) -> Result<(), String> {
+    send_mr
+        .buf()
+        .write_at(0, &adv.to_bytes())
+        .map_err(|e| e.to_string())?;
+    c.post(SendWr::send(WR_SEND, vec![send_mr.sge(0, INFO_LEN as u32)]))
+        .map_err(|e| e.to_string())?;
+    let wc = c
+        .wait_for(WcOpcode::Recv, what)
+        .map_err(|e| stop_msg(e, c))?;
+    if wc.byte_len as usize != INFO_LEN {
+        return Err(format!("Received bogus data, size {}", wc.byte_len));
+    }
+    c.post_recv(recv_mr).map_err(|e| e.to_string())
 }
 
 fn stop_msg(e: Stop, c: &Conn<'_>) -> String {
