@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use stack::mpa;
 use stack::{
-    Access, Cq, Event, MrOptions, PostError, ProgressMode, QpAttr, QpState, Rnic, RnicConfig,
-    SendWr, WcStatus,
+    Access, Cq, Event, MrOptions, Pd, PostError, ProgressMode, Qp, QpAttr, QpState, Rnic,
+    RnicConfig, SendWr, WcStatus,
 };
 
 const T: Duration = Duration::from_secs(5);
@@ -18,6 +18,53 @@ fn manual() -> RnicConfig {
     RnicConfig {
         progress: ProgressMode::Manual,
         ..RnicConfig::default()
+    }
+}
+
+/// Two RNICs with progress threads and one QP each, connected over loopback with the
+/// default MPA settings; `a`'s send queue holds `sq_depth` work requests.
+struct Pair {
+    a: Rnic,
+    b: Rnic,
+    pa: Pd,
+    pb: Pd,
+    ca: Cq,
+    cb: Cq,
+    qa: Qp,
+    qb: Qp,
+}
+
+fn connected_pair(cq_depth: usize, sq_depth: usize) -> Pair {
+    let (a, b) = (
+        Rnic::open(RnicConfig::default()).unwrap(),
+        Rnic::open(RnicConfig::default()).unwrap(),
+    );
+    let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
+    let (ca, cb) = (Cq::new(cq_depth), Cq::new(cq_depth));
+    let mut attr = QpAttr::new(pa, ca.clone(), ca.clone());
+    attr.sq_depth = sq_depth;
+    let qa = a.create_qp(attr).unwrap();
+    let qb = b
+        .create_qp(QpAttr::new(pb, cb.clone(), cb.clone()))
+        .unwrap();
+    let l = b
+        .listen("127.0.0.1:0".parse::<SocketAddr>().unwrap())
+        .unwrap();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| b.accept_blocking(&l, &qb, mpa::Config::default(), T));
+        a.connect_blocking(&qa, l.local_addr, mpa::Config::default(), T)
+            .unwrap();
+        h.join().unwrap().unwrap();
+    });
+    Pair {
+        a,
+        b,
+        pa,
+        pb,
+        ca,
+        cb,
+        qa,
+        qb,
     }
 }
 
@@ -100,27 +147,16 @@ fn ring_posts_keep_queue_depth_and_validation_errors() {
 /// RDMA Writes streaming the same way), as the verbs promise.
 #[test]
 fn receive_posted_before_the_send_is_used_while_core_is_busy() {
-    let (a, b) = (
-        Rnic::open(RnicConfig::default()).unwrap(),
-        Rnic::open(RnicConfig::default()).unwrap(),
-    );
-    let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
-    let (ca, cb) = (Cq::new(4096), Cq::new(4096));
-    let qa = a
-        .create_qp(QpAttr::new(pa, ca.clone(), ca.clone()))
-        .unwrap();
-    let qb = b
-        .create_qp(QpAttr::new(pb, cb.clone(), cb.clone()))
-        .unwrap();
-    let l = b
-        .listen("127.0.0.1:0".parse::<SocketAddr>().unwrap())
-        .unwrap();
-    std::thread::scope(|s| {
-        let h = s.spawn(|| b.accept_blocking(&l, &qb, mpa::Config::default(), T));
-        a.connect_blocking(&qa, l.local_addr, mpa::Config::default(), T)
-            .unwrap();
-        h.join().unwrap().unwrap();
-    });
+    let Pair {
+        a,
+        b,
+        pa,
+        pb,
+        ca,
+        cb,
+        qa,
+        qb,
+    } = connected_pair(4096, 256);
     let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let big = 1 << 20;
     let src = a.mem().register_new(pa, big, MrOptions::new(all)).unwrap();
@@ -169,27 +205,16 @@ fn receive_posted_before_the_send_is_used_while_core_is_busy() {
 /// has not yet published its new queue count.
 #[test]
 fn slot_is_free_as_soon_as_its_completion_is_polled() {
-    let (a, b) = (
-        Rnic::open(RnicConfig::default()).unwrap(),
-        Rnic::open(RnicConfig::default()).unwrap(),
-    );
-    let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
-    let (ca, cb) = (Cq::new(64), Cq::new(64));
-    let mut attr = QpAttr::new(pa, ca.clone(), ca.clone());
-    attr.sq_depth = 4;
-    let qa = a.create_qp(attr).unwrap();
-    let qb = b
-        .create_qp(QpAttr::new(pb, cb.clone(), cb.clone()))
-        .unwrap();
-    let l = b
-        .listen("127.0.0.1:0".parse::<SocketAddr>().unwrap())
-        .unwrap();
-    std::thread::scope(|s| {
-        let h = s.spawn(|| b.accept_blocking(&l, &qb, mpa::Config::default(), T));
-        a.connect_blocking(&qa, l.local_addr, mpa::Config::default(), T)
-            .unwrap();
-        h.join().unwrap().unwrap();
-    });
+    let Pair {
+        a,
+        b,
+        pa,
+        pb,
+        ca,
+        cb: _,
+        qa,
+        qb: _,
+    } = connected_pair(64, 4);
     let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let src = a.mem().register_new(pa, 4096, MrOptions::new(all)).unwrap();
     let sink = b.mem().register_new(pb, 4096, MrOptions::new(all)).unwrap();
