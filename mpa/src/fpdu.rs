@@ -648,8 +648,8 @@ enum Peek {
     Whole(usize, usize),
     /// Whole, with markers inside: wire length.
     Marked(usize),
-    /// Not all there yet.
-    Partial,
+    /// Not all there yet: the wire length, once the ULPDU_Length is there.
+    Partial(Option<usize>),
     /// The ULPDU_Length is out of range.
     BadLength,
 }
@@ -1156,7 +1156,7 @@ impl Deframer {
                 continue;
             }
             let Some(b) = data.get(pos) else {
-                return Peek::Partial;
+                return Peek::Partial(None);
             };
             if let Some(slot) = hdr.get_mut(got) {
                 *slot = *b;
@@ -1171,7 +1171,7 @@ impl Deframer {
         let logical = FPDU_OVERHEAD + len + pad_len(len);
         let lay = layout(self.phase(), logical, self.cfg.markers);
         if data.len() < lay.wire_len {
-            Peek::Partial
+            Peek::Partial(Some(lay.wire_len))
         } else if lay.markers == 0 {
             Peek::Whole(len, lay.wire_len)
         } else {
@@ -1221,6 +1221,21 @@ impl Deframer {
             crc,
             nonzero_pad,
         })
+    }
+
+    /// How many more octets complete the FPDU that starts at the front of `pending` (octets
+    /// left untaken by [`Deframer::push_with`] with `retain_partial`), when its
+    /// ULPDU_Length is there; `None` when that is not known (or nothing is pending). Lets a
+    /// reader ask the socket for exactly the rest of a frame, so that its buffer empties
+    /// and is reused from the start (a small, cache-warm read buffer).
+    pub fn missing(&self, pending: &[u8]) -> Option<usize> {
+        if pending.is_empty() || self.failed || self.in_progress() || !self.ready.is_empty() {
+            return None;
+        }
+        match self.peek(pending) {
+            Peek::Partial(Some(wire_len)) => wire_len.checked_sub(pending.len()),
+            _ => None,
+        }
     }
 
     /// Feeds the next octets of the TCP stream and hands each result to `on`, in stream
@@ -1273,8 +1288,8 @@ impl Deframer {
                 Peek::Marked(wire_len) => {
                     pos += self.push_some(rest.get(..wire_len).unwrap_or(rest));
                 }
-                Peek::Partial if retain_partial => return pos,
-                Peek::Partial | Peek::BadLength => pos += self.push_some(rest),
+                Peek::Partial(_) if retain_partial => return pos,
+                Peek::Partial(_) | Peek::BadLength => pos += self.push_some(rest),
             }
         }
     }
@@ -1861,6 +1876,63 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// RFC 5044 §4: `missing` tells a reader how many octets complete a retained FPDU
+    /// (ULPDU_Length, PAD, CRC and any markers inside counted). A reader that asks for
+    /// exactly that many gets the FPDU taken whole, its pending octets emptied, and the
+    /// same results as the copying path; with the length field itself not yet read (one
+    /// octet pending) nothing is claimed.
+    #[test]
+    fn rfc5044_4_missing_completes_the_retained_fpdu() {
+        for crc in [false, true] {
+            for markers in [false, true] {
+                for offset in [0u32, 8, 510] {
+                    let tx = TxConfig { crc, markers };
+                    let sizes = [14usize, 0, 1, 600, 1442, 37, 5000, 20, 3000];
+                    let ulpdus: Vec<Vec<u8>> =
+                        sizes.iter().map(|n| pattern(*n, *n as u8)).collect();
+                    let (wire, _) = enc(tx, offset, &ulpdus);
+                    let rx = RxConfig::new(crc, markers).with_start_offset(offset);
+                    let want = deframe_all(rx, &wire);
+                    for chunk in [1usize, 3, 700, 1500, 4096] {
+                        let mut d = Deframer::new(rx);
+                        let (mut got, mut pending, mut at) = (Vec::new(), Vec::<u8>::new(), 0);
+                        let mut completed = 0;
+                        while at < wire.len() {
+                            let asked = d.missing(&pending);
+                            if pending.len() < 2 && !markers {
+                                assert_eq!(asked, None, "length field not there yet");
+                            }
+                            let n = asked.unwrap_or(chunk).min(wire.len() - at);
+                            pending.extend_from_slice(&wire[at..at + n]);
+                            at += n;
+                            let last = at == wire.len();
+                            let took = d.push_with(&pending, !last, |r| {
+                                got.push(owned(r));
+                                true
+                            });
+                            pending.drain(..took);
+                            if asked.is_some() {
+                                assert!(pending.is_empty(), "{crc} {markers} {offset} {chunk}");
+                                completed += 1;
+                            }
+                        }
+                        assert!(pending.is_empty());
+                        assert_eq!(got, want, "{crc} {markers} {offset} {chunk}");
+                        if chunk >= 700 {
+                            assert!(completed > 0, "{crc} {markers} {offset} {chunk}");
+                        }
+                    }
+                }
+            }
+        }
+        // Nothing pending, or a deframer in the middle of a buffered FPDU: not known.
+        let d = Deframer::new(RxConfig::new(true, false));
+        assert_eq!(d.missing(&[]), None);
+        let mut d = Deframer::new(RxConfig::new(true, false));
+        d.push(&[0, 40, 1, 2]);
+        assert_eq!(d.missing(&[3, 4]), None);
     }
 
     /// RFC 5044 §8: a bad ULPDU_Length is fatal on the borrowing path too, and stopping

@@ -2,16 +2,23 @@
 //! against plain kernel TCP doing the same job.
 //!
 //! `cargo run --release -p softrnic-stack --example bench [-- --secs S --rounds R --bw-only
-//! --crc-only --only TEXT]` (`--only`: just the rows whose name contains TEXT, e.g.
-//! `--only "CRC on,  manual"`, handy under `perf record`)
+//! --crc-only --only TEXT --read-chunk BYTES --socket-buffer BYTES]` (`--only`: just the
+//! RDMA rows whose name contains TEXT, e.g. `--only "CRC on,  manual"`, handy under
+//! `perf record`; `--read-chunk` and `--socket-buffer` set the RNICs' `RnicConfig` fields
+//! of those names, default 64 KiB and kernel autotuning)
 //!
 //! * Bandwidth: 64 KiB RDMA Writes (CRC off and on, 32 outstanding, progress threads with
 //!   busy polling off and at 50 µs, manual progress; "copy tx" rows turn zero-copy
 //!   transmit off, which shows its effect in the same session; `--crc-only` skips CRC
 //!   off) against a plain TCP stream writing 64 KiB chunks from one thread and reading them
-//!   in another. Each configuration runs `R` times (default 5), interleaved; every round
-//!   sets its RDMA runs against its own TCP run, and the table shows medians (MB/s and
-//!   ratio) and the range of the ratios (the machine may be shared), plus MB per CPU second
+//!   in another. A second TCP row adds to that stream exactly the work MPA with CRC makes
+//!   unavoidable over a kernel socket (CRC32c of every message at both ends, and at the
+//!   receiver a copy from the read buffer into place after the check): the ceiling any
+//!   iWARP data path over kernel TCP can reach on the machine. Each configuration runs `R`
+//!   times (default 5), interleaved, with a plain TCP run between any two; every run is
+//!   set against the mean of the TCP runs right before and after it, and the table shows
+//!   medians (MB/s and ratio) and the range of the ratios (the machine may be shared: the
+//!   neighbouring TCP runs see the same load), plus MB per CPU second
 //!   of the whole process (all threads), which shows the data path's cost even when other
 //!   work shares the machine (not comparable for busy polling, which burns CPU by design).
 //! * Latency: 2-byte RDMA Write ping-pong (arrival detected by polling the target byte)
@@ -108,7 +115,13 @@ fn connect(rc: RnicConfig, crc: bool, len: usize) -> (Side, Side) {
 /// 64 KiB RDMA Writes for `secs`; returns MB/s (10^6). `busy_poll: None` runs both RNICs
 /// in manual-progress mode, each driven by one thread (two threads in all, like the TCP
 /// stream).
-fn rdma_write_bw(crc: bool, busy_poll: Option<Duration>, zero_copy: bool, secs: f64) -> Bw {
+fn rdma_write_bw(
+    crc: bool,
+    busy_poll: Option<Duration>,
+    zero_copy: bool,
+    secs: f64,
+    base: &RnicConfig,
+) -> Bw {
     let rc = RnicConfig {
         zero_copy_tx: zero_copy,
         busy_poll: busy_poll.unwrap_or_default(),
@@ -117,23 +130,38 @@ fn rdma_write_bw(crc: bool, busy_poll: Option<Duration>, zero_copy: bool, secs: 
         } else {
             ProgressMode::Manual
         },
-        ..RnicConfig::default()
+        ..base.clone()
     };
     let manual = busy_poll.is_none();
     let (a, b) = connect(rc, crc, MSG);
     let stop = AtomicBool::new(false);
+    // Named threads, so that `perf report --sort comm` splits the cost by side.
     std::thread::scope(|s| {
         if manual {
-            s.spawn(|| {
+            named(s, "rdma-rx", || {
                 while !stop.load(Ordering::Relaxed) {
                     let _ = b.rnic.advance(Duration::from_millis(1));
                 }
             });
         }
-        let r = write_stream(&a, &b, manual, secs);
-        stop.store(true, Ordering::Relaxed);
-        r
+        let w = named(s, "rdma-tx", || {
+            let r = write_stream(&a, &b, manual, secs);
+            stop.store(true, Ordering::Relaxed);
+            r
+        });
+        w.join().unwrap()
     })
+}
+
+fn named<'s, 'e, T: Send + 's>(
+    s: &'s std::thread::Scope<'s, 'e>,
+    name: &str,
+    f: impl FnOnce() -> T + Send + 's,
+) -> std::thread::ScopedJoinHandle<'s, T> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn_scoped(s, f)
+        .unwrap()
 }
 
 fn write_stream(a: &Side, b: &Side, manual: bool, secs: f64) -> Bw {
@@ -193,22 +221,41 @@ fn write_stream(a: &Side, b: &Side, manual: bool, secs: f64) -> Bw {
 }
 
 /// A plain TCP stream of 64 KiB writes for `secs`; returns MB/s.
-fn tcp_bw(secs: f64) -> Bw {
+///
+/// With `mpa_work`, each end also does the work MPA with CRC cannot avoid over a kernel
+/// socket, and nothing else: the sender computes the CRC32c of every message, the receiver
+/// reads whole messages, computes their CRC32c and then copies each into a separate
+/// destination (RFC 5044 §8: an FPDU is verified before its ULPDU goes to DDP, so a
+/// receiver places from its read buffer after the check). That is the ceiling for an
+/// iWARP data path over kernel TCP on this machine.
+fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
-    let reader = std::thread::spawn(move || {
+    let side = |end: &str| format!("{}-{end}", if mpa_work { "ceil" } else { "tcp" });
+    let reader = std::thread::Builder::new().name(side("rx")).spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         let mut buf = vec![0u8; MSG];
+        let mut dst = vec![0u8; MSG];
         let mut total = 0u64;
         let mut start = Instant::now();
         let mut cpu0 = 0.0;
         let mut warm = true;
         loop {
-            match s.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => total += n as u64,
+            if mpa_work {
+                if s.read_exact(&mut buf).is_err() {
+                    break;
+                }
+                std::hint::black_box(mpa::crc::crc32c(&buf));
+                dst.copy_from_slice(&buf);
+                std::hint::black_box(&mut dst);
+                total += MSG as u64;
+            } else {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => total += n as u64,
+                }
             }
             if warm && start.elapsed().as_secs_f64() > 0.2 {
                 warm = false;
@@ -227,16 +274,21 @@ fn tcp_bw(secs: f64) -> Bw {
         }
         Bw::default()
     });
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_nodelay(true).unwrap();
-    let buf = vec![0xa5u8; MSG];
-    while !stop.load(Ordering::SeqCst) {
-        if s.write_all(&buf).is_err() {
-            break;
+    let writer = std::thread::Builder::new().name(side("tx")).spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_nodelay(true).unwrap();
+        let buf = vec![0xa5u8; MSG];
+        while !stop.load(Ordering::SeqCst) {
+            if mpa_work {
+                std::hint::black_box(mpa::crc::crc32c(std::hint::black_box(&buf)));
+            }
+            if s.write_all(&buf).is_err() {
+                break;
+            }
         }
-    }
-    drop(s);
-    reader.join().unwrap()
+    });
+    writer.unwrap().join().unwrap();
+    reader.unwrap().join().unwrap()
 }
 
 /// 2-byte RDMA Write ping-pong; returns the median half round trip in µs.
@@ -335,16 +387,30 @@ fn main() {
     let iters = 20_000;
     println!("softrnic data-path benchmark (loopback, {secs} s per bandwidth run)");
     println!();
-    // The machine may be shared: every configuration runs `rounds` times, interleaved.
-    // Each round measures the TCP stream right before the RDMA runs and every RDMA run is
-    // set against that round's TCP figure; the table shows the median MB/s and the median
-    // of those per-round ratios (not the best run), and the range of the ratios.
+    // The machine may be shared: every configuration runs `rounds` times, interleaved,
+    // with a TCP stream run between any two; every run is set against the mean of the TCP
+    // runs on either side of it. The table shows the median MB/s and the median of those
+    // ratios (not the best run), and the range of the ratios.
     let rounds: usize = std::env::args()
         .skip_while(|a| a != "--rounds")
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(5)
         .max(1);
+    let arg = |name: &str| -> Option<usize> {
+        std::env::args()
+            .skip_while(|a| a != name)
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+    };
+    // Runtime knobs for the bandwidth runs (defaults: the runtime's).
+    let mut base = RnicConfig::default();
+    if let Some(n) = arg("--read-chunk") {
+        base.read_chunk = n;
+    }
+    if let Some(n) = arg("--socket-buffer") {
+        base.socket_buffer = Some(n);
+    }
     let bp = Duration::from_micros(50);
     let zero = Some(Duration::ZERO);
     // (name, CRC, busy poll (None: manual progress), zero-copy transmit)
@@ -370,7 +436,7 @@ fn main() {
         .filter(|c| !only_crc || c.1)
         .filter(|c| only.as_ref().is_none_or(|o| c.0.contains(o.as_str())))
         .collect();
-    let n = configs.len() + 1;
+    let n = configs.len() + 2;
     let (mut mbs, mut ratios, mut cpu, mut cpu_ratios) = (
         vec![Vec::new(); n],
         vec![Vec::new(); n],
@@ -378,15 +444,29 @@ fn main() {
         vec![Vec::new(); n],
     );
     for _ in 0..rounds {
-        let mut runs = vec![tcp_bw(secs)];
-        for &(_, crc, busy, zc) in &configs {
-            runs.push(rdma_write_bw(crc, busy, zc, secs));
-        }
-        for (i, r) in runs.iter().enumerate() {
+        // TCP, row 1, TCP, row 2, TCP, ...: each row is set against the mean of the TCP
+        // runs right before and right after it.
+        let mut before = tcp_bw(secs, false);
+        let mut record = |i: usize, r: Bw, tcp: Bw| {
             mbs[i].push(r.wall);
-            ratios[i].push(r.wall / runs[0].wall);
+            ratios[i].push(r.wall / tcp.wall);
             cpu[i].push(r.cpu);
-            cpu_ratios[i].push(r.cpu / runs[0].cpu);
+            cpu_ratios[i].push(r.cpu / tcp.cpu);
+        };
+        record(0, before, before);
+        for i in 1..n {
+            let r = match configs.get(i - 2) {
+                None => tcp_bw(secs, true),
+                Some(&(_, crc, busy, zc)) => rdma_write_bw(crc, busy, zc, secs, &base),
+            };
+            let after = tcp_bw(secs, false);
+            record(0, after, after);
+            let tcp = Bw {
+                wall: (before.wall + after.wall) / 2.0,
+                cpu: (before.cpu + after.cpu) / 2.0,
+            };
+            record(i, r, tcp);
+            before = after;
         }
     }
     let median = |v: &[f64]| {
@@ -417,9 +497,13 @@ fn main() {
         "vs TCP",
         "range"
     );
-    let names: Vec<&str> = std::iter::once("plain TCP stream")
-        .chain(configs.iter().map(|c| c.0))
-        .collect();
+    let names: Vec<&str> = [
+        "plain TCP stream",
+        "TCP + CRC32c both ends + rx copy (ceiling)",
+    ]
+    .into_iter()
+    .chain(configs.iter().map(|c| c.0))
+    .collect();
     for (i, name) in names.iter().enumerate() {
         println!(
             "{:<44} {:>8.0} {:>7.2} {:>10} {:>9.0} {:>7.2} {:>10}",

@@ -923,6 +923,15 @@ impl QpEngine {
         self.stream_in(data, true)
     }
 
+    /// How many more stream octets complete the FPDU at the front of `pending` (what
+    /// [`QpEngine::handle_stream_partial`] left untaken), when known.
+    pub fn rx_missing(&self, pending: &[u8]) -> Option<usize> {
+        if self.rx_stopped || !matches!(self.phase, SetupPhase::Done) {
+            return None;
+        }
+        self.deframer.as_ref()?.missing(pending)
+    }
+
     fn stream_in(&mut self, data: &[u8], retain: bool) -> usize {
         if data.is_empty() || self.rx_stopped {
             return data.len();

@@ -91,8 +91,8 @@ pub use mem::{
     Access, Addressing, MemError, MemTable, MemoryRegion, MrOptions, Pd, RegisteredBuf, TxPart,
 };
 pub use rnic::{
-    AdoptRole, CmError, ConnReqId, ConnectRequest, Event, Listener, ListenerId, ProgressMode, Qp,
-    QpAttr, Rnic, RnicConfig, RnicError,
+    AdoptRole, CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Listener, ListenerId,
+    ProgressMode, Qp, QpAttr, Rnic, RnicConfig, RnicError,
 };
 pub use wr::{RecvWr, SendOp, SendWr, Sge};
 

@@ -194,15 +194,15 @@ fn emss_of(sock: &TcpStream, cap: Option<u32>) -> u32 {
     cap.map_or(mss, |c| mss.min(c.max(MIN_EMSS)))
 }
 
-/// Socket buffer size asked for on data connections: room for several transmit batches
-/// in flight, so a write rarely finds the socket full.
-const SOCK_BUF: usize = 4 * 1024 * 1024;
-
-/// Enlarges a data connection's socket buffers (best effort: the kernel caps them).
-fn set_buffers(sock: &TcpStream) {
+/// Sets a data connection's socket buffers when the configuration asks for a size (best
+/// effort: the kernel caps them); otherwise the kernel's autotuning stays on.
+fn set_buffers(sock: &TcpStream, size: Option<usize>) {
+    let Some(size) = size else {
+        return;
+    };
     let s = socket2::SockRef::from(sock);
-    let _ = s.set_send_buffer_size(SOCK_BUF);
-    let _ = s.set_recv_buffer_size(SOCK_BUF);
+    let _ = s.set_send_buffer_size(size);
+    let _ = s.set_recv_buffer_size(size);
 }
 
 fn is_transient(e: &io::Error) -> bool {
@@ -561,7 +561,7 @@ impl Core {
         already_read: Option<Vec<u8>>,
     ) {
         let _ = sock.set_nodelay(true);
-        set_buffers(&sock);
+        set_buffers(&sock, shared.cfg.socket_buffer);
         let now = self.now();
         let emss = emss_of(&sock, shared.cfg.max_emss);
         let attr = &qp.attr;
@@ -842,8 +842,13 @@ impl Core {
         let mut reset = false;
         if readable {
             loop {
+                // Ask for the rest of a partly read FPDU only, so that the buffer empties
+                // and the next read lands at its start again: the read buffer stays small
+                // and cache-warm.
+                let missing = eng.rx_missing(a.rx.pending());
                 let space = a.rx.space(self.read_chunk);
-                let want = space.len();
+                let want = missing.unwrap_or(self.read_chunk).min(space.len());
+                let space = space.get_mut(..want).unwrap_or_default();
                 match a.sock.read(space) {
                     Ok(0) => {
                         eof = true;
