@@ -2,10 +2,11 @@
 //! against plain kernel TCP doing the same job.
 //!
 //! `cargo run --release -p softrnic-stack --example bench [-- --secs S --rounds R --bw-only
-//! --crc-only --only TEXT --read-chunk BYTES --socket-buffer BYTES]` (`--only`: just the
+//! --crc-only --only TEXT --read-chunk BYTES --socket-buffer BYTES --pin]` (`--only`: just the
 //! RDMA rows whose name contains TEXT, e.g. `--only "CRC on,  manual"`, handy under
 //! `perf record`; `--read-chunk` and `--socket-buffer` set the RNICs' `RnicConfig` fields
-//! of those names, default 64 KiB and kernel autotuning)
+//! of those names, default 64 KiB and kernel autotuning; `--pin` runs every transmitting
+//! thread on CPU 0 and every receiving one on CPU 1)
 //!
 //! * Bandwidth: 64 KiB RDMA Writes (CRC off and on, 32 outstanding, progress threads with
 //!   busy polling off and at 50 µs, manual progress; "copy tx" rows turn zero-copy
@@ -158,10 +159,30 @@ fn named<'s, 'e, T: Send + 's>(
     name: &str,
     f: impl FnOnce() -> T + Send + 's,
 ) -> std::thread::ScopedJoinHandle<'s, T> {
+    let cpu = pin_cpu(name);
     std::thread::Builder::new()
         .name(name.into())
-        .spawn_scoped(s, f)
+        .spawn_scoped(s, move || {
+            pin(cpu);
+            f()
+        })
         .unwrap()
+}
+
+/// With `--pin`: the CPU a benchmark thread runs on (transmitting threads on CPU 0,
+/// receiving ones on CPU 1, the same for TCP and RDMA runs).
+fn pin_cpu(name: &str) -> Option<usize> {
+    std::env::args()
+        .any(|a| a == "--pin")
+        .then(|| usize::from(name.ends_with("rx")))
+}
+
+fn pin(cpu: Option<usize>) {
+    if let Some(c) = cpu {
+        let mut set = rustix::thread::CpuSet::new();
+        set.set(c);
+        let _ = rustix::thread::sched_setaffinity(None, &set);
+    }
 }
 
 fn write_stream(a: &Side, b: &Side, manual: bool, secs: f64) -> Bw {
@@ -234,7 +255,9 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
     let side = |end: &str| format!("{}-{end}", if mpa_work { "ceil" } else { "tcp" });
+    let (rx_cpu, tx_cpu) = (pin_cpu("rx"), pin_cpu("tx"));
     let reader = std::thread::Builder::new().name(side("rx")).spawn(move || {
+        pin(rx_cpu);
         let (mut s, _) = l.accept().unwrap();
         let mut buf = vec![0u8; MSG];
         let mut dst = vec![0u8; MSG];
@@ -275,6 +298,7 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
         Bw::default()
     });
     let writer = std::thread::Builder::new().name(side("tx")).spawn(move || {
+        pin(tx_cpu);
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_nodelay(true).unwrap();
         let buf = vec![0xa5u8; MSG];

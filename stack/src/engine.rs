@@ -53,6 +53,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use arrayvec::ArrayVec;
 use ddp::{
     Access, DdpCode, DdpError, Progress, QueueState, Reassembly, StagProblem, TaggedRepr,
     UntaggedRepr, qn,
@@ -1121,7 +1122,7 @@ impl QpEngine {
                 (a, b, base): (&'a [u8], &'a [u8], u64),
                 from: u64,
                 to: u64,
-                parts: &mut Vec<TxPart<'a>>,
+                parts: &mut ArrayVec<TxPart<'a>, MAX_TX_PARTS>,
             ) {
                 let x = usize::try_from(from - base).unwrap_or(usize::MAX);
                 let y = usize::try_from(to - base).unwrap_or(usize::MAX);
@@ -1140,12 +1141,14 @@ impl QpEngine {
                 }
             }
             let bufs = (a, b, base);
-            let mut parts: Vec<TxPart<'_>> = Vec::with_capacity(MAX_TX_PARTS);
+            let mut parts: ArrayVec<TxPart<'_>, MAX_TX_PARTS> = ArrayVec::new();
             let end = base + (a.len() + b.len()) as u64;
             let mut pos = base;
             let mut all = true;
             for (i, r) in self.tx_refs.iter().enumerate() {
-                if parts.len() + 3 > MAX_TX_PARTS {
+                // Room for this reference's up to three pieces and the final two generated
+                // slices: `parts` never overflows.
+                if parts.len() + 3 + 2 > MAX_TX_PARTS {
                     all = false;
                     break;
                 }
@@ -2097,7 +2100,7 @@ impl QpEngine {
         let framed = enc.encode_split(&[h.get(..hn).unwrap_or(&[])], len, &mut self.tx, |d| {
             src.ranges(len, |buf, off, n| {
                 // In bounds: the ranges were checked above.
-                let _ = buf.for_each_run(off, n, |run| d.update(run));
+                let _ = buf.read_with(off, n, |bytes| d.update(bytes));
             });
         });
         // Segments are cut at the MULPDU, so they always fit the ULPDU_Length field; an

@@ -483,11 +483,16 @@ impl<T> Ring<T> {
         Ok(())
     }
 
-    /// Takes everything queued, counting it as in the engine.
-    fn take(&self) -> VecDeque<T> {
+    /// Hands everything queued to `f` in posting order, counting it as in the engine. The
+    /// ring keeps its allocation (no allocation per post); `f` runs under the ring's lock
+    /// (the core holds the engine's slot: the slot-then-ring order of `push`'s refresh).
+    fn drain_with(&self, f: impl FnMut(T)) {
         let mut q = self.lock();
+        if q.is_empty() {
+            return;
+        }
         self.in_engine.fetch_add(q.len(), Ordering::SeqCst);
-        std::mem::take(&mut *q)
+        q.drain(..).for_each(f);
     }
 
     fn len(&self) -> usize {
@@ -511,7 +516,7 @@ impl QpShared {
     /// Moves the rings' work requests into the engine (whose slot the caller holds), in
     /// posting order; receives first, so data read next finds them.
     pub(crate) fn drain_rings(&self, eng: &mut QpEngine) {
-        for wr in self.rq_ring.take() {
+        self.rq_ring.drain_with(|wr| {
             let id = wr.wr_id;
             if eng.post_recv(wr).is_err() {
                 // Accepted at post time; the QP left RTS since.
@@ -520,10 +525,8 @@ impl QpShared {
                         .recv_cq
                         .push(Wc::new(self.id, id, WcOpcode::Recv, WcStatus::Flushed));
             }
-        }
-        for wr in self.sq_ring.take() {
-            eng.post_send_accepted(wr);
-        }
+        });
+        self.sq_ring.drain_with(|wr| eng.post_send_accepted(wr));
     }
 
     /// After serving the engine: publishes its queue counts and whether the rings stay
