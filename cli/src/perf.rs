@@ -203,7 +203,9 @@ pub struct PerfArgs {
     /// memory either way).
     #[arg(short = 'I', long = "inline_size", value_name = "N")]
     pub inline_size: Option<u32>,
-    /// perftest compatibility: CQ moderation (ignored: every work request is signaled).
+    /// CQ moderation of the bandwidth tests' sender, as perftest: only every Nth work
+    /// request (and the last) is signaled, one completion standing for N (default 100,
+    /// at most the TX depth; latency tests signal every request).
     #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
     pub cq_mod: Option<u32>,
     /// perftest compatibility: CPU utilisation report (not measured).
@@ -239,6 +241,8 @@ const MAX_ALL: u64 = 8 << 20;
 /// Outstanding RDMA Reads of the read tests without `-o` (what perftest's tools use on
 /// siw, the device maximum there).
 const DEFAULT_OUTS: u16 = 128;
+/// perftest's default CQ moderation of bandwidth tests.
+const DEFAULT_CQ_MOD: u32 = 100;
 const TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a side waits on the control connection (the peer may be running a long test).
 const CTRL_WAIT: Duration = Duration::from_secs(24 * 3600);
@@ -403,6 +407,8 @@ struct Plan {
     all: bool,
     iters: u64,
     tx_depth: u64,
+    /// Every `cq_mod`-th send work request is signaled (bandwidth tests).
+    cq_mod: u64,
     rx_depth: u64,
     outs: u16,
     gbits: bool,
@@ -426,6 +432,11 @@ impl Plan {
             .max(1);
         let tx_depth =
             u64::from(a.tx_depth.unwrap_or(if test.is_bw() { 128 } else { 1 })).clamp(1, iters);
+        let cq_mod = if test.is_bw() {
+            u64::from(a.cq_mod.unwrap_or(DEFAULT_CQ_MOD)).clamp(1, tx_depth)
+        } else {
+            1
+        };
         let mut rx_depth = u64::from(a.rx_depth.unwrap_or(512)).clamp(1, iters);
         if test.sends() && !a.all && rx_depth % 2 == 1 {
             rx_depth += 1;
@@ -437,6 +448,7 @@ impl Plan {
             all: a.all,
             iters,
             tx_depth,
+            cq_mod,
             rx_depth,
             outs: a.outs.unwrap_or(DEFAULT_OUTS),
             gbits: a.report_gbits,
@@ -761,6 +773,9 @@ fn header(
     writeln!(out, " Connection type : RC\t\tUsing SRQ      : OFF")?;
     if plan.client {
         writeln!(out, " TX depth        : {}", plan.tx_depth)?;
+        if test.is_bw() {
+            writeln!(out, " CQ Moderation   : {}", plan.cq_mod)?;
+        }
     }
     if test.sends() && !plan.client {
         writeln!(out, " RX depth        : {}", plan.rx_depth)?;
@@ -1290,6 +1305,11 @@ fn bw_client(
                 }
                 _ => SendWr::send(posted, vec![d.src(size)]),
             };
+            let wr = if signaled(posted, plan.cq_mod, iters) {
+                wr
+            } else {
+                wr.unsignaled()
+            };
             d.qp.post_send(wr)?;
             posted += 1;
         }
@@ -1316,12 +1336,23 @@ fn bw_client(
             if !wc.status.is_success() {
                 return fail(format!("work request failed: {wc:?}"));
             }
-            done += 1;
-            stamps.push(last_progress);
+            // The send queue completes in order: a signaled request's completion stands
+            // for the unsignaled ones before it.
+            let upto = (wc.wr_id + 1).clamp(done, posted);
+            for _ in done..upto {
+                stamps.push(last_progress);
+            }
+            done = upto;
         }
     }
     let total = start.elapsed();
     Ok((total, peak(&stamps, start, size, depth as usize)))
+}
+
+/// perftest's CQ moderation: request `i` (from 0) of `iters` is signaled when it is every
+/// `cq_mod`-th one or the last.
+fn signaled(i: u64, cq_mod: u64, iters: u64) -> bool {
+    (i + 1).is_multiple_of(cq_mod.max(1)) || i + 1 == iters
 }
 
 /// send-bw's receiver: takes `iters` messages, reposting receives up to `iters` in all
@@ -1612,6 +1643,14 @@ mod tests {
         assert_eq!(c_hex(0x55b7a6cef000, 16), "0x0055b7a6cef000");
     }
 
+    /// perftest's moderation: every Nth request and the last are signaled.
+    #[test]
+    fn cq_moderation_signals_every_nth_and_the_last() {
+        let on: Vec<u64> = (0..10).filter(|&i| signaled(i, 4, 10)).collect();
+        assert_eq!(on, [3, 7, 9]);
+        assert!((0..5).all(|i| signaled(i, 1, 5)));
+    }
+
     #[test]
     fn rx_depth_follows_perftest() {
         let a = |extra: &[&str]| {
@@ -1629,7 +1668,14 @@ mod tests {
         let p = Plan::new(Test::SendBw, &a(&["-n", "5", "-a"])).unwrap();
         assert_eq!(p.rx_depth, 5);
         let p = Plan::new(Test::SendBw, &a(&[])).unwrap();
-        assert_eq!((p.rx_depth, p.tx_depth, p.iters), (512, 128, 5000));
+        assert_eq!(
+            (p.rx_depth, p.tx_depth, p.iters, p.cq_mod),
+            (512, 128, 5000, 100)
+        );
+        let p = Plan::new(Test::WriteBw, &a(&["-t", "16", "-Q", "64"])).unwrap();
+        assert_eq!(p.cq_mod, 16, "CQ moderation is at most the TX depth");
+        let p = Plan::new(Test::WriteLat, &a(&["-Q", "8"])).unwrap();
+        assert_eq!(p.cq_mod, 1, "latency tests signal every request");
         let p = Plan::new(Test::WriteLat, &a(&["-R", "-F", "-d", "siw0", "-x", "3"])).unwrap();
         assert_eq!((p.size, p.iters, p.tx_depth), (2, 1000, 1));
         assert!(Plan::new(Test::WriteLat, &a(&["-c", "UD"])).is_err());
