@@ -150,9 +150,9 @@ pub struct RnicConfig {
     /// stays about one read and one FPDU long and warm in the cache.
     pub read_chunk: usize,
     /// `SO_SNDBUF`/`SO_RCVBUF` for data connections; `None` (the default) leaves them to
-    /// the kernel's autotuning, which setting them turns off. Measured over loopback with
-    /// CRC on, autotuned buffers cost less CPU per byte than fixed 4 MiB ones (the
-    /// benchmark's `--socket-buffer` compares).
+    /// the kernel's autotuning, which setting them turns off (and which adapts to the
+    /// path). Over loopback fixed 4 MiB buffers measured no better than autotuning; the
+    /// benchmark's `--socket-buffer` compares.
     pub socket_buffer: Option<usize>,
     /// Use at most this EMSS, whatever `TCP_MAXSEG` says (e.g. 1448 to make FPDUs as on an
     /// Ethernet path even over loopback).
