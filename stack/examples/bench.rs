@@ -5,8 +5,9 @@
 //! --crc-only --only TEXT --read-chunk BYTES --socket-buffer BYTES --pin]` (`--only`: just the
 //! RDMA rows whose name contains TEXT, e.g. `--only "CRC on,  manual"`, handy under
 //! `perf record`; `--read-chunk` and `--socket-buffer` set the RNICs' `RnicConfig` fields
-//! of those names, default 256 KiB and kernel autotuning; `--pin` runs every transmitting
-//! thread on CPU 0 and every receiving one on CPU 1)
+//! of those names, default 256 KiB and kernel autotuning; `--pin` runs the benchmark's
+//! transmitting threads on CPU 0 and its receiving ones on CPU 1 — the TCP threads and, in
+//! manual progress, both RDMA sides; progress threads stay unpinned)
 //!
 //! * Bandwidth: 64 KiB RDMA Writes, 32 outstanding: CRC off and on, progress threads with
 //!   busy polling off and at 50 µs, manual progress. The send queue is refilled with one
@@ -186,7 +187,8 @@ fn named<'s, 'e, T: Send + 's>(
 }
 
 /// With `--pin`: the CPU a benchmark thread runs on (transmitting threads on CPU 0,
-/// receiving ones on CPU 1, the same for TCP and RDMA runs).
+/// receiving ones on CPU 1, the same for TCP and RDMA runs; the runtime's progress
+/// threads are not the benchmark's and stay unpinned).
 fn pin_cpu(name: &str) -> Option<usize> {
     std::env::args()
         .any(|a| a == "--pin")
