@@ -245,7 +245,8 @@ pub struct Association {
     pub errors: u64,
     /// Warnings given.
     pub warnings: u64,
-    /// Fragments of user messages awaiting their end, by (direction, stream, U, SSN).
+    /// Fragments of user messages awaiting their end, by (direction, stream, U, SSN; 0 for
+    /// unordered fragments).
     reasm: HashMap<FragKey, Vec<Fragment>>,
 }
 
@@ -956,32 +957,59 @@ fn describe_ddp(ppid: u32, whole: &[u8]) -> (EventKind, String) {
     }
 }
 
-/// The whole user message once its last fragment arrived (B..E, consecutive TSNs).
+/// The whole user message once all its fragments are there: a B fragment, consecutive TSNs,
+/// an E fragment (RFC 9260 §6.9). Ordered fragments wait per stream and SSN; unordered ones
+/// per stream only, since their SSN means nothing (§6.6), and the TSN run around the new
+/// fragment decides which message it completes — two unordered messages on one stream stay
+/// apart even when their fragments arrive interleaved.
 fn collect(a: &mut Association, dir: Dir, d: &DataChunk<'_>) -> Option<Vec<u8>> {
-    let whole: Vec<u8> = if d.beginning() && d.end() {
-        d.data.to_vec()
-    } else {
-        let key = (di(dir), d.stream, d.unordered(), d.ssn);
-        let frags = a.reasm.entry(key).or_default();
-        if frags.iter().any(|(t, _, _)| *t == d.tsn) {
+    if d.beginning() && d.end() {
+        return Some(d.data.to_vec());
+    }
+    let ssn = if d.unordered() { 0 } else { d.ssn };
+    let key = (di(dir), d.stream, d.unordered(), ssn);
+    let frags = a.reasm.entry(key).or_default();
+    if frags.iter().any(|(t, _, _)| *t == d.tsn) {
+        return None;
+    }
+    frags.push((d.tsn, d.flags, d.data.to_vec()));
+    let flags_of = |tsn: u32| frags.iter().find(|(t, _, _)| *t == tsn).map(|(_, f, _)| *f);
+    const B: u8 = 0x02;
+    const E: u8 = 0x01;
+    // Back to the B fragment and forward to the E fragment, through consecutive TSNs that
+    // belong to this message (no E before it, no B after it).
+    let mut first = d.tsn;
+    while flags_of(first)? & B == 0 {
+        let prev = first.wrapping_sub(1);
+        if flags_of(prev)? & E != 0 {
             return None;
         }
-        frags.push((d.tsn, d.flags, d.data.to_vec()));
-        let base = frags.iter().find(|(_, f, _)| f & 0x02 != 0)?.0;
-        frags.sort_by_key(|(t, _, _)| t.wrapping_sub(base));
-        let (Some(first), Some(last)) = (frags.first(), frags.last()) else {
-            return None;
-        };
-        let complete = first.1 & 0x02 != 0
-            && last.1 & 0x01 != 0
-            && last.0.wrapping_sub(first.0) as usize + 1 == frags.len();
-        if !complete {
+        first = prev;
+    }
+    let mut last = d.tsn;
+    while flags_of(last)? & E == 0 {
+        let next = last.wrapping_add(1);
+        if flags_of(next)? & B != 0 {
             return None;
         }
-        let frags = a.reasm.remove(&key).unwrap_or_default();
-        frags.into_iter().flat_map(|(_, _, v)| v).collect()
-    };
-    Some(whole)
+        last = next;
+    }
+    let n = last.wrapping_sub(first) as usize + 1;
+    let mut run: Vec<(u32, u8, Vec<u8>)> = Vec::with_capacity(n);
+    let mut rest = Vec::with_capacity(frags.len().saturating_sub(n));
+    for f in frags.drain(..) {
+        if f.0.wrapping_sub(first) < n as u32 {
+            run.push(f);
+        } else {
+            rest.push(f);
+        }
+    }
+    *frags = rest;
+    if frags.is_empty() {
+        a.reasm.remove(&key);
+    }
+    run.sort_by_key(|(t, _, _)| t.wrapping_sub(first));
+    Some(run.into_iter().flat_map(|(_, _, v)| v).collect())
 }
 
 fn dir_arrow(d: Dir) -> &'static str {
@@ -1555,6 +1583,56 @@ mod tests {
         );
         assert!(t.contains("RFC 5043 §10"), "{t}");
         assert_eq!((rep.errors(), rep.warnings()), (1, 1), "{t}");
+    }
+
+    /// RFC 9260 §6.9 / §6.6: unordered fragments are joined by TSN run, not by their
+    /// (meaningless) SSN: two unordered messages on one stream whose fragments arrive
+    /// interleaved (the first one's end after the second's) decode as two messages.
+    #[test]
+    fn rfc9260_6_9_unordered_fragments_join_by_tsn_run() {
+        let send = |ddp_ssn: u8, msn: u32, len: usize| {
+            let mut seg = vec![0, ddp_ssn, 0x41, 0x43, 0, 0, 0, 0];
+            seg.extend_from_slice(&0u32.to_be_bytes());
+            seg.extend_from_slice(&msn.to_be_bytes());
+            seg.extend_from_slice(&0u32.to_be_bytes());
+            seg.extend(std::iter::repeat_n(ddp_ssn, len));
+            seg
+        };
+        let (m1, m2) = (send(5, 1, 30), send(6, 2, 20));
+        let d = |tsn, flags, b| {
+            frame(
+                u64::from(tsn),
+                A1,
+                B1,
+                None,
+                &pkt(
+                    5000,
+                    6000,
+                    TAG_B,
+                    &[data(tsn, 0, PPID_DDP_SEGMENT, flags, b)],
+                ),
+            )
+        };
+        // U = 4, B = 2, E = 1; both messages carry SSN 0.
+        let mut f = handshake();
+        f.push(d(100, 6, &m1[..10]));
+        f.push(d(101, 4, &m1[10..20]));
+        f.push(d(103, 6, &m2[..12]));
+        f.push(d(104, 5, &m2[12..]));
+        f.push(d(102, 5, &m1[20..]));
+        let rep = decode(&f);
+        let t = text(&rep, &SctpOptions::default());
+        let ddp: Vec<&str> = t.lines().filter(|l| l.contains("DDP/RDMAP")).collect();
+        assert_eq!(ddp.len(), 2, "{t}");
+        assert!(
+            ddp[0].contains("DDP-SSN 6") && ddp[0].contains("len 20"),
+            "{t}"
+        );
+        assert!(
+            ddp[1].contains("DDP-SSN 5") && ddp[1].contains("len 30"),
+            "{t}"
+        );
+        assert_eq!(rep.errors(), 0, "{t}");
     }
 
     /// Captures that start mid-association still decode (no handshake: tags taken as seen).
