@@ -5,9 +5,10 @@
 # one connection per case. softrnic must send the Terminate RFC 5040 §4.8 (Read Request:
 # RDMAP Remote Protection Error) / RFC 5041 §7.2 (Write: DDP Tagged Buffer Error) prescribe,
 # with code Invalid STag or Base or bounds violation, leave its memory (region and a guard
-# area after it) untouched, and exit 4. Passes when all four do, siw's rping server reports
-# the failed operation (guest.sh), and the capture shows the four Terminates from the host with
-# those causes, decoded without errors and with tshark's opcode counts.
+# area after it) untouched, and exit 4. Passes when all four do, siw takes each Terminate with
+# the cause sent and its rping server sees the operation end (guest.sh), and the capture shows
+# the four Terminates from the host with those causes, decoded without errors and with tshark's
+# opcode counts.
 SCENARIO_GUESTS=1
 SCENARIO_DIRECTION="siw(g1) errors -> softrnic(host)"
 SCENARIO_TIMEOUT=240
