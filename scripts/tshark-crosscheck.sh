@@ -45,8 +45,11 @@ for cap in "${caps[@]}"; do
     # Out-of-order reassembly on: bridge captures can record a segment after the ACK that
     # covers it; without it tshark takes such a segment (e.g. an MPA Reply) for a spurious
     # retransmission, never hands it to its MPA dissector and so skips the whole connection.
+    # EtherCAT-over-TCP (ecatf) off: it claims TCP port 34980, which can be an ephemeral
+    # client port of an MPA connection (seen in a lab capture: tshark took the connection
+    # for EtherCAT and counted none of its FPDUs).
     theirs=$(tshark -r "$cap" -o tcp.reassemble_out_of_order:TRUE \
-        --disable-protocol rpcordma --disable-protocol smb_direct \
+        --disable-protocol rpcordma --disable-protocol smb_direct --disable-protocol ecatf \
         -Y iwarp_ddp_rdmap -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' |
         awk 'NF { n[tolower($1)]++ } END { for (k in n) print k, n[k] }')
     opcodes=$( { echo "$ours" | awk '{print $1}'; echo "$theirs" | awk '{print $1}'; } | sort -u)

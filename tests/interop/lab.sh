@@ -383,7 +383,9 @@ for ((i = 1; i <= SCENARIO_GUESTS; i++)); do
 done
 python3 "$LAB_ROOT/tools/mpa_lab.py" pcap "$results/capture.pcap" >"$results/mpa.jsonl" 2>&1 || true
 if command -v tshark >/dev/null; then
-    tshark_args=(-r "$results/capture.pcap" --disable-protocol rpcordma --disable-protocol smb_direct)
+    # ecatf off: EtherCAT-over-TCP claims port 34980, which can be an MPA client's port.
+    tshark_args=(-r "$results/capture.pcap" --disable-protocol rpcordma --disable-protocol smb_direct
+        --disable-protocol ecatf)
     tshark "${tshark_args[@]}" >"$results/capture.txt" 2>&1 || true
     # RDMAP opcode counts (RFC 5040 §4.3: 0 Write, 1 Read Request, 2 Read Response, 3 Send, ...)
     tshark "${tshark_args[@]}" -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' |

@@ -59,6 +59,9 @@ def counts_tshark(pcap):
     p = subprocess.run(
         ["tshark", "-r", pcap, "-o", "tcp.reassemble_out_of_order:TRUE",
          "--disable-protocol", "rpcordma", "--disable-protocol", "smb_direct",
+         # EtherCAT-over-TCP claims port 34980, which can be an MPA connection's ephemeral
+         # port (see scripts/tshark-crosscheck.sh).
+         "--disable-protocol", "ecatf",
          "-Y", "iwarp_ddp_rdmap", "-T", "fields", "-e", "iwarp_rdma.opcode"],
         capture_output=True, text=True)
     out = {}
