@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use stack::mpa;
 use stack::{
-    Access, Cq, Event, MrOptions, Pd, PostError, ProgressMode, Qp, QpAttr, QpState, Rnic,
-    RnicConfig, SendWr, WcStatus,
+    Access, Cq, MrOptions, Pd, PostError, ProgressMode, Qp, QpAttr, Rnic, RnicConfig, SendWr,
+    WcStatus,
 };
 
 const T: Duration = Duration::from_secs(5);
@@ -21,7 +21,7 @@ fn manual() -> RnicConfig {
     }
 }
 
-/// Two RNICs with progress threads and one QP each, connected over loopback with the
+/// Two RNICs (of configuration `cfg`) and one QP each, connected over loopback with the
 /// default MPA settings; `a`'s send queue holds `sq_depth` work requests.
 struct Pair {
     a: Rnic,
@@ -34,11 +34,8 @@ struct Pair {
     qb: Qp,
 }
 
-fn connected_pair(cq_depth: usize, sq_depth: usize) -> Pair {
-    let (a, b) = (
-        Rnic::open(RnicConfig::default()).unwrap(),
-        Rnic::open(RnicConfig::default()).unwrap(),
-    );
+fn connected_pair(cfg: RnicConfig, cq_depth: usize, sq_depth: usize) -> Pair {
+    let (a, b) = (Rnic::open(cfg.clone()).unwrap(), Rnic::open(cfg).unwrap());
     let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
     let (ca, cb) = (Cq::new(cq_depth), Cq::new(cq_depth));
     let mut attr = QpAttr::new(pa, ca.clone(), ca.clone());
@@ -72,29 +69,16 @@ fn connected_pair(cq_depth: usize, sq_depth: usize) -> Pair {
 /// outstanding (their responses never come) for as long as the test wants.
 #[test]
 fn ring_posts_keep_queue_depth_and_validation_errors() {
-    let (a, b) = (Rnic::open(manual()).unwrap(), Rnic::open(manual()).unwrap());
-    let (pa, pb) = (a.alloc_pd(), b.alloc_pd());
-    let (ca, cb) = (Cq::new(64), Cq::new(64));
-    let mut attr = QpAttr::new(pa, ca.clone(), ca.clone());
-    attr.sq_depth = 4;
-    let qa = a.create_qp(attr).unwrap();
-    let qb = b
-        .create_qp(QpAttr::new(pb, cb.clone(), cb.clone()))
-        .unwrap();
-    let l = b
-        .listen("127.0.0.1:0".parse::<SocketAddr>().unwrap())
-        .unwrap();
-    a.connect(&qa, l.local_addr, mpa::Config::default())
-        .unwrap();
-    let start = Instant::now();
-    while qa.state() != QpState::Rts || qb.state() != QpState::Rts {
-        assert!(start.elapsed() < T, "setup");
-        let _ = a.advance(Duration::from_millis(1));
-        let _ = b.advance(Duration::from_millis(1));
-        if let Some(Event::ConnectRequest(r)) = b.poll_event() {
-            b.accept(r.id, &qb, mpa::Config::default()).unwrap();
-        }
-    }
+    // In manual progress each blocking connect call drives its own RNIC.
+    let Pair {
+        a,
+        b,
+        pa,
+        pb,
+        ca,
+        qa,
+        ..
+    } = connected_pair(manual(), 64, 4);
     let sink = a
         .mem()
         .register_new(
@@ -156,7 +140,7 @@ fn receive_posted_before_the_send_is_used_while_core_is_busy() {
         cb,
         qa,
         qb,
-    } = connected_pair(4096, 256);
+    } = connected_pair(RnicConfig::default(), 4096, 256);
     let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let big = 1 << 20;
     let src = a.mem().register_new(pa, big, MrOptions::new(all)).unwrap();
@@ -214,7 +198,7 @@ fn slot_is_free_as_soon_as_its_completion_is_polled() {
         cb: _,
         qa,
         qb: _,
-    } = connected_pair(64, 4);
+    } = connected_pair(RnicConfig::default(), 64, 4);
     let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     let src = a.mem().register_new(pa, 4096, MrOptions::new(all)).unwrap();
     let sink = b.mem().register_new(pb, 4096, MrOptions::new(all)).unwrap();
