@@ -745,12 +745,7 @@ fn advertise(
     adv: RdmaInfo,
     what: &'static str,
 ) -> Result<(), String> {
-    send_mr
-        .buf()
-        .write_at(0, &adv.to_bytes())
-        .map_err(|e| e.to_string())?;
-    c.post(SendWr::send(WR_SEND, vec![send_mr.sge(0, INFO_LEN as u32)]))
-        .map_err(|e| e.to_string())?;
+    send_info(c, send_mr, adv)?;
     let wc = c
         .wait_for(WcOpcode::Recv, what)
         .map_err(|e| stop_msg(e, c))?;
@@ -758,6 +753,16 @@ fn advertise(
         return Err(format!("Received bogus data, size {}", wc.byte_len));
     }
     c.post_recv(recv_mr).map_err(|e| e.to_string())
+}
+
+/// Sends `adv` as a 16-byte info message from `send_mr`.
+fn send_info(c: &mut Conn<'_>, send_mr: &MemoryRegion, adv: RdmaInfo) -> Result<(), String> {
+    send_mr
+        .buf()
+        .write_at(0, &adv.to_bytes())
+        .map_err(|e| e.to_string())?;
+    c.post(SendWr::send(WR_SEND, vec![send_mr.sge(0, INFO_LEN as u32)]))
+        .map_err(|e| e.to_string())
 }
 
 fn stop_msg(e: Stop, c: &Conn<'_>) -> String {
@@ -809,12 +814,7 @@ fn client_injected(
         mr.base_to(),
         mr.len()
     );
-    send_mr
-        .buf()
-        .write_at(0, &adv.to_bytes())
-        .map_err(|e| e.to_string())?;
-    c.post(SendWr::send(WR_SEND, vec![send_mr.sge(0, INFO_LEN as u32)]))
-        .map_err(|e| e.to_string())?;
+    send_info(c, send_mr, adv)?;
     c.wait_terminate(true);
     let after = mr.buf().to_vec();
     let untouched = before == after;
