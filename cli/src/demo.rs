@@ -189,7 +189,7 @@ pub fn run_command(out: &mut dyn Write) -> std::process::ExitCode {
 pub fn run(out: &mut dyn Write) -> Result<Report, DemoError> {
     let mut report = Report::default();
     let (a, b) = connect()?;
-    if let Some(s) = a.qp.session() {
+    if let Some(s) = a.qp.session().and_then(|s| s.mpa().cloned()) {
         let _ = writeln!(
             out,
             "connected over loopback: MPA rev {}, CRC {}, markers {}, IRD {} ORD {}, MULPDU {}",

@@ -789,7 +789,7 @@ fn header(
     }
     writeln!(out, " rdma_cm QPs\t : ON")?;
     writeln!(out, " Data ex. method : rdma_cm")?;
-    if let Some(s) = data.qp.session() {
+    if let Some(s) = data.qp.session().and_then(|s| s.mpa().cloned()) {
         writeln!(
             out,
             " MPA             : rev {} CRC {} markers tx {} rx {} P2P {}{}",
@@ -1171,7 +1171,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
         Test::WriteLat => {
             // In peer-to-peer mode the initiator's RTR (RFC 6581 §3) has already opened
             // the stream for the responder.
-            let p2p = d.qp.session().is_some_and(|s| s.p2p);
+            let p2p = d.qp.session().is_some_and(|s| s.p2p());
             if plan.client && !p2p {
                 // The server writes first, but as the MPA responder it may not send
                 // before our first FPDU (RFC 5044 §7.1.2): open the stream with a
@@ -1529,7 +1529,7 @@ fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<In
         }
         if ccnt < scnt {
             if let Err(e) = d.wait(rnic, &d.scq, "write-lat") {
-                let p2p = d.qp.session().is_some_and(|s| s.p2p);
+                let p2p = d.qp.session().is_some_and(|s| s.p2p());
                 if !plan.client && ccnt == 0 && !p2p {
                     return fail(format!(
                         "{e}: as MPA responder our first RDMA Write waits for the client's \

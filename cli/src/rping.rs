@@ -648,15 +648,12 @@ fn client(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
             s.conn_timeout.unwrap_or(s.step),
         )
         .map_err(|e| format!("connect error: {e}"))?;
-    c.dbg(format!(
-        "connected: MPA rev {} CRC {} markers {}/{} IRD {} ORD {}",
-        session.revision,
-        session.crc,
-        session.markers_tx,
-        session.markers_rx,
-        session.ird,
-        session.ord
-    ));
+    if let Some(m) = session.mpa() {
+        c.dbg(format!(
+            "connected: MPA rev {} CRC {} markers {}/{} IRD {} ORD {}",
+            m.revision, m.crc, m.markers_tx, m.markers_rx, session.ird, session.ord
+        ));
+    }
     let count = a.count.unwrap_or(0);
     let mut ping: u64 = 0;
     while count == 0 || ping < count {

@@ -38,6 +38,8 @@ pub const MAX_PRIVATE_DATA: usize = 512;
 /// Smallest maximum user-data size the adaptation supports: a control message with 512
 /// bytes of Private Data (RFC 5043 §9).
 pub const MIN_USER_DATA: usize = 516;
+/// Length of the RFC 6581 IRD/ORD words at the start of an enhanced message's Private Data.
+pub const ENHANCED_DATA_LEN: usize = 4;
 /// DDP-SSN distance beyond which a received DDP-SSN is invalid (RFC 5043 §10).
 pub const SSN_WINDOW: u16 = 32768;
 
@@ -79,6 +81,13 @@ pub enum FunctionCode {
     Reject,
     /// DDP Stream Session Terminate (0x004).
     Terminate,
+    /// Enhanced DDP Stream Session Initiate (0x005, RFC 6581 §7): the Private Data starts
+    /// with the RFC 6581 IRD/ORD words.
+    EnhancedInitiate,
+    /// Enhanced DDP Stream Session Accept (0x006, RFC 6581 §7).
+    EnhancedAccept,
+    /// Enhanced DDP Stream Session Reject (0x007, RFC 6581 §7).
+    EnhancedReject,
 }
 
 impl FunctionCode {
@@ -89,6 +98,34 @@ impl FunctionCode {
             FunctionCode::Accept => 2,
             FunctionCode::Reject => 3,
             FunctionCode::Terminate => 4,
+            FunctionCode::EnhancedInitiate => 5,
+            FunctionCode::EnhancedAccept => 6,
+            FunctionCode::EnhancedReject => 7,
+        }
+    }
+
+    /// The RFC 5043 function an enhanced code stands for (Initiate, Accept, Reject).
+    pub fn base(self) -> FunctionCode {
+        match self {
+            FunctionCode::EnhancedInitiate => FunctionCode::Initiate,
+            FunctionCode::EnhancedAccept => FunctionCode::Accept,
+            FunctionCode::EnhancedReject => FunctionCode::Reject,
+            f => f,
+        }
+    }
+
+    /// An RFC 6581 enhanced code (its Private Data starts with IRD/ORD).
+    pub fn is_enhanced(self) -> bool {
+        self.base() != self
+    }
+
+    /// The enhanced code of Initiate, Accept or Reject (others are returned unchanged).
+    pub fn enhanced(self) -> FunctionCode {
+        match self {
+            FunctionCode::Initiate => FunctionCode::EnhancedInitiate,
+            FunctionCode::Accept => FunctionCode::EnhancedAccept,
+            FunctionCode::Reject => FunctionCode::EnhancedReject,
+            f => f,
         }
     }
 
@@ -99,6 +136,9 @@ impl FunctionCode {
             2 => FunctionCode::Accept,
             3 => FunctionCode::Reject,
             4 => FunctionCode::Terminate,
+            5 => FunctionCode::EnhancedInitiate,
+            6 => FunctionCode::EnhancedAccept,
+            7 => FunctionCode::EnhancedReject,
             _ => return None,
         })
     }
@@ -111,6 +151,9 @@ impl std::fmt::Display for FunctionCode {
             FunctionCode::Accept => "Session Accept",
             FunctionCode::Reject => "Session Reject",
             FunctionCode::Terminate => "Session Terminate",
+            FunctionCode::EnhancedInitiate => "Enhanced Session Initiate",
+            FunctionCode::EnhancedAccept => "Enhanced Session Accept",
+            FunctionCode::EnhancedReject => "Enhanced Session Reject",
         })
     }
 }
@@ -148,6 +191,11 @@ pub enum AdaptError {
         /// Maximum.
         max: usize,
     },
+    /// An enhanced session control message without the IRD/ORD words (RFC 6581 §7).
+    #[error(
+        "an enhanced session control message carries {0} bytes of Private Data, fewer than the 4 of IRD/ORD (RFC 6581 §7)"
+    )]
+    EnhancedDataMissing(usize),
     /// A message sent ordered; the adaptation uses unordered delivery only (§10).
     #[error("DDP over SCTP messages must be sent unordered (RFC 5043 §10)")]
     Ordered,
@@ -172,6 +220,9 @@ impl SessionControl {
         }
         if self.function == FunctionCode::Terminate && !self.private_data.is_empty() {
             return Err(AdaptError::TerminateWithData(self.private_data.len()));
+        }
+        if self.function.is_enhanced() && self.private_data.len() < ENHANCED_DATA_LEN {
+            return Err(AdaptError::EnhancedDataMissing(self.private_data.len()));
         }
         Ok(())
     }
@@ -381,6 +432,8 @@ pub struct StreamSession {
     rx_buf: BTreeMap<u16, DdpSctpMessageOwned>,
     control_in_flight: bool,
     out: Vec<Outgoing>,
+    /// RFC 6581 enhanced session control: we sent, or the peer sent, an enhanced Initiate.
+    enhanced: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -402,6 +455,26 @@ impl StreamSession {
         Ok(s)
     }
 
+    /// Starts an active session with the RFC 6581 Enhanced Initiate: `private_data` must
+    /// start with the IRD/ORD words.
+    pub fn initiate_enhanced(
+        stream: u16,
+        max_segment: usize,
+        private_data: &[u8],
+    ) -> Result<StreamSession, SessionError> {
+        let mut s = StreamSession::new(stream, Role::Active, max_segment);
+        s.state = SessionState::InitiateSent;
+        s.enhanced = true;
+        s.send_control(FunctionCode::EnhancedInitiate, private_data)?;
+        Ok(s)
+    }
+
+    /// Whether RFC 6581 enhanced session control is in use: we sent an Enhanced Initiate,
+    /// or (passive) the peer's Initiate was enhanced, so our Accept or Reject is too.
+    pub fn enhanced(&self) -> bool {
+        self.enhanced
+    }
+
     /// A passive session waiting for the peer's Initiate.
     pub fn listen(stream: u16, max_segment: usize) -> StreamSession {
         let mut s = StreamSession::new(stream, Role::Passive, max_segment);
@@ -420,6 +493,7 @@ impl StreamSession {
             rx_buf: BTreeMap::new(),
             control_in_flight: false,
             out: Vec::new(),
+            enhanced: false,
         }
     }
 
@@ -472,7 +546,12 @@ impl StreamSession {
         if self.state != SessionState::AwaitingUlp {
             return Err(SessionError::State(self.state));
         }
-        self.send_control(FunctionCode::Accept, private_data)?;
+        let f = if self.enhanced {
+            FunctionCode::EnhancedAccept
+        } else {
+            FunctionCode::Accept
+        };
+        self.send_control(f, private_data)?;
         self.state = SessionState::Established;
         Ok(())
     }
@@ -482,7 +561,12 @@ impl StreamSession {
         if self.state != SessionState::AwaitingUlp {
             return Err(SessionError::State(self.state));
         }
-        self.send_control(FunctionCode::Reject, private_data)?;
+        let f = if self.enhanced {
+            FunctionCode::EnhancedReject
+        } else {
+            FunctionCode::Reject
+        };
+        self.send_control(f, private_data)?;
         self.state = SessionState::Closed;
         Ok(())
     }
@@ -605,11 +689,12 @@ impl StreamSession {
         use FunctionCode as F;
         use SessionState as S;
         Ok(Some(match (self.state, m) {
-            (S::Listening, M::Control(c)) if c.function == F::Initiate => {
+            (S::Listening, M::Control(c)) if c.function.base() == F::Initiate => {
                 self.state = S::AwaitingUlp;
+                self.enhanced = c.function.is_enhanced();
                 SessionEvent::InitiateReceived(c.private_data)
             }
-            (S::InitiateSent, M::Control(c)) => match c.function {
+            (S::InitiateSent, M::Control(c)) => match c.function.base() {
                 F::Accept => {
                     self.state = S::Established;
                     SessionEvent::Accepted(c.private_data)
@@ -624,6 +709,10 @@ impl StreamSession {
                     SessionEvent::Terminated
                 }
                 F::Initiate => return Err("Session Initiate answered with Initiate".into()),
+                // `base()` maps the enhanced codes onto the three above.
+                F::EnhancedInitiate | F::EnhancedAccept | F::EnhancedReject => {
+                    return Err(format!("{} not allowed here", c.function));
+                }
             },
             (S::Established, M::Segment(s)) => SessionEvent::Segment(s),
             (S::Established | S::AwaitingUlp, M::Control(c)) if c.function == F::Terminate => {
@@ -698,8 +787,8 @@ mod tests {
             assert_eq!(f.code(), code);
         }
         assert_eq!(
-            SessionControl::parse(&[0, 0, 0, 5]),
-            Err(AdaptError::UnknownFunction(5))
+            SessionControl::parse(&[0, 0, 0, 8]),
+            Err(AdaptError::UnknownFunction(8))
         );
         assert!(matches!(
             SessionControl::parse(&[0, 0, 0]),
@@ -927,5 +1016,41 @@ mod tests {
                 let _ = s.receive(ppid, true, &data);
             }
         }
+    }
+
+    /// RFC 6581 §7 (updating RFC 5043 §5.2.3): Enhanced Initiate/Accept/Reject are function
+    /// codes 5/6/7, carry IRD/ORD in the first four bytes of the Private Data, and follow the
+    /// same legal sequences; a passive side answers an enhanced Initiate with an enhanced
+    /// Accept.
+    #[test]
+    fn rfc6581_7_enhanced_session_control() {
+        for (code, f) in [
+            (5, FunctionCode::EnhancedInitiate),
+            (6, FunctionCode::EnhancedAccept),
+            (7, FunctionCode::EnhancedReject),
+        ] {
+            assert_eq!(FunctionCode::from_code(code), Some(f));
+            assert_eq!(f.code(), code);
+            assert!(f.is_enhanced());
+            assert_eq!(f.base().enhanced(), f);
+        }
+        assert_eq!(
+            SessionControl::parse(&[0, 0, 0, 5, 0, 16]),
+            Err(AdaptError::EnhancedDataMissing(2))
+        );
+        let pd = [0x00, 0x10, 0x00, 0x08, b'x'];
+        let mut active = StreamSession::initiate_enhanced(0, 1400, &pd).unwrap();
+        let init = active.poll_outgoing().remove(0);
+        assert_eq!(&init.data[2..4], &[0, 5]);
+        let mut passive = StreamSession::listen(0, 1400);
+        let ev = passive.receive(init.ppid, true, &init.data);
+        assert_eq!(ev, vec![SessionEvent::InitiateReceived(pd.to_vec())]);
+        assert!(passive.enhanced());
+        passive.accept(&[0, 8, 0, 16]).unwrap();
+        let acc = passive.poll_outgoing().remove(0);
+        assert_eq!(&acc.data[2..4], &[0, 6]);
+        let ev = active.receive(acc.ppid, true, &acc.data);
+        assert_eq!(ev, vec![SessionEvent::Accepted(vec![0, 8, 0, 16])]);
+        assert_eq!(active.state(), SessionState::Established);
     }
 }

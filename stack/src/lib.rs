@@ -75,6 +75,7 @@
 
 pub mod cq;
 pub mod engine;
+pub mod llp;
 pub mod mem;
 pub mod rnic;
 mod transport;

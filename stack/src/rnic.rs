@@ -111,12 +111,13 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use mpa::{ConnFrame, NegotiationError, Session};
+use mpa::{ConnFrame, NegotiationError};
 use rdmap::Terminate;
 use thiserror::Error;
 
 use crate::cq::{Cq, CqId, QpId, Wc, WcOpcode, WcStatus};
 use crate::engine::{CloseReason, EngineError, PostError, QpEngine, QpState, Setup, SetupError};
+use crate::llp::Session;
 use crate::mem::{MemTable, Pd};
 use crate::transport::Core;
 use crate::wr::{RecvWr, SendWr};
@@ -751,8 +752,8 @@ pub enum AdoptRole {
     /// Wait for the MPA Request and answer with this configuration (no application
     /// decision: the request is accepted whenever negotiation allows).
     Responder(mpa::Config),
-    /// Full operation at once with a session agreed elsewhere.
-    Established(Session),
+    /// Full operation at once with an MPA session agreed elsewhere.
+    Established(mpa::Session),
 }
 
 impl Rnic {

@@ -179,7 +179,13 @@ fn engine_over_smoltcp_with_loss() {
     let r = b.rcq.drain();
     assert_eq!((r[0].status, r[0].byte_len), (WcStatus::Success, 64));
     assert_eq!(b.eng.borrow().state(), QpState::Rts);
-    let s = b.eng.borrow().session().cloned().expect("session");
+    let s = b
+        .eng
+        .borrow()
+        .session()
+        .and_then(|s| s.mpa())
+        .cloned()
+        .expect("MPA session");
     assert!(s.crc && s.markers_tx && s.markers_rx);
     assert!(a.rcq.is_empty());
     // The run really crossed a lossy network.

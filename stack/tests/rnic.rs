@@ -639,7 +639,7 @@ fn p2p_rtr_crc_markers_over_loopback() {
             ..mpa::Config::default()
         };
         let (a, b) = connected(cfg.clone(), cfg, RnicConfig::default());
-        let s = a.qp.session().unwrap();
+        let s = a.qp.session().and_then(|s| s.mpa().cloned()).unwrap();
         assert!(s.crc && s.markers_tx && s.markers_rx && s.p2p);
         assert_eq!(s.rtr, Some(rtr));
         // Data flows responder → initiator first: the responder has waited for the RTR.

@@ -54,7 +54,11 @@ fn rfc5044_7_1_rev2_setup_then_data() {
         assert_eq!(b_got, pattern(5000, 1), "crc {crc} markers {markers}");
         assert_eq!(a_got, pattern(300, 2));
         assert_eq!(p.states(), (QpState::Rts, QpState::Rts));
-        let s = p.a.eng.session().expect("session");
+        let s =
+            p.a.eng
+                .session()
+                .and_then(|s| s.mpa())
+                .expect("MPA session");
         assert_eq!(
             (s.revision, s.crc, s.markers_tx, s.markers_rx),
             (2, crc, markers, markers)
@@ -87,7 +91,11 @@ fn rfc5044_7_1_rev1_setup() {
     let mut p = Pair::negotiate(rev1, mpa::Config::default());
     let (b_got, _) = exchange(&mut p);
     assert_eq!(b_got, pattern(5000, 1));
-    let s = p.b.eng.session().expect("session");
+    let s =
+        p.b.eng
+            .session()
+            .and_then(|s| s.mpa())
+            .expect("MPA session");
     assert_eq!((s.revision, s.enhanced, s.crc), (1, false, true));
 }
 

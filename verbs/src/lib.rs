@@ -90,8 +90,9 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+pub use stack::llp::{LlpSession, SctpSession, Session};
 pub use stack::mpa::Config as MpaConfig;
-pub use stack::mpa::Session;
+pub use stack::mpa::Session as MpaSession;
 /// Interop profiles: `Profile::Siw.config(MpaRole::Initiator)` is the [`MpaConfig`] for
 /// connecting to Linux siw; [`QpCaps::for_profile`] carries its runtime quirks.
 pub use stack::mpa::{Profile, Role as MpaRole, RtrType};

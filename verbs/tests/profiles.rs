@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use verbs::{
-    Access, MpaRole, Profile, QpCaps, RecvWr, RnicConfig, SendWr, Session, WcStatus, empty_wc,
-    rnic_open,
+    Access, MpaRole, MpaSession as Session, Profile, QpCaps, RecvWr, RnicConfig, SendWr, WcStatus,
+    empty_wc, rnic_open,
 };
 
 const T: Duration = Duration::from_secs(5);
@@ -62,7 +62,10 @@ fn run(a: Profile, b: Profile) -> (Session, Session) {
     }
     assert_eq!(ib.buf().to_vec(), vec![0xa5; 100]);
     assert_eq!(ia.buf().to_vec(), vec![0x5a; 100]);
-    (sa, sb)
+    (
+        sa.mpa().cloned().expect("MPA session"),
+        sb.mpa().cloned().expect("MPA session"),
+    )
 }
 
 /// RFC 5044 §7.1 / RFC 6581 with each profile on both ends: the negotiated revision, CRC,

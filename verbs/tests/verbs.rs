@@ -218,7 +218,7 @@ fn register_fd_adopts_sockets() {
     a.r.qp_register_fd(&a.qp, sa, AdoptRole::Initiator(MpaConfig::default()))
         .unwrap();
     let s = a.r.wait_established(&a.qp, T).unwrap();
-    assert_eq!(s.revision, 2);
+    assert_eq!(s.mpa().map(|m| m.revision), Some(2));
     b.r.wait_established(&b.qp, T).unwrap();
 }
 
