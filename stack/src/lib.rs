@@ -98,5 +98,6 @@ pub use rnic::{
 pub use wr::{RecvWr, SendOp, SendWr, Sge};
 
 pub use ddp;
+pub use sctp;
 pub use mpa;
 pub use rdmap;

@@ -1,0 +1,440 @@
+//! The engine over the SCTP LLP (RFC 5043), two engines back to back: messages move from
+//! one engine's `poll_message` to the other's `handle_message`, each batch delivered in a
+//! shuffled order (SCTP unordered delivery). Every operation, data verified byte for byte;
+//! session setup with IRD/ORD and private data; Terminates; segment sizes.
+
+mod common;
+
+use common::{Rng, Side, all_access, pattern};
+use stack::llp::sctp::SctpConfig;
+use stack::rdmap::{Message, Terminate};
+use stack::sctp::ddp_adapt::{
+    self, DdpSctpMessage, FunctionCode, PPID_DDP_SEGMENT, PPID_DDP_STREAM_SESSION_CONTROL,
+    SessionControl,
+};
+use stack::{
+    MrOptions, QpEvent, QpState, RecvWr, SendOp, SendWr, Setup, SetupError, WcOpcode, WcStatus,
+};
+
+const SEG: usize = 1400;
+
+fn cfg(ird: u16, ord: u16, pd: &[u8]) -> SctpConfig {
+    SctpConfig {
+        ird,
+        ord,
+        private_data: pd.to_vec(),
+        max_segment: SEG,
+        enhanced: true,
+        stream: 0,
+    }
+}
+
+/// A captured message: (from a?, ppid, data).
+type Wire = Vec<(bool, u32, Vec<u8>)>;
+
+struct SctpPair {
+    a: Side,
+    b: Side,
+    rng: Option<Rng>,
+    wire: Wire,
+}
+
+impl SctpPair {
+    fn new(ca: SctpConfig, cb: SctpConfig, shuffle_seed: Option<u64>) -> SctpPair {
+        SctpPair {
+            a: Side::new(1, Setup::SctpInitiator(ca), |_| {}),
+            b: Side::new(2, Setup::SctpResponder(cb), |_| {}),
+            rng: shuffle_seed.map(Rng::new),
+            wire: Vec::new(),
+        }
+    }
+
+    fn established(seed: Option<u64>) -> SctpPair {
+        let mut p = SctpPair::new(cfg(8, 8, b"hi"), cfg(8, 8, b"yo"), seed);
+        p.pump();
+        assert_eq!(p.a.eng.state(), QpState::Rts);
+        assert_eq!(p.b.eng.state(), QpState::Rts);
+        p
+    }
+
+    fn take(side: &mut Side) -> Vec<(u16, u32, Vec<u8>)> {
+        let mut v = Vec::new();
+        while let Some((s, ppid, d)) = side.eng.poll_message() {
+            v.push((s, ppid, d.to_vec()));
+            side.eng.message_done();
+        }
+        v
+    }
+
+    /// Moves messages both ways until none is left; each batch is delivered shuffled.
+    fn pump(&mut self) {
+        for _ in 0..100_000 {
+            let ab = Self::take(&mut self.a);
+            let ba = Self::take(&mut self.b);
+            if ab.is_empty() && ba.is_empty() {
+                break;
+            }
+            for (from_a, mut batch) in [(true, ab), (false, ba)] {
+                if let Some(r) = self.rng.as_mut() {
+                    for i in (1..batch.len()).rev() {
+                        let j = (r.next() % (i as u64 + 1)) as usize;
+                        batch.swap(i, j);
+                    }
+                }
+                for (_, ppid, d) in batch {
+                    self.wire.push((from_a, ppid, d.clone()));
+                    let to = if from_a { &mut self.b } else { &mut self.a };
+                    to.eng.handle_message(std::time::Duration::ZERO, ppid, true, &d);
+                }
+            }
+        }
+        for s in [&mut self.a, &mut self.b] {
+            while let Some(e) = s.eng.poll_event() {
+                s.events.push(e);
+            }
+        }
+    }
+}
+
+fn controls(wire: &Wire, from_a: bool) -> Vec<SessionControl> {
+    wire.iter()
+        .filter(|(f, p, _)| *f == from_a && *p == PPID_DDP_STREAM_SESSION_CONTROL)
+        .map(|(_, _, d)| SessionControl::parse(d).expect("control"))
+        .collect()
+}
+
+/// RFC 5043 §6.2 with RFC 6581 §7: the active side's Enhanced Initiate carries its IRD/ORD
+/// and private data, the passive side's Enhanced Accept its own; each side's ORD is at most
+/// the other's IRD, and each sees the other's ULP private data.
+#[test]
+fn rfc5043_6_2_session_setup_with_ird_ord_and_private_data() {
+    let mut p = SctpPair::new(cfg(4, 16, b"client"), cfg(10, 2, b"server"), None);
+    p.pump();
+    let sa = p.a.eng.session().expect("a established").clone();
+    let sb = p.b.eng.session().expect("b established").clone();
+    assert_eq!(sa.peer_private_data, b"server");
+    assert_eq!(sb.peer_private_data, b"client");
+    // a: ORD min(16, b's IRD 10) = 10; b: ORD min(2, a's IRD 4) = 2.
+    assert_eq!((sa.ird, sa.ord), (4, 10));
+    assert_eq!((sb.ird, sb.ord), (10, 2));
+    assert!(sa.sctp().is_some_and(|s| s.active && s.enhanced));
+    let ca = controls(&p.wire, true);
+    let cb = controls(&p.wire, false);
+    assert_eq!(ca.len(), 1);
+    assert_eq!(ca[0].function, FunctionCode::EnhancedInitiate);
+    assert_eq!(&ca[0].private_data[..4], &[0, 4, 0, 16]);
+    assert_eq!(&ca[0].private_data[4..], b"client");
+    assert_eq!(cb[0].function, FunctionCode::EnhancedAccept);
+    assert_eq!(&cb[0].private_data[..4], &[0, 10, 0, 2]);
+}
+
+/// RFC 5043 §6.6: no DDP Segment before the Accept. A Send posted by the active side at
+/// once waits; only the Initiate goes out until the Accept has arrived.
+#[test]
+fn rfc5043_6_6_no_segment_before_accept() {
+    let mut p = SctpPair::new(cfg(8, 8, b""), cfg(8, 8, b""), None);
+    let src = p.a.mr(64);
+    p.a.eng
+        .post_send(SendWr::send(1, vec![src.sge(0, 64)]))
+        .expect("post while connecting");
+    let first = SctpPair::take(&mut p.a);
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].1, PPID_DDP_STREAM_SESSION_CONTROL);
+    let dst = p.b.mr(64);
+    p.b.eng
+        .post_recv(RecvWr::new(9, vec![dst.sge(0, 64)]))
+        .expect("recv");
+    p.b.eng
+        .handle_message(std::time::Duration::ZERO, first[0].1, true, &first[0].2);
+    p.pump();
+    assert_eq!(p.b.recv_wcs().len(), 1);
+}
+
+/// RFC 5043 §9 and §5.2.2: every DDP Segment is one PPID 16 message of at most the
+/// maximum segment size (plus the 2-octet DDP-SSN), DDP-SSNs count up from 0 without gaps,
+/// and the segment carries no MPA framing (it parses as DDP/RDMAP as it is).
+#[test]
+fn rfc5043_9_segments_fit_the_maximum_and_ssns_have_no_gaps() {
+    let mut p = SctpPair::established(None);
+    let data = pattern(50_000, 7);
+    let src = p.a.mr(data.len());
+    src.buf().write_at(0, &data).expect("fits");
+    let dst = p.b.mr(data.len());
+    p.b.eng
+        .post_recv(RecvWr::new(1, vec![dst.sge(0, data.len() as u32)]))
+        .expect("recv");
+    p.a.eng
+        .post_send(SendWr::send(2, vec![src.sge(0, data.len() as u32)]))
+        .expect("send");
+    p.pump();
+    let mut ssns = Vec::new();
+    for (from_a, ppid, d) in &p.wire {
+        if !*from_a {
+            continue;
+        }
+        assert!(d.len() <= SEG + 2, "message of {} octets", d.len());
+        match ddp_adapt::parse(*ppid, d).expect("valid message") {
+            DdpSctpMessage::Control(c) => ssns.push(c.ddp_ssn),
+            DdpSctpMessage::Segment(s) => {
+                Message::parse(s.segment).expect("a bare DDP/RDMAP segment");
+                ssns.push(s.ddp_ssn);
+            }
+        }
+    }
+    assert!(ssns.len() > 36, "{} messages", ssns.len());
+    assert_eq!(ssns, (0..ssns.len() as u16).collect::<Vec<_>>());
+    assert_eq!(dst.buf().to_vec(), data);
+}
+
+/// RFC 5040 §5 over RFC 5043 with unordered delivery (every batch shuffled): Send (many
+/// segments), Send with Solicited Event, RDMA Write, RDMA Read (many response segments),
+/// Fetch and Add, Compare and Swap, Immediate Data and Send with Invalidate all deliver
+/// every byte and complete in order.
+#[test]
+fn rfc5043_every_operation_with_reordered_messages() {
+    for seed in [1u64, 2, 3, 99] {
+        let mut p = SctpPair::established(Some(seed));
+        let data = pattern(40_000, seed as u8);
+        let src = p.a.mr(data.len());
+        src.buf().write_at(0, &data).expect("fits");
+        // Send into b.
+        let rbuf = p.b.mr(data.len());
+        p.b.eng
+            .post_recv(RecvWr::new(10, vec![rbuf.sge(0, data.len() as u32)]))
+            .expect("recv");
+        p.a.eng
+            .post_send(SendWr::send(1, vec![src.sge(0, data.len() as u32)]))
+            .expect("send");
+        // Write into b.
+        let wdst = p.b.mr(data.len());
+        p.a.eng
+            .post_send(SendWr::write(
+                2,
+                vec![src.sge(0, data.len() as u32)],
+                wdst.stag(),
+                wdst.to_at(0),
+            ))
+            .expect("write");
+        // Read from b into a.
+        let rsrc = p.b.mr(30_000);
+        let rdata = pattern(30_000, 0x40 + seed as u8);
+        rsrc.buf().write_at(0, &rdata).expect("fits");
+        let sink = p.a.mr(30_000);
+        p.a.eng
+            .post_send(SendWr::read(
+                3,
+                vec![sink.sge(0, 30_000)],
+                rsrc.stag(),
+                rsrc.to_at(0),
+            ))
+            .expect("read");
+        // Atomics on b's 8-byte word.
+        let word = p.b.mr(8);
+        word.buf().write_at(0, &5u64.to_ne_bytes()).expect("fits");
+        let orig = p.a.mr(16);
+        p.a.eng
+            .post_send(SendWr::new(
+                4,
+                SendOp::FetchAdd {
+                    remote_stag: word.stag(),
+                    remote_to: word.to_at(0),
+                    add: 10,
+                    add_mask: 0,
+                },
+                vec![orig.sge(0, 8)],
+            ))
+            .expect("fadd");
+        p.a.eng
+            .post_send(SendWr::new(
+                5,
+                SendOp::CmpSwap {
+                    remote_stag: word.stag(),
+                    remote_to: word.to_at(0),
+                    compare: 15,
+                    compare_mask: u64::MAX,
+                    swap: 77,
+                    swap_mask: u64::MAX,
+                },
+                vec![orig.sge(8, 8)],
+            ))
+            .expect("cswap");
+        // Immediate Data and Send with Invalidate of a b region.
+        let victim = p.b.mr_with(64, MrOptions::new(all_access()));
+        let r2 = p.b.mr(16);
+        p.b.eng
+            .post_recv(RecvWr::new(11, vec![]))
+            .expect("recv imm");
+        p.b.eng
+            .post_recv(RecvWr::new(12, vec![r2.sge(0, 16)]))
+            .expect("recv inv");
+        p.a.eng
+            .post_send(SendWr::new(
+                6,
+                SendOp::ImmediateData {
+                    data: *b"IMMEDIAT",
+                    solicited: true,
+                },
+                vec![],
+            ))
+            .expect("imm");
+        p.a.eng
+            .post_send(SendWr::new(
+                7,
+                SendOp::Send {
+                    solicited: true,
+                    invalidate: Some(victim.stag()),
+                },
+                vec![src.sge(0, 16)],
+            ))
+            .expect("send inv");
+        p.pump();
+        let s = p.a.send_wcs();
+        let ids: Vec<u64> = s.iter().map(|w| w.wr_id).collect();
+        assert_eq!(ids, vec![1, 2, 3, 4, 5, 6, 7], "seed {seed}");
+        assert!(s.iter().all(|w| w.status == WcStatus::Success), "{s:?}");
+        let r = p.b.recv_wcs();
+        assert_eq!(r.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![10, 11, 12]);
+        assert_eq!(r[0].byte_len as usize, data.len());
+        assert_eq!(r[1].imm_data, Some(*b"IMMEDIAT"));
+        assert_eq!(r[2].invalidated_stag, Some(victim.stag()));
+        assert_eq!(r[2].opcode, WcOpcode::Recv);
+        assert_eq!(rbuf.buf().to_vec(), data, "seed {seed}: Send");
+        assert_eq!(wdst.buf().to_vec(), data, "seed {seed}: Write");
+        assert_eq!(sink.buf().to_vec(), rdata, "seed {seed}: Read");
+        let o = orig.buf().to_vec();
+        assert_eq!(u64::from_ne_bytes(o[..8].try_into().unwrap()), 5);
+        assert_eq!(u64::from_ne_bytes(o[8..].try_into().unwrap()), 15);
+        assert_eq!(
+            u64::from_ne_bytes(word.buf().to_vec().try_into().unwrap()),
+            77
+        );
+        assert!(p.a.terminate_received().is_none() && p.b.terminate_sent().is_none());
+    }
+}
+
+/// RFC 5040 §7 / RFC 5041 §7 over RFC 5043: an RDMA Write to an STag that does not exist
+/// is refused with the DDP "Invalid STag" Terminate, sent as a DDP Segment (PPID 16); the
+/// target's memory stays untouched, and both QPs leave RTS. (The Write itself completed
+/// when SCTP took its last segment: a Write has no response.)
+#[test]
+fn rfc5041_7_invalid_stag_terminate_over_sctp() {
+    let mut p = SctpPair::established(Some(5));
+    let guard = p.b.mr(4096);
+    let src = p.a.mr(4096);
+    src.buf().write_at(0, &[0xAB; 4096]).expect("fits");
+    p.a.eng
+        .post_send(SendWr::write(
+            1,
+            vec![src.sge(0, 4096)],
+            guard.stag() ^ 0x55_00,
+            0,
+        ))
+        .expect("write");
+    p.pump();
+    let t: Terminate = p.b.terminate_sent().expect("b sent a Terminate");
+    assert_eq!(Some(t), p.a.terminate_received());
+    assert_eq!(
+        t.cause,
+        stack::rdmap::TermCause::Ddp(stack::ddp::DdpCode::Tagged(
+            stack::ddp::TaggedCode::InvalidStag
+        ))
+    );
+    assert!(guard.buf().to_vec().iter().all(|&x| x == 0));
+    let w = p.a.send_wcs();
+    assert_eq!(w[0].status, WcStatus::Success);
+    // The Terminate went out as a DDP segment on PPID 16.
+    let term_msgs = p
+        .wire
+        .iter()
+        .filter(|(from_a, ppid, d)| {
+            !from_a
+                && *ppid == PPID_DDP_SEGMENT
+                && matches!(
+                    ddp_adapt::parse(*ppid, d),
+                    Ok(DdpSctpMessage::Segment(s)) if matches!(
+                        s.rdmap().map(|m| m.header),
+                        Ok(stack::rdmap::Header::Terminate { .. })
+                    )
+                )
+        })
+        .count();
+    assert_eq!(term_msgs, 1);
+    assert!(
+        p.b.eng.should_close_transport(),
+        "{:?} {:?}",
+        p.b.eng.state(),
+        p.b.events
+    );
+    assert_ne!(p.a.eng.state(), QpState::Rts);
+}
+
+/// RFC 6581 §7: an Enhanced Initiate without its IRD/ORD words is malformed: the passive
+/// side fails setup (and the QP never reaches RTS).
+#[test]
+fn rfc6581_7_enhanced_initiate_without_ird_ord_fails_setup() {
+    let mut b = Side::new(2, Setup::SctpResponder(cfg(8, 8, b"")), |_| {});
+    let bad = [0u8, 0, 0, 5, 0, 1];
+    b.eng
+        .handle_message(std::time::Duration::ZERO, PPID_DDP_STREAM_SESSION_CONTROL, true, &bad);
+    let mut failed = false;
+    while let Some(e) = b.eng.poll_event() {
+        if let QpEvent::SetupFailed(SetupError::Sctp(_)) = e {
+            failed = true;
+        }
+    }
+    assert!(failed);
+    assert_eq!(b.eng.state(), QpState::Error);
+}
+
+/// RFC 5043 §6.3: the responder's Reject ends setup on the active side with the
+/// responder's private data.
+#[test]
+fn rfc5043_6_3_reject_reaches_the_initiator_with_private_data() {
+    let mut a = Side::new(1, Setup::SctpInitiator(cfg(8, 8, b"")), |_| {});
+    let init = SctpPair::take(&mut a);
+    assert_eq!(init.len(), 1);
+    let reject = SessionControl {
+        ddp_ssn: 0,
+        function: FunctionCode::EnhancedReject,
+        private_data: [0, 0, 0, 0, b'n', b'o'].to_vec(),
+    }
+    .emit()
+    .expect("emit");
+    a.eng
+        .handle_message(std::time::Duration::ZERO, PPID_DDP_STREAM_SESSION_CONTROL, true, &reject);
+    let mut why = None;
+    while let Some(e) = a.eng.poll_event() {
+        if let QpEvent::SetupFailed(SetupError::Sctp(e)) = e {
+            why = Some(e);
+        }
+    }
+    assert_eq!(
+        why,
+        Some(stack::llp::sctp::SctpSetupError::Rejected(b"no".to_vec()))
+    );
+}
+
+/// RFC 5043 §10: a message sent ordered (U = 0) is a violation: the session ends with a
+/// DDP Stream Session Terminate and the QP fails without placing anything.
+#[test]
+fn rfc5043_10_ordered_message_ends_the_session() {
+    let mut p = SctpPair::established(None);
+    let dst = p.b.mr(64);
+    p.b.eng
+        .post_recv(RecvWr::new(1, vec![dst.sge(0, 64)]))
+        .expect("recv");
+    let src = p.a.mr(64);
+    src.buf().write_at(0, &[9; 64]).expect("fits");
+    p.a.eng
+        .post_send(SendWr::send(1, vec![src.sge(0, 64)]))
+        .expect("send");
+    let msgs = SctpPair::take(&mut p.a);
+    let (_, ppid, d) = &msgs[0];
+    p.b.eng
+        .handle_message(std::time::Duration::ZERO, *ppid, false, d);
+    assert_eq!(p.b.eng.state(), QpState::Error);
+    assert!(dst.buf().to_vec().iter().all(|&x| x == 0));
+    let out = SctpPair::take(&mut p.b);
+    assert!(out.iter().any(|(_, ppid, d)| *ppid == PPID_DDP_STREAM_SESSION_CONTROL
+        && SessionControl::parse(d).is_ok_and(|c| c.function == FunctionCode::Terminate)));
+}
