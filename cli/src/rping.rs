@@ -888,14 +888,16 @@ fn server(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
         }
     };
     let (mut c, pd) = new_conn(a, s)?;
-    c.dbg(format!(
-        "connection request from {}: MPA rev {} CRC {} markers {} private data {} bytes",
-        req.peer,
-        req.request.revision,
-        req.request.crc,
-        req.request.markers,
-        req.private_data().len()
-    ));
+    if let Some(r) = &req.request {
+        c.dbg(format!(
+            "connection request from {}: MPA rev {} CRC {} markers {} private data {} bytes",
+            req.peer,
+            r.revision,
+            r.crc,
+            r.markers,
+            req.private_data().len()
+        ));
+    }
     let recv_mr = small_mr(s, pd, Access::LOCAL_WRITE)?;
     // rping's server never fills its send buffer: every go-ahead is 16 zero bytes.
     let send_mr = small_mr(s, pd, Access::NONE)?;

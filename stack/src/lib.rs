@@ -73,6 +73,7 @@
 // `unsafe` is confined to the memory module (raw-pointer copies into registered memory).
 #![deny(unsafe_code)]
 
+pub mod addr;
 pub mod cq;
 pub mod engine;
 pub mod llp;
@@ -98,6 +99,6 @@ pub use rnic::{
 pub use wr::{RecvWr, SendOp, SendWr, Sge};
 
 pub use ddp;
-pub use sctp;
 pub use mpa;
 pub use rdmap;
+pub use sctp;

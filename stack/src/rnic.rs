@@ -104,7 +104,7 @@
 //! loopback they are large.
 
 use std::collections::{HashSet, VecDeque};
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -115,11 +115,14 @@ use mpa::{ConnFrame, NegotiationError};
 use rdmap::Terminate;
 use thiserror::Error;
 
+use crate::addr::TransportAddr;
 use crate::cq::{Cq, CqId, QpId, Wc, WcOpcode, WcStatus};
 use crate::engine::{CloseReason, EngineError, PostError, QpEngine, QpState, Setup, SetupError};
 use crate::llp::Session;
+use crate::llp::sctp::SctpSetupError;
 use crate::mem::{MemTable, Pd};
 use crate::transport::Core;
+use crate::transport::sctp::{SctpConnect, SctpListen};
 use crate::wr::{RecvWr, SendWr};
 
 /// Default [`RnicConfig::read_chunk`]: four loopback FPDUs (fewer system calls per byte;
@@ -241,16 +244,46 @@ pub struct ConnectRequest {
     pub peer: SocketAddr,
     /// Our address of the connection.
     pub local: SocketAddr,
-    /// The MPA Request as received: revision, M/C flags, RFC 6581 IRD/ORD, P2P flag and
-    /// offered RTR types (`enhanced`), and the ULP private data.
-    pub request: ConnFrame,
+    /// Over MPA/TCP, the MPA Request as received: revision, M/C flags, RFC 6581 IRD/ORD,
+    /// P2P flag and offered RTR types (`enhanced`), and the ULP private data. `None` over
+    /// SCTP.
+    pub request: Option<ConnFrame>,
+    /// Over SCTP, the DDP Stream Session Initiate: whether it was RFC 6581's enhanced one,
+    /// and the initiator's IRD/ORD if so. `None` over MPA/TCP.
+    pub sctp: Option<SctpRequest>,
+    /// The initiator's ULP private data.
+    pub private_data: Vec<u8>,
+}
+
+/// What an SCTP connection request (DDP Stream Session Initiate, RFC 5043 §6.2) carried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SctpRequest {
+    /// The transport it arrived on ("sctp+udp" or "sctp").
+    pub scheme: &'static str,
+    /// RFC 6581 enhanced session control, with the initiator's (IRD, ORD).
+    pub enhanced: Option<(u16, u16)>,
+    /// Every address the initiator announced (multihoming).
+    pub peer_addrs: Vec<IpAddr>,
 }
 
 impl ConnectRequest {
     /// The initiator's ULP private data.
     pub fn private_data(&self) -> &[u8] {
-        &self.request.private_data
+        &self.private_data
     }
+}
+
+/// A change of one path of a multihomed SCTP association.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PathChange {
+    /// The path is active (confirmed or recovered).
+    Up,
+    /// The path is potentially failed (SCTP-PF, RFC 7829): new data avoids it.
+    PotentiallyFailed,
+    /// The path is inactive (RFC 9260 §8.2).
+    Down,
+    /// New data now goes to this peer address (failover, switchback).
+    Primary,
 }
 
 /// Why connection setup failed.
@@ -338,6 +371,16 @@ pub enum Event {
         /// The CQ.
         cq: CqId,
     },
+    /// A path of the QP's multihomed SCTP association changed (the QP goes on while any
+    /// path is up).
+    Path {
+        /// The QP.
+        qp: QpId,
+        /// The peer address of the path.
+        remote: IpAddr,
+        /// What happened.
+        change: PathChange,
+    },
 }
 
 impl Event {
@@ -352,7 +395,8 @@ impl Event {
             | Event::TerminateSent { qp, .. }
             | Event::TerminateReceived { qp, .. }
             | Event::QpError { qp, .. }
-            | Event::CqOverflow { qp, .. } => Some(*qp),
+            | Event::CqOverflow { qp, .. }
+            | Event::Path { qp, .. } => Some(*qp),
         }
     }
 }
@@ -595,6 +639,13 @@ pub(crate) enum Cmd {
     Destroy(Arc<QpShared>),
     /// Answer the inode of the QP's TCP socket (`None`: no active connection).
     SocketInode(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),
+    /// Listen for SCTP associations on an opened endpoint.
+    ListenSctp(ListenerId, Box<SctpListen>),
+    /// Connect over SCTP from an opened endpoint.
+    ConnectSctp(Arc<QpShared>, Box<SctpConnect>, mpa::Config),
+    /// Answer the octets of the QP's SCTP association not yet acknowledged (`None`: no
+    /// association).
+    SctpUnacked(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),
 }
 
 /// State shared by the application threads and the progress core.
@@ -736,12 +787,16 @@ pub struct Qp {
 }
 
 /// A listening socket of an [`Rnic`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listener {
     /// Its id (in [`ConnectRequest::listener`]).
     pub id: ListenerId,
-    /// The bound address (with the actual port when port 0 was asked for).
+    /// The bound address (with the actual port when port 0 was asked for; over SCTP the
+    /// first local address and the SCTP port).
     pub local_addr: SocketAddr,
+    /// What a peer connects to (with the actual ports: for SCTP over UDP, the UDP
+    /// encapsulation port too).
+    pub transport: TransportAddr,
 }
 
 /// How an adopted socket starts ([`Rnic::adopt`]).
@@ -898,7 +953,69 @@ impl Rnic {
         let id = ListenerId(self.shared.next_listener.fetch_add(1, Ordering::Relaxed));
         self.shared.command(Cmd::Listen(id, l));
         self.kick();
-        Ok(Listener { id, local_addr })
+        Ok(Listener {
+            id,
+            local_addr,
+            transport: TransportAddr::Tcp(local_addr),
+        })
+    }
+
+    /// Listens on a transport address: MPA over TCP, or DDP over softrnic's SCTP (UDP
+    /// encapsulation or raw IPv4, one or several local addresses). See [`crate::addr`].
+    pub fn listen_on(&self, at: &TransportAddr) -> Result<Listener, RnicError> {
+        let s = match at {
+            TransportAddr::Tcp(a) => return self.listen(*a),
+            TransportAddr::Sctp(s) => s,
+        };
+        if s.port == 0 {
+            return Err(RnicError::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "an SCTP listener needs a port (SCTP has no ephemeral listening ports)",
+            )));
+        }
+        let (l, bound) = SctpListen::open(s, &self.shared.cfg)?;
+        let id = ListenerId(self.shared.next_listener.fetch_add(1, Ordering::Relaxed));
+        let local_addr = SocketAddr::new(s.addrs[0], s.port);
+        self.shared.command(Cmd::ListenSctp(id, Box::new(l)));
+        self.kick();
+        Ok(Listener {
+            id,
+            local_addr,
+            transport: TransportAddr::Sctp(bound),
+        })
+    }
+
+    /// Starts an active connection of `qp` over a transport address (non-blocking; the
+    /// outcome arrives as an [`Event`]). Over SCTP, `cfg` gives IRD/ORD and private data
+    /// (the MPA-only settings do not apply).
+    pub fn connect_to(
+        &self,
+        qp: &Qp,
+        to: &TransportAddr,
+        cfg: mpa::Config,
+    ) -> Result<(), RnicError> {
+        let s = match to {
+            TransportAddr::Tcp(a) => return self.connect(qp, *a, cfg),
+            TransportAddr::Sctp(s) => s,
+        };
+        let c = SctpConnect::open(s, &self.shared.cfg)?;
+        self.claim(qp)?;
+        self.shared
+            .command(Cmd::ConnectSctp(qp.inner.clone(), Box::new(c), cfg));
+        self.kick();
+        Ok(())
+    }
+
+    /// [`Rnic::connect_to`], then waits until the connection is established.
+    pub fn connect_to_blocking(
+        &self,
+        qp: &Qp,
+        to: &TransportAddr,
+        cfg: mpa::Config,
+        timeout: Duration,
+    ) -> Result<Session, RnicError> {
+        self.connect_to(qp, to, cfg)?;
+        self.wait_established(qp, timeout)
     }
 
     /// Stops listening. Requests already reported stay pending.
@@ -1101,7 +1218,7 @@ impl Rnic {
         let ino = loop {
             match rx.recv_timeout(Duration::from_millis(2)) {
                 Ok(Some(ino)) => break ino,
-                Ok(None) => return Err(not_connected()),
+                Ok(None) => return self.wait_sctp_acked(qp, start, timeout),
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                     return Err(RnicError::Closed);
                 }
@@ -1119,6 +1236,47 @@ impl Rnic {
                     Some(_) => {}
                     None => return Err(not_connected()),
                 }
+            }
+            if start.elapsed() >= timeout {
+                return Err(RnicError::Timeout);
+            }
+            if self.shared.manual() {
+                let _ = self.shared.advance(Duration::from_millis(1));
+            } else {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+
+    /// [`Rnic::wait_tx_acked`] for a QP over SCTP: every message the association took is
+    /// acknowledged.
+    fn wait_sctp_acked(&self, qp: &Qp, start: Instant, timeout: Duration) -> Result<(), RnicError> {
+        loop {
+            let (tx, rx) = std::sync::mpsc::sync_channel(1);
+            self.shared.command(Cmd::SctpUnacked(qp.inner.clone(), tx));
+            self.kick();
+            let unacked = loop {
+                match rx.recv_timeout(Duration::from_millis(2)) {
+                    Ok(u) => break u,
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                        return Err(RnicError::Closed);
+                    }
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                }
+                if start.elapsed() >= timeout {
+                    return Err(RnicError::Timeout);
+                }
+                self.kick();
+            };
+            match unacked {
+                None => {
+                    return Err(RnicError::Io(std::io::Error::new(
+                        std::io::ErrorKind::NotConnected,
+                        format!("QP {:?} has no TCP connection or SCTP association", qp.id()),
+                    )));
+                }
+                Some(0) if qp.sq_outstanding() == 0 => return Ok(()),
+                Some(_) => {}
             }
             if start.elapsed() >= timeout {
                 return Err(RnicError::Timeout);
@@ -1433,7 +1591,8 @@ impl Qp {
 /// The reason a failed setup is reported as it is.
 pub(crate) fn setup_event(qp: QpId, err: &SetupError) -> (Event, CmError) {
     match err {
-        SetupError::Negotiation(NegotiationError::Rejected { private_data, .. }) => (
+        SetupError::Negotiation(NegotiationError::Rejected { private_data, .. })
+        | SetupError::Sctp(SctpSetupError::Rejected(private_data)) => (
             Event::Rejected {
                 qp,
                 private_data: private_data.clone(),

@@ -19,9 +19,11 @@ use mpa::{ConnFrame, FrameError};
 
 use crate::engine::{CloseReason, QpConfig, QpEngine, QpEvent, QpState, Setup};
 use crate::rnic::{
-    CmError, Cmd, ConnReqId, ConnStatus, ConnectRequest, Event, ListenerId, QpShared, Shared,
+    CmError, Cmd, ConnReqId, ConnStatus, ConnectRequest, Event, ListenerId, QpShared, Shared, Slot,
     setup_event,
 };
+
+pub(crate) mod sctp;
 
 /// Token of the eventfd waker.
 pub(crate) const WAKER: Token = Token(0);
@@ -125,6 +127,9 @@ enum Conn {
         deadline: Duration,
     },
     Active(Active),
+    /// An SCTP endpoint (a listener's, or an active connection's), under the token of its
+    /// first socket.
+    Sctp(Box<sctp::SctpEp>),
 }
 
 /// The progress core of one RNIC.
@@ -143,6 +148,8 @@ pub(crate) struct Core {
     read_closed: bool,
     /// When the timers were last looked at.
     timers_checked: Duration,
+    /// The tokens of an SCTP endpoint's further sockets → its key token.
+    aliases: HashMap<Token, Token>,
 }
 
 /// Runs the progress thread until the RNIC stops.
@@ -221,6 +228,7 @@ impl Core {
             ready: Vec::new(),
             read_closed: false,
             timers_checked: Duration::ZERO,
+            aliases: HashMap::new(),
         }
     }
 
@@ -261,6 +269,7 @@ impl Core {
                         consider(Some(now));
                     }
                 }
+                Conn::Sctp(e) => consider(e.next_deadline(now)),
                 _ => {}
             }
         }
@@ -396,7 +405,9 @@ impl Core {
                     _ => None,
                 });
                 let Some(t) = t else {
-                    fail_connect(shared, &qp, CmError::Withdrawn);
+                    if !self.accept_sctp(shared, req, &qp, &cfg) {
+                        fail_connect(shared, &qp, CmError::Withdrawn);
+                    }
                     return;
                 };
                 let Some(Conn::Incoming { sock, buf, .. }) = self.conns.remove(&t) else {
@@ -410,6 +421,7 @@ impl Core {
                     _ => None,
                 });
                 let Some(t) = t else {
+                    self.reject_sctp(shared, req, &pd);
                     return;
                 };
                 let Some(Conn::Incoming { sock, buf, .. }) = self.conns.remove(&t) else {
@@ -456,6 +468,11 @@ impl Core {
                 });
                 let _ = reply.try_send(ino);
             }
+            Cmd::ListenSctp(id, l) => self.listen_sctp(shared, id, *l),
+            Cmd::ConnectSctp(qp, c, cfg) => self.connect_sctp(shared, qp, *c, cfg),
+            Cmd::SctpUnacked(qp, reply) => {
+                let _ = reply.try_send(self.sctp_unacked(&qp));
+            }
             Cmd::Disconnect(qp) => {
                 let t = self.find_qp(&qp);
                 match t.and_then(|t| self.conns.get(&t).map(|c| (t, c))) {
@@ -475,7 +492,9 @@ impl Core {
                         qp.flush_early();
                         fail_connect(shared, &qp, CmError::Aborted);
                     }
-                    _ => {}
+                    _ => {
+                        self.disconnect_sctp(shared, &qp);
+                    }
                 }
             }
             Cmd::Destroy(qp) => {
@@ -503,7 +522,9 @@ impl Core {
                     Some((t, other)) => {
                         self.conns.insert(t, other);
                     }
-                    None => {}
+                    None => {
+                        self.destroy_sctp(shared, &qp);
+                    }
                 }
                 qp.flush_early();
                 if qp.status() == ConnStatus::Connecting {
@@ -527,6 +548,7 @@ impl Core {
             .iter()
             .filter_map(|(t, c)| match c {
                 Conn::Active(a) if a.qp.tx_pending.swap(false, Ordering::SeqCst) => Some(*t),
+                Conn::Sctp(e) if e.doorbell() => Some(*t),
                 _ => None,
             })
             .collect();
@@ -546,6 +568,11 @@ impl Core {
                 | Conn::Connecting { mut sock, .. }
                 | Conn::Rejecting { mut sock, .. } => r.deregister(&mut sock),
                 Conn::Active(mut a) => r.deregister(&mut a.sock),
+                Conn::Sctp(e) => {
+                    self.conns.insert(t, Conn::Sctp(e));
+                    self.remove_sctp(t);
+                    Ok(())
+                }
             };
         }
     }
@@ -563,15 +590,7 @@ impl Core {
         let _ = sock.set_nodelay(true);
         set_buffers(&sock, shared.cfg.socket_buffer);
         let now = self.now();
-        let emss = emss_of(&sock, shared.cfg.max_emss);
-        let attr = &qp.attr;
-        let mut cfg = QpConfig::new(qp.id, attr.pd, attr.send_cq.clone(), attr.recv_cq.clone());
-        cfg.sq_depth = attr.sq_depth;
-        cfg.rq_depth = attr.rq_depth;
-        cfg.max_sge = attr.max_sge;
-        cfg.emss = emss;
-        cfg.zero_copy_tx = shared.cfg.zero_copy_tx;
-        cfg.first_fpdu_delay = attr.first_fpdu_delay;
+        let cfg = qp_config(shared, &qp, emss_of(&sock, shared.cfg.max_emss));
         let mut engine = match QpEngine::new(cfg, shared.mem.clone(), setup, now) {
             Ok(e) => e,
             Err(e) => {
@@ -584,17 +603,7 @@ impl Core {
         };
         {
             let mut s = qp.lock();
-            for wr in s.early_recv.drain(..) {
-                let id = wr.wr_id;
-                if engine.post_recv(wr).is_err() {
-                    let _ = attr.recv_cq.push(crate::cq::Wc::new(
-                        qp.id,
-                        id,
-                        crate::cq::WcOpcode::Recv,
-                        crate::cq::WcStatus::LocalQpOperation,
-                    ));
-                }
-            }
+            post_early_receives(&qp, &mut s, &mut engine);
             if let Some(buf) = already_read {
                 engine.handle_stream(now, &buf);
             }
@@ -656,12 +665,14 @@ impl Core {
     }
 
     fn service(&mut self, shared: &Shared, t: Token, readable: bool, writable: bool) {
+        let t = self.aliases.get(&t).copied().unwrap_or(t);
         let Some(kind) = self.conns.get(&t).map(|c| match c {
             Conn::Listener { .. } => 0,
             Conn::Incoming { .. } => 1,
             Conn::Connecting { .. } => 2,
             Conn::Rejecting { .. } => 3,
             Conn::Active(_) => 4,
+            Conn::Sctp(_) => 5,
         }) else {
             return;
         };
@@ -670,7 +681,8 @@ impl Core {
             1 => self.service_incoming(shared, t),
             2 => self.service_connecting(shared, t),
             3 => self.service_rejecting(t),
-            _ => self.service_active(shared, t, readable, writable),
+            4 => self.service_active(shared, t, readable, writable),
+            _ => self.service_sctp(shared, t),
         }
     }
 
@@ -724,7 +736,9 @@ impl Core {
                         listener: *listener,
                         peer: *peer,
                         local,
-                        request,
+                        private_data: request.private_data.clone(),
+                        request: Some(request),
+                        sctp: None,
                     }));
                 }
                 Err(FrameError::Truncated { .. }) if buf.len() <= MAX_REQUEST_BYTES => {}
@@ -946,6 +960,7 @@ impl Core {
                         (x, y) => x.or(y),
                     }
                 }
+                Conn::Sctp(e) => e.next_deadline(now),
                 _ => None,
             };
             if d.is_some_and(|d| d <= now) {
@@ -966,6 +981,7 @@ impl Core {
                     }
                     self.service(shared, t, false, false);
                 }
+                Some(Conn::Sctp(_)) => self.service_sctp(shared, t),
                 _ => {}
             }
         }
@@ -997,6 +1013,10 @@ impl Core {
                     // Best effort: the reject Reply is small and fits the socket buffer.
                     let _ = (&sock).write(&out);
                     let _ = sock.shutdown(Shutdown::Write);
+                }
+                Some(c @ Conn::Sctp(_)) => {
+                    self.conns.insert(t, c);
+                    self.shutdown_sctp(shared, t);
                 }
                 _ => {}
             }
@@ -1054,6 +1074,34 @@ pub(crate) fn tcp_unacked(ino: u64) -> io::Result<Option<u64>> {
         ));
     }
     Ok(None)
+}
+
+/// The engine settings of `qp` on this RNIC with EMSS `emss`.
+fn qp_config(shared: &Shared, qp: &QpShared, emss: u32) -> QpConfig {
+    let attr = &qp.attr;
+    let mut cfg = QpConfig::new(qp.id, attr.pd, attr.send_cq.clone(), attr.recv_cq.clone());
+    cfg.sq_depth = attr.sq_depth;
+    cfg.rq_depth = attr.rq_depth;
+    cfg.max_sge = attr.max_sge;
+    cfg.emss = emss;
+    cfg.zero_copy_tx = shared.cfg.zero_copy_tx;
+    cfg.first_fpdu_delay = attr.first_fpdu_delay;
+    cfg
+}
+
+/// Hands the receives posted before the connection started to the new engine.
+fn post_early_receives(qp: &QpShared, slot: &mut Slot, engine: &mut QpEngine) {
+    for wr in slot.early_recv.drain(..) {
+        let id = wr.wr_id;
+        if engine.post_recv(wr).is_err() {
+            let _ = qp.attr.recv_cq.push(crate::cq::Wc::new(
+                qp.id,
+                id,
+                crate::cq::WcOpcode::Recv,
+                crate::cq::WcStatus::LocalQpOperation,
+            ));
+        }
+    }
 }
 
 fn fail_connect(shared: &Shared, qp: &Arc<QpShared>, error: CmError) {

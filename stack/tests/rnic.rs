@@ -474,7 +474,7 @@ fn manual_progress_mode() {
         unreachable!()
     };
     assert_eq!(req.listener, l.id);
-    assert_eq!(req.request.revision, 2);
+    assert_eq!(req.request.as_ref().expect("MPA Request").revision, 2);
     b.rnic
         .accept(req.id, &b.qp, mpa::Config::default())
         .unwrap();
@@ -523,7 +523,12 @@ fn reject_with_private_data() {
     let req = b.rnic.wait_request(&l, T).unwrap();
     assert_eq!(req.private_data(), b"hello responder");
     assert_eq!(req.peer.ip(), l.local_addr.ip());
-    let enh = req.request.enhanced.expect("RFC 6581 enhanced data");
+    let enh = req
+        .request
+        .as_ref()
+        .expect("MPA Request")
+        .enhanced
+        .expect("RFC 6581 enhanced data");
     assert_eq!((enh.ird, enh.ord), (1, 1));
     b.rnic.reject(req.id, b"go away").unwrap();
     let err = a.rnic.wait_established(&a.qp, T).unwrap_err();
@@ -773,7 +778,10 @@ fn mpa_negotiation_failure_over_sockets() {
     };
     a.rnic.connect(&a.qp, l.local_addr, want_crc).unwrap();
     let req = b.rnic.wait_request(&l, T).unwrap();
-    assert!(req.request.crc, "C flag set in the Request");
+    assert!(
+        req.request.as_ref().is_some_and(|r| r.crc),
+        "C flag set in the Request"
+    );
     b.rnic.accept(req.id, &b.qp, no_crc).unwrap();
     let err = b.rnic.wait_established(&b.qp, T).unwrap_err();
     assert!(

@@ -84,7 +84,8 @@ impl SctpPair {
                 for (_, ppid, d) in batch {
                     self.wire.push((from_a, ppid, d.clone()));
                     let to = if from_a { &mut self.b } else { &mut self.a };
-                    to.eng.handle_message(std::time::Duration::ZERO, ppid, true, &d);
+                    to.eng
+                        .handle_message(std::time::Duration::ZERO, ppid, true, &d);
                 }
             }
         }
@@ -293,7 +294,10 @@ fn rfc5043_every_operation_with_reordered_messages() {
         assert_eq!(ids, vec![1, 2, 3, 4, 5, 6, 7], "seed {seed}");
         assert!(s.iter().all(|w| w.status == WcStatus::Success), "{s:?}");
         let r = p.b.recv_wcs();
-        assert_eq!(r.iter().map(|w| w.wr_id).collect::<Vec<_>>(), vec![10, 11, 12]);
+        assert_eq!(
+            r.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+            vec![10, 11, 12]
+        );
         assert_eq!(r[0].byte_len as usize, data.len());
         assert_eq!(r[1].imm_data, Some(*b"IMMEDIAT"));
         assert_eq!(r[2].invalidated_stag, Some(victim.stag()));
@@ -374,8 +378,12 @@ fn rfc5041_7_invalid_stag_terminate_over_sctp() {
 fn rfc6581_7_enhanced_initiate_without_ird_ord_fails_setup() {
     let mut b = Side::new(2, Setup::SctpResponder(cfg(8, 8, b"")), |_| {});
     let bad = [0u8, 0, 0, 5, 0, 1];
-    b.eng
-        .handle_message(std::time::Duration::ZERO, PPID_DDP_STREAM_SESSION_CONTROL, true, &bad);
+    b.eng.handle_message(
+        std::time::Duration::ZERO,
+        PPID_DDP_STREAM_SESSION_CONTROL,
+        true,
+        &bad,
+    );
     let mut failed = false;
     while let Some(e) = b.eng.poll_event() {
         if let QpEvent::SetupFailed(SetupError::Sctp(_)) = e {
@@ -400,8 +408,12 @@ fn rfc5043_6_3_reject_reaches_the_initiator_with_private_data() {
     }
     .emit()
     .expect("emit");
-    a.eng
-        .handle_message(std::time::Duration::ZERO, PPID_DDP_STREAM_SESSION_CONTROL, true, &reject);
+    a.eng.handle_message(
+        std::time::Duration::ZERO,
+        PPID_DDP_STREAM_SESSION_CONTROL,
+        true,
+        &reject,
+    );
     let mut why = None;
     while let Some(e) = a.eng.poll_event() {
         if let QpEvent::SetupFailed(SetupError::Sctp(e)) = e {
@@ -435,6 +447,9 @@ fn rfc5043_10_ordered_message_ends_the_session() {
     assert_eq!(p.b.eng.state(), QpState::Error);
     assert!(dst.buf().to_vec().iter().all(|&x| x == 0));
     let out = SctpPair::take(&mut p.b);
-    assert!(out.iter().any(|(_, ppid, d)| *ppid == PPID_DDP_STREAM_SESSION_CONTROL
-        && SessionControl::parse(d).is_ok_and(|c| c.function == FunctionCode::Terminate)));
+    assert!(
+        out.iter()
+            .any(|(_, ppid, d)| *ppid == PPID_DDP_STREAM_SESSION_CONTROL
+                && SessionControl::parse(d).is_ok_and(|c| c.function == FunctionCode::Terminate))
+    );
 }

@@ -1,0 +1,306 @@
+//! Transport addresses: where a connection goes (or a listener listens) and over which lower
+//! layer, in one syntax for the API and every tool.
+//!
+//! | spec | lower layer |
+//! |---|---|
+//! | `HOST:PORT` or `tcp://HOST:PORT` | MPA over the kernel's TCP |
+//! | `sctp+udp://A[,B...]:PORT` | DDP over softrnic's SCTP (RFC 5043), UDP encapsulation (RFC 6951), no privileges |
+//! | `sctp://A[,B...]:PORT` | DDP over softrnic's SCTP directly on IPv4 (protocol 132; root or CAP_NET_RAW) |
+//!
+//! Several addresses make the SCTP association multihomed: a connect names the peer's
+//! addresses (the first is tried; the peer announces all of its own), a listener its local
+//! ones. IPv6 addresses go in brackets (`[::1]:7174`). Options after `?`, `&`-separated:
+//! `udp-port=N` (the listener's UDP encapsulation port, default 9899; 0 picks one; on a
+//! connect, the peer's), `local=A[,B...]` (a connect's local addresses; by default the
+//! ones the host routes the peer's addresses from), `mtu=N` (path MTU at the IP level,
+//! default 1500: DDP segments are sized to fit it, RFC 5043 §9).
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::str::FromStr;
+
+/// The RFC 6951 port for SCTP over UDP.
+pub const SCTP_UDP_PORT: u16 = 9899;
+/// Default path MTU for SCTP connections.
+pub const DEFAULT_SCTP_MTU: usize = 1500;
+
+/// How SCTP packets travel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SctpEncap {
+    /// RFC 6951 UDP encapsulation with this UDP port (the listener's own, or on a connect
+    /// the peer's).
+    Udp(u16),
+    /// IPv4 protocol 132 through raw sockets.
+    RawIpv4,
+}
+
+/// An SCTP transport address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SctpAddr {
+    /// Peer addresses (connect) or local addresses (listen).
+    pub addrs: Vec<IpAddr>,
+    /// SCTP port.
+    pub port: u16,
+    /// Packet transport.
+    pub encap: SctpEncap,
+    /// A connect's own addresses (empty: chosen by route).
+    pub local: Vec<IpAddr>,
+    /// Path MTU at the IP level.
+    pub mtu: usize,
+}
+
+/// Where a connection goes and over which lower layer. See the [module documentation](self).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TransportAddr {
+    /// MPA over the kernel's TCP.
+    Tcp(SocketAddr),
+    /// DDP over softrnic's SCTP.
+    Sctp(SctpAddr),
+}
+
+/// A transport spec that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "bad transport address {spec:?}: {why} (forms: HOST:PORT, tcp://HOST:PORT, sctp+udp://A[,B]:PORT[?udp-port=N&local=A,B&mtu=N], sctp://A[,B]:PORT)"
+)]
+pub struct AddrError {
+    /// The spec.
+    pub spec: String,
+    /// What is wrong.
+    pub why: String,
+}
+
+impl TransportAddr {
+    /// The lower layer's name: "tcp", "sctp+udp" or "sctp".
+    pub fn scheme(&self) -> &'static str {
+        match self {
+            TransportAddr::Tcp(_) => "tcp",
+            TransportAddr::Sctp(s) => match s.encap {
+                SctpEncap::Udp(_) => "sctp+udp",
+                SctpEncap::RawIpv4 => "sctp",
+            },
+        }
+    }
+
+    /// Parses a spec, resolving a host name for TCP; `default_port` where none is given.
+    pub fn parse_with_port(spec: &str, default_port: u16) -> Result<TransportAddr, AddrError> {
+        let err = |why: &str| AddrError {
+            spec: spec.to_string(),
+            why: why.to_string(),
+        };
+        let (scheme, rest) = match spec.split_once("://") {
+            Some((s, r)) => (s, r),
+            None => ("tcp", spec),
+        };
+        let (hostport, query) = rest.split_once('?').unwrap_or((rest, ""));
+        let (hosts, port) = split_port(hostport, default_port).map_err(|w| err(&w))?;
+        match scheme {
+            "tcp" => {
+                if !query.is_empty() {
+                    return Err(err("tcp:// takes no options"));
+                }
+                if hosts.contains(',') {
+                    return Err(err(
+                        "MPA over TCP has one peer address (multihoming is SCTP's)",
+                    ));
+                }
+                let host = hosts.trim_start_matches('[').trim_end_matches(']');
+                let addr = (host, port)
+                    .to_socket_addrs()
+                    .map_err(|e| err(&format!("cannot resolve {host}: {e}")))?
+                    .next()
+                    .ok_or_else(|| err("the host resolves to no address"))?;
+                Ok(TransportAddr::Tcp(addr))
+            }
+            "sctp+udp" | "sctp" => {
+                let addrs = parse_ips(hosts).map_err(|w| err(&w))?;
+                let mut s = SctpAddr {
+                    addrs,
+                    port,
+                    encap: if scheme == "sctp" {
+                        SctpEncap::RawIpv4
+                    } else {
+                        SctpEncap::Udp(SCTP_UDP_PORT)
+                    },
+                    local: Vec::new(),
+                    mtu: DEFAULT_SCTP_MTU,
+                };
+                for opt in query.split('&').filter(|o| !o.is_empty()) {
+                    let (k, v) = opt
+                        .split_once('=')
+                        .ok_or_else(|| err("option without '='"))?;
+                    match k {
+                        "udp-port" if scheme == "sctp+udp" => {
+                            let p = v.parse().map_err(|_| err("udp-port takes 0-65535"))?;
+                            s.encap = SctpEncap::Udp(p);
+                        }
+                        "local" => s.local = parse_ips(v).map_err(|w| err(&w))?,
+                        "mtu" => {
+                            let m: usize = v.parse().map_err(|_| err("mtu takes a number"))?;
+                            if !(576..=65535).contains(&m) {
+                                return Err(err(
+                                    "mtu must be 576-65535 (IPv4's minimum reassembly size to the largest IP packet)",
+                                ));
+                            }
+                            s.mtu = m;
+                        }
+                        _ => return Err(err(&format!("unknown option {k:?}"))),
+                    }
+                }
+                Ok(TransportAddr::Sctp(s))
+            }
+            other => Err(err(&format!(
+                "unknown scheme {other:?} (tcp, sctp+udp or sctp)"
+            ))),
+        }
+    }
+}
+
+impl FromStr for TransportAddr {
+    type Err = AddrError;
+
+    fn from_str(s: &str) -> Result<TransportAddr, AddrError> {
+        TransportAddr::parse_with_port(s, 0)
+    }
+}
+
+impl From<SocketAddr> for TransportAddr {
+    fn from(a: SocketAddr) -> TransportAddr {
+        TransportAddr::Tcp(a)
+    }
+}
+
+fn fmt_ip(ip: &IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v) => v.to_string(),
+        IpAddr::V6(v) => format!("[{v}]"),
+    }
+}
+
+impl fmt::Display for TransportAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TransportAddr::Tcp(a) => write!(f, "tcp://{a}"),
+            TransportAddr::Sctp(s) => {
+                let ips: Vec<String> = s.addrs.iter().map(fmt_ip).collect();
+                write!(f, "{}://{}:{}", self.scheme(), ips.join(","), s.port)?;
+                let mut opts = Vec::new();
+                if let SctpEncap::Udp(p) = s.encap
+                    && p != SCTP_UDP_PORT
+                {
+                    opts.push(format!("udp-port={p}"));
+                }
+                if !s.local.is_empty() {
+                    let l: Vec<String> = s.local.iter().map(fmt_ip).collect();
+                    opts.push(format!("local={}", l.join(",")));
+                }
+                if s.mtu != DEFAULT_SCTP_MTU {
+                    opts.push(format!("mtu={}", s.mtu));
+                }
+                if !opts.is_empty() {
+                    write!(f, "?{}", opts.join("&"))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Splits "HOSTS:PORT" (IPv6 in brackets); no port: `default`.
+fn split_port(s: &str, default: u16) -> Result<(&str, u16), String> {
+    if s.is_empty() {
+        return Err("no address".into());
+    }
+    let (hosts, port) = match s.rfind(':') {
+        Some(i) if s.ends_with(']') || !s[i..].chars().skip(1).all(|c| c.is_ascii_digit()) => {
+            (s, None)
+        }
+        Some(i) if s[..i].ends_with(']') || !s[..i].contains(':') => (&s[..i], Some(&s[i + 1..])),
+        Some(_) => (s, None),
+        None => (s, None),
+    };
+    let port = match port {
+        Some(p) => p
+            .parse()
+            .map_err(|_| format!("port {p:?} is not 0-65535"))?,
+        None => default,
+    };
+    Ok((hosts, port))
+}
+
+fn parse_ips(s: &str) -> Result<Vec<IpAddr>, String> {
+    let mut v = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim().trim_start_matches('[').trim_end_matches(']');
+        let ip: IpAddr = p
+            .parse()
+            .map_err(|_| format!("{part:?} is not an IP address (SCTP takes literal addresses)"))?;
+        if !v.contains(&ip) {
+            v.push(ip);
+        }
+    }
+    if v.is_empty() {
+        return Err("no address".into());
+    }
+    Ok(v)
+}
+
+/// The local address the host would use to reach `peer` (no packet is sent).
+pub(crate) fn route_source(peer: IpAddr) -> std::io::Result<IpAddr> {
+    let any: SocketAddr = if peer.is_ipv4() {
+        "0.0.0.0:0"
+            .parse()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)))
+    } else {
+        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
+    };
+    let s = UdpSocket::bind(any)?;
+    s.connect(SocketAddr::new(peer, 9))?;
+    Ok(s.local_addr()?.ip())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_print_back() {
+        let t: TransportAddr = "127.0.0.1:7174".parse().unwrap();
+        assert_eq!(t, TransportAddr::Tcp("127.0.0.1:7174".parse().unwrap()));
+        assert_eq!(t.to_string(), "tcp://127.0.0.1:7174");
+        let s: TransportAddr = "sctp+udp://10.0.0.1,10.0.1.1:7174?udp-port=0&mtu=9000"
+            .parse()
+            .unwrap();
+        let TransportAddr::Sctp(a) = &s else { panic!() };
+        assert_eq!(a.addrs.len(), 2);
+        assert_eq!((a.port, a.encap, a.mtu), (7174, SctpEncap::Udp(0), 9000));
+        assert_eq!(
+            s.to_string(),
+            "sctp+udp://10.0.0.1,10.0.1.1:7174?udp-port=0&mtu=9000"
+        );
+        let r: TransportAddr = "sctp://[::1]:5".parse().unwrap();
+        assert_eq!(r.scheme(), "sctp");
+        assert_eq!(
+            TransportAddr::parse_with_port("sctp+udp://127.0.0.1", 7174)
+                .unwrap()
+                .to_string(),
+            "sctp+udp://127.0.0.1:7174"
+        );
+    }
+
+    #[test]
+    fn bad_specs_say_why() {
+        for bad in [
+            "quic://1.2.3.4:5",
+            "sctp+udp://host.example:5",
+            "tcp://1.2.3.4,5.6.7.8:5",
+            "sctp+udp://1.2.3.4:5?mtu=10",
+            "sctp+udp://1.2.3.4:5?x=1",
+            "sctp+udp://1.2.3.4:99999",
+            "",
+        ] {
+            let e = bad.parse::<TransportAddr>().unwrap_err();
+            assert!(!e.why.is_empty(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,886 @@
+//! SCTP connections of the progress core: DDP over softrnic's own SCTP (RFC 5043), over UDP
+//! encapsulation (RFC 6951) or raw IPv4, multihomed, beside the TCP connections in the same
+//! epoll set and thread.
+//!
+//! One SCTP endpoint per listener (it accepts many associations) and one per active
+//! connection. An endpoint's sockets (one per local address) are registered with the
+//! core's poll; on readiness, a doorbell or a timer the endpoint is serviced: packets in,
+//! SCTP timers, new associations, then for each association its messages go to the QP
+//! engine (`handle_message`) and the engine's messages go to the association (`send`,
+//! unordered), and finally every packet SCTP has is sent.
+//!
+//! Passive side: a new association waits for the DDP Stream Session Initiate (PPID 17),
+//! which becomes a [`ConnectRequest`]; [`crate::Rnic::accept`] starts a QP engine as
+//! session responder and hands it the Initiate, [`crate::Rnic::reject`] answers with a
+//! Session Reject and shuts the association down. An association whose peer did not
+//! announce the DDP adaptation (RFC 5043 §11.1) is aborted.
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mio::unix::SourceFd;
+use mio::{Interest, Token};
+use sctp::ddp_adapt::{self, PeerAdaptation, SessionControl, StreamSession};
+use sctp::{AssocId, Endpoint, EndpointConfig, Message, State};
+use sctp_io::driver::{PacketIo, engine_addr};
+use sctp_io::net::Transport;
+
+use super::{Conn, Core, fail_connect};
+use crate::addr::{SctpAddr, SctpEncap, route_source};
+use crate::engine::{CloseReason, QpEngine, Setup};
+use crate::llp::sctp::SctpConfig;
+use crate::rnic::{
+    CmError, ConnReqId, ConnStatus, ConnectRequest, Event, ListenerId, PathChange, QpShared,
+    RnicConfig, SctpRequest, Shared,
+};
+
+/// How long a new association may take to deliver its Session Initiate.
+const INITIATE_TIMEOUT: Duration = mpa::negotiate::REQUEST_TIMEOUT;
+/// How long a rejected association lingers for its Reject to be acknowledged.
+const REJECT_LINGER: Duration = Duration::from_secs(2);
+/// Packets read per socket per pass.
+const RECV_BATCH: usize = 256;
+
+fn instant(d: Duration) -> sctp::Instant {
+    sctp::Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+fn duration(i: sctp::Instant) -> Duration {
+    Duration::from_nanos(i.as_nanos())
+}
+
+fn seed() -> io::Result<u64> {
+    getrandom::u64().map_err(|e| io::Error::other(format!("OS random generator: {e}")))
+}
+
+/// The largest DDP segment for a path MTU, the IP version and the encapsulation.
+fn max_segment(mtu: usize, v6: bool, overhead: usize) -> usize {
+    let ip = if v6 { 40 } else { 20 };
+    ddp_adapt::max_ddp_segment(mtu, ip + overhead)
+}
+
+fn endpoint_config(
+    port: u16,
+    locals: &[IpAddr],
+    transport: Transport,
+    mtu: usize,
+    listen: bool,
+) -> io::Result<EndpointConfig> {
+    let mut c = EndpointConfig::new(
+        port,
+        locals.iter().map(|ip| engine_addr(*ip)).collect(),
+        seed()?,
+    );
+    c.accept_incoming = listen;
+    c.association.adaptation_indication = Some(ddp_adapt::ADAPTATION_DDP);
+    c.association.pmtu = mtu;
+    c.association.encapsulation_overhead = transport.overhead();
+    Ok(c)
+}
+
+/// An SCTP listener, opened by the application thread (so that bind errors reach it).
+#[derive(Debug)]
+pub(crate) struct SctpListen {
+    io: PacketIo,
+    ep: EndpointConfig,
+    mtu: usize,
+    scheme: &'static str,
+}
+
+impl SctpListen {
+    /// Opens the sockets; returns the listener and the address peers connect to.
+    pub(crate) fn open(a: &SctpAddr, _cfg: &RnicConfig) -> io::Result<(SctpListen, SctpAddr)> {
+        let transport = match a.encap {
+            SctpEncap::Udp(p) => Transport::Udp {
+                local_port: p,
+                remote_port: crate::addr::SCTP_UDP_PORT,
+            },
+            SctpEncap::RawIpv4 => Transport::RawIpv4,
+        };
+        let io = PacketIo::open(transport, &a.addrs, a.port)?;
+        let mut bound = a.clone();
+        if let SctpEncap::Udp(_) = a.encap {
+            bound.encap = SctpEncap::Udp(io.udp_port());
+        }
+        let ep = endpoint_config(a.port, &a.addrs, transport, a.mtu, true)?;
+        let scheme = if matches!(a.encap, SctpEncap::Udp(_)) {
+            "sctp+udp"
+        } else {
+            "sctp"
+        };
+        Ok((
+            SctpListen {
+                io,
+                ep,
+                mtu: a.mtu,
+                scheme,
+            },
+            bound,
+        ))
+    }
+}
+
+/// An active SCTP connection's endpoint, opened by the application thread.
+#[derive(Debug)]
+pub(crate) struct SctpConnect {
+    io: PacketIo,
+    ep: EndpointConfig,
+    remote: IpAddr,
+    peer_port: u16,
+    mtu: usize,
+}
+
+impl SctpConnect {
+    pub(crate) fn open(a: &SctpAddr, _cfg: &RnicConfig) -> io::Result<SctpConnect> {
+        let remote = *a
+            .addrs
+            .first()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no peer address"))?;
+        let mut locals = a.local.clone();
+        if locals.is_empty() {
+            for r in &a.addrs {
+                let l = route_source(*r)
+                    .map_err(|e| io::Error::new(e.kind(), format!("no route to {r}: {e}")))?;
+                if !locals.contains(&l) {
+                    locals.push(l);
+                }
+            }
+        }
+        let transport = match a.encap {
+            SctpEncap::Udp(p) => Transport::Udp {
+                local_port: 0,
+                remote_port: p,
+            },
+            SctpEncap::RawIpv4 => Transport::RawIpv4,
+        };
+        // An ephemeral SCTP port (RFC 6335's dynamic range) from the OS generator.
+        let port = 49152 + (seed()? % 16384) as u16;
+        let io = PacketIo::open(transport, &locals, port)?;
+        let ep = endpoint_config(port, &locals, transport, a.mtu, false)?;
+        Ok(SctpConnect {
+            io,
+            ep,
+            remote,
+            peer_port: a.port,
+            mtu: a.mtu,
+        })
+    }
+}
+
+#[derive(Debug)]
+enum AssocRole {
+    /// Passive: waiting for the Session Initiate.
+    Waiting {
+        held: Vec<Message>,
+        deadline: Duration,
+    },
+    /// Passive: reported as a connection request.
+    Requested { req: ConnReqId, held: Vec<Message> },
+    /// A QP runs on it.
+    Qp {
+        qp: Arc<QpShared>,
+        /// SHUTDOWN started.
+        shut: bool,
+    },
+    /// Rejected: shutting down.
+    Closing { deadline: Duration },
+}
+
+/// One SCTP endpoint of the core.
+#[derive(Debug)]
+pub(super) struct SctpEp {
+    ep: Endpoint,
+    io: PacketIo,
+    listener: Option<ListenerId>,
+    scheme: &'static str,
+    mtu: usize,
+    overhead: usize,
+    assocs: HashMap<AssocId, AssocRole>,
+    /// Tokens of the sockets (the first is the endpoint's key in the core).
+    pub(super) tokens: Vec<Token>,
+}
+
+impl SctpEp {
+    /// The QP whose association this is.
+    pub(super) fn has_qp(&self, qp: &Arc<QpShared>) -> bool {
+        self.assocs
+            .values()
+            .any(|r| matches!(r, AssocRole::Qp { qp: q, .. } if Arc::ptr_eq(q, qp)))
+    }
+
+    fn assoc_of(&self, qp: &Arc<QpShared>) -> Option<AssocId> {
+        self.assocs.iter().find_map(|(id, r)| match r {
+            AssocRole::Qp { qp: q, .. } if Arc::ptr_eq(q, qp) => Some(*id),
+            _ => None,
+        })
+    }
+
+    /// The next deadline: SCTP's timers, setup timers, the engines'.
+    pub(super) fn next_deadline(&self, now: Duration) -> Option<Duration> {
+        let mut next = self.ep.poll_timeout().map(duration);
+        let mut consider = |d: Option<Duration>| {
+            if let Some(d) = d {
+                next = Some(next.map_or(d, |n: Duration| n.min(d)));
+            }
+        };
+        for r in self.assocs.values() {
+            match r {
+                AssocRole::Waiting { deadline, .. } | AssocRole::Closing { deadline } => {
+                    consider(Some(*deadline))
+                }
+                AssocRole::Qp { qp, .. } => {
+                    if let Ok(s) = qp.slot.try_lock() {
+                        consider(s.engine.as_ref().and_then(|e| e.poll_timeout()));
+                    } else {
+                        consider(Some(now));
+                    }
+                }
+                AssocRole::Requested { .. } => {}
+            }
+        }
+        next
+    }
+
+    /// Some QP on this endpoint rang its doorbell.
+    pub(super) fn doorbell(&self) -> bool {
+        self.assocs.values().any(|r| {
+            matches!(r, AssocRole::Qp { qp, .. } if qp.tx_pending.swap(false, std::sync::atomic::Ordering::SeqCst))
+        })
+    }
+
+    /// Whether the connection request `req` is pending here.
+    pub(super) fn has_request(&self, req: ConnReqId) -> bool {
+        self.assocs
+            .values()
+            .any(|r| matches!(r, AssocRole::Requested { req: q, .. } if *q == req))
+    }
+}
+
+impl Core {
+    fn register_sctp(&mut self, mut e: SctpEp) -> io::Result<Token> {
+        let fds: Vec<i32> = e.io.fds().iter().map(|f| f.as_raw_fd()).collect();
+        let mut tokens = Vec::new();
+        for fd in fds {
+            let t = self.token();
+            if let Err(err) =
+                self.poll
+                    .registry()
+                    .register(&mut SourceFd(&fd), t, Interest::READABLE)
+            {
+                for fd in e.io.fds() {
+                    let _ = self
+                        .poll
+                        .registry()
+                        .deregister(&mut SourceFd(&fd.as_raw_fd()));
+                }
+                return Err(err);
+            }
+            tokens.push(t);
+        }
+        let key = tokens[0];
+        for t in &tokens[1..] {
+            self.aliases.insert(*t, key);
+        }
+        e.tokens = tokens;
+        self.conns.insert(key, Conn::Sctp(Box::new(e)));
+        Ok(key)
+    }
+
+    /// Drops an endpoint (its associations are gone or aborted).
+    pub(super) fn remove_sctp(&mut self, key: Token) {
+        if let Some(Conn::Sctp(e)) = self.conns.remove(&key) {
+            for fd in e.io.fds() {
+                let _ = self
+                    .poll
+                    .registry()
+                    .deregister(&mut SourceFd(&fd.as_raw_fd()));
+            }
+            for t in &e.tokens {
+                self.aliases.remove(t);
+            }
+        }
+    }
+
+    pub(super) fn listen_sctp(&mut self, shared: &Shared, id: ListenerId, l: SctpListen) {
+        let overhead = l.ep.association.encapsulation_overhead;
+        let e = SctpEp {
+            ep: Endpoint::new(l.ep),
+            io: l.io,
+            listener: Some(id),
+            scheme: l.scheme,
+            mtu: l.mtu,
+            overhead,
+            assocs: HashMap::new(),
+            tokens: Vec::new(),
+        };
+        if let Ok(t) = self.register_sctp(e) {
+            self.service_sctp(shared, t);
+        }
+    }
+
+    pub(super) fn connect_sctp(
+        &mut self,
+        shared: &Shared,
+        qp: Arc<QpShared>,
+        c: SctpConnect,
+        cfg: mpa::Config,
+    ) {
+        let now = self.now();
+        let overhead = c.ep.association.encapsulation_overhead;
+        let mut ep = Endpoint::new(c.ep);
+        let id = match ep.connect(instant(now), engine_addr(c.remote), c.peer_port) {
+            Ok(id) => id,
+            Err(e) => {
+                qp.flush_early();
+                fail_connect(shared, &qp, CmError::Tcp(format!("SCTP connect: {e}")));
+                return;
+            }
+        };
+        let seg = max_segment(c.mtu, c.remote.is_ipv6(), overhead);
+        let setup = Setup::SctpInitiator(SctpConfig::from_mpa(&cfg, seg));
+        let Some(engine) = self.new_engine(shared, &qp, setup, now) else {
+            return;
+        };
+        install(&qp, engine);
+        let mut e = SctpEp {
+            ep,
+            io: c.io,
+            listener: None,
+            scheme: "sctp",
+            mtu: c.mtu,
+            overhead,
+            assocs: HashMap::new(),
+            tokens: Vec::new(),
+        };
+        e.assocs.insert(
+            id,
+            AssocRole::Qp {
+                qp: qp.clone(),
+                shut: false,
+            },
+        );
+        match self.register_sctp(e) {
+            Ok(t) => self.service_sctp(shared, t),
+            Err(err) => {
+                let mut s = qp.lock();
+                if let Some(e) = s.engine.as_mut() {
+                    e.handle_closed(now, CloseReason::Reset);
+                }
+                drop(s);
+                fail_connect(shared, &qp, CmError::Tcp(format!("SCTP sockets: {err}")));
+            }
+        }
+    }
+
+    /// Accepts request `req` on `qp` if it is an SCTP one; false if no endpoint has it.
+    pub(super) fn accept_sctp(
+        &mut self,
+        shared: &Shared,
+        req: ConnReqId,
+        qp: &Arc<QpShared>,
+        cfg: &mpa::Config,
+    ) -> bool {
+        let Some(key) = self.sctp_with(|e| e.has_request(req)) else {
+            return false;
+        };
+        let now = self.now();
+        let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
+            return false;
+        };
+        let Some((id, held)) = e.assocs.iter_mut().find_map(|(id, r)| match r {
+            AssocRole::Requested { req: q, held } if *q == req => Some((*id, std::mem::take(held))),
+            _ => None,
+        }) else {
+            return false;
+        };
+        let v6 =
+            e.ep.association(id)
+                .and_then(|a| a.remote_addresses().first().copied())
+                .is_some_and(|a| a.is_ipv6());
+        let seg = max_segment(e.mtu, v6, e.overhead);
+        e.assocs.insert(
+            id,
+            AssocRole::Qp {
+                qp: qp.clone(),
+                shut: false,
+            },
+        );
+        let setup = Setup::SctpResponder(SctpConfig::from_mpa(cfg, seg));
+        match self.new_engine(shared, qp, setup, now) {
+            Some(mut engine) => {
+                for m in held {
+                    engine.handle_message(now, m.ppid, m.unordered, &m.data);
+                }
+                install(qp, engine);
+            }
+            None => {
+                if let Some(Conn::Sctp(e)) = self.conns.get_mut(&key)
+                    && let Some(a) = e.ep.association_mut(id)
+                {
+                    a.abort();
+                }
+            }
+        }
+        self.service_sctp(shared, key);
+        true
+    }
+
+    /// Rejects request `req` if it is an SCTP one (Session Reject with `pd`, then SCTP
+    /// SHUTDOWN); false if no endpoint has it.
+    pub(super) fn reject_sctp(&mut self, shared: &Shared, req: ConnReqId, pd: &[u8]) -> bool {
+        let Some(key) = self.sctp_with(|e| e.has_request(req)) else {
+            return false;
+        };
+        let now = self.now();
+        let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
+            return false;
+        };
+        let Some((id, held)) = e.assocs.iter_mut().find_map(|(id, r)| match r {
+            AssocRole::Requested { req: q, held } if *q == req => Some((*id, std::mem::take(held))),
+            _ => None,
+        }) else {
+            return false;
+        };
+        // A session of its own answers the Initiate: Reject (enhanced if the Initiate was,
+        // with zero IRD/ORD before the private data, RFC 6581 §7).
+        let mut s = StreamSession::listen(0, ddp_adapt::MIN_USER_DATA);
+        for m in &held {
+            let _ = s.receive(m.ppid, m.unordered, &m.data);
+        }
+        let mut reply = Vec::new();
+        if s.enhanced() {
+            reply.extend_from_slice(&[0; ddp_adapt::ENHANCED_DATA_LEN]);
+        }
+        reply.extend_from_slice(&pd[..pd.len().min(ddp_adapt::MAX_PRIVATE_DATA - reply.len())]);
+        let _ = s.reject(&reply);
+        if let Some(a) = e.ep.association_mut(id) {
+            for o in s.poll_outgoing() {
+                let _ = a.send(o.stream, o.ppid, true, &o.data);
+            }
+            a.shutdown(instant(now));
+        }
+        e.assocs.insert(
+            id,
+            AssocRole::Closing {
+                deadline: now + REJECT_LINGER,
+            },
+        );
+        self.service_sctp(shared, key);
+        true
+    }
+
+    /// The endpoint key whose endpoint satisfies `f`.
+    pub(super) fn sctp_with(&self, f: impl Fn(&SctpEp) -> bool) -> Option<Token> {
+        self.conns.iter().find_map(|(t, c)| match c {
+            Conn::Sctp(e) if f(e) => Some(*t),
+            _ => None,
+        })
+    }
+
+    /// Disconnects `qp`'s SCTP association gracefully; false if it has none.
+    pub(super) fn disconnect_sctp(&mut self, shared: &Shared, qp: &Arc<QpShared>) -> bool {
+        let Some(key) = self.sctp_with(|e| e.has_qp(qp)) else {
+            return false;
+        };
+        {
+            let mut s = qp.lock();
+            if let Some(e) = s.engine.as_mut() {
+                qp.drain_rings(e);
+                e.close();
+            }
+        }
+        self.service_sctp(shared, key);
+        true
+    }
+
+    /// Aborts `qp`'s SCTP association (QP destroyed); false if it has none.
+    pub(super) fn destroy_sctp(&mut self, shared: &Shared, qp: &Arc<QpShared>) -> bool {
+        let Some(key) = self.sctp_with(|e| e.has_qp(qp)) else {
+            return false;
+        };
+        let now = self.now();
+        let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
+            return false;
+        };
+        if let Some(id) = e.assoc_of(qp) {
+            if let Some(a) = e.ep.association_mut(id) {
+                a.abort();
+            }
+            e.assocs.remove(&id);
+            e.io.flush(&mut e.ep, instant(now));
+        }
+        let mut s = qp.lock();
+        if let Some(eng) = s.engine.as_mut() {
+            qp.publish_engine(eng, false);
+            eng.handle_closed(now, CloseReason::Local);
+        }
+        super::drain_events(shared, qp, s.engine.as_mut());
+        drop(s);
+        let drop_ep = matches!(self.conns.get(&key), Some(Conn::Sctp(e)) if e.listener.is_none() && e.assocs.is_empty());
+        if drop_ep {
+            self.remove_sctp(key);
+        }
+        true
+    }
+
+    /// RNIC close: aborts every association of the endpoint with key `key` and drops it.
+    pub(super) fn shutdown_sctp(&mut self, shared: &Shared, key: Token) {
+        let now = self.now();
+        if let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) {
+            for (id, r) in e.assocs.drain() {
+                if let Some(a) = e.ep.association_mut(id) {
+                    a.abort();
+                }
+                if let AssocRole::Qp { qp, .. } = r {
+                    let mut s = qp.lock();
+                    if let Some(eng) = s.engine.as_mut() {
+                        qp.publish_engine(eng, false);
+                        eng.handle_closed(now, CloseReason::Local);
+                    }
+                    super::drain_events(shared, &qp, s.engine.as_mut());
+                }
+            }
+            e.io.flush(&mut e.ep, instant(now));
+        }
+        self.remove_sctp(key);
+    }
+
+    /// The octets of `qp`'s association not yet acknowledged by the peer.
+    pub(super) fn sctp_unacked(&self, qp: &Arc<QpShared>) -> Option<u64> {
+        self.conns.values().find_map(|c| match c {
+            Conn::Sctp(e) => e
+                .assoc_of(qp)
+                .and_then(|id| e.ep.association(id))
+                .map(|a| a.buffered_amount() as u64),
+            _ => None,
+        })
+    }
+
+    fn new_engine(
+        &mut self,
+        shared: &Shared,
+        qp: &Arc<QpShared>,
+        setup: Setup,
+        now: Duration,
+    ) -> Option<QpEngine> {
+        let cfg = super::qp_config(shared, qp, crate::engine::DEFAULT_EMSS);
+        match QpEngine::new(cfg, shared.mem.clone(), setup, now) {
+            Ok(mut engine) => {
+                let mut s = qp.lock();
+                super::post_early_receives(qp, &mut s, &mut engine);
+                Some(engine)
+            }
+            Err(e) => {
+                qp.flush_early();
+                fail_connect(shared, qp, CmError::Tcp(format!("engine: {e}")));
+                None
+            }
+        }
+    }
+
+    /// Services the endpoint with key `key`: packets, timers, associations, QPs.
+    pub(super) fn service_sctp(&mut self, shared: &Shared, key: Token) {
+        let now = self.now();
+        let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
+            return;
+        };
+        let snow = instant(now);
+        e.io.receive(&mut e.ep, snow, RECV_BATCH);
+        if e.ep.poll_timeout().is_some_and(|d| d <= snow) {
+            e.ep.handle_timeout(snow);
+        }
+        while let Some(id) = e.ep.accept() {
+            if e.listener.is_some() {
+                e.assocs.insert(
+                    id,
+                    AssocRole::Waiting {
+                        held: Vec::new(),
+                        deadline: now + INITIATE_TIMEOUT,
+                    },
+                );
+            } else if let Some(a) = e.ep.association_mut(id) {
+                a.abort();
+            }
+        }
+        // Association events.
+        let mut ended: Vec<(AssocId, CloseReason)> = Vec::new();
+        let mut paths: Vec<(AssocId, IpAddr, PathChange)> = Vec::new();
+        let mut up: Vec<AssocId> = Vec::new();
+        while let Some((id, ev)) = e.ep.poll_event() {
+            match ev {
+                sctp::Event::Connected => up.push(id),
+                sctp::Event::ShutdownComplete => ended.push((id, CloseReason::PeerClosed)),
+                sctp::Event::Aborted { .. } => ended.push((id, CloseReason::Reset)),
+                sctp::Event::PathUp { remote } => paths.push((id, remote.ip(), PathChange::Up)),
+                sctp::Event::PathPotentiallyFailed { remote } => {
+                    paths.push((id, remote.ip(), PathChange::PotentiallyFailed))
+                }
+                sctp::Event::PathDown { remote } => paths.push((id, remote.ip(), PathChange::Down)),
+                sctp::Event::PrimaryChanged { remote } => {
+                    paths.push((id, remote.ip(), PathChange::Primary))
+                }
+                sctp::Event::DataReadable { .. }
+                | sctp::Event::ErrorReceived { .. }
+                | sctp::Event::Restarted => {}
+            }
+        }
+        // RFC 5043 §11.1: no DDP on an association whose peer did not announce it.
+        for id in up {
+            if let Some(a) = e.ep.association_mut(id)
+                && !PeerAdaptation::classify(a.peer_adaptation_indication()).ddp_allowed()
+            {
+                a.abort();
+                ended.push((id, CloseReason::Reset));
+            }
+        }
+        let ids: Vec<AssocId> = e.assocs.keys().copied().collect();
+        let mut gone = Vec::new();
+        for id in ids {
+            let mut msgs = Vec::new();
+            if let Some(a) = e.ep.association_mut(id) {
+                while let Some(m) = a.recv() {
+                    msgs.push(m);
+                }
+            }
+            let end = ended.iter().find(|(i, _)| *i == id).map(|(_, r)| *r);
+            let vanished =
+                e.ep.association(id)
+                    .is_none_or(|a| a.state() == State::Closed);
+            let done = match e.assocs.get_mut(&id) {
+                Some(AssocRole::Waiting { held, deadline }) => {
+                    held.extend(msgs);
+                    let first = held.first().map(|m| (m.ppid, m.data.clone()));
+                    match first {
+                        _ if end.is_some() || vanished => true,
+                        Some((ppid, data)) => {
+                            match parse_initiate(ppid, &data) {
+                                Some((enhanced, pd)) => {
+                                    let rid = ConnReqId(
+                                        shared
+                                            .next_req
+                                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                                    );
+                                    let (peer, peer_addrs, local) = match e.ep.association(id) {
+                                        Some(a) => {
+                                            let r = a.remote_addresses();
+                                            let p = r
+                                                .first()
+                                                .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |x| {
+                                                    SocketAddr::new(x.ip(), a.peer_port())
+                                                });
+                                            (
+                                                p,
+                                                r.iter().map(|x| x.ip()).collect(),
+                                                SocketAddr::new(
+                                                    e.io.local_addrs()
+                                                        .first()
+                                                        .copied()
+                                                        .unwrap_or(p.ip()),
+                                                    e.ep.port(),
+                                                ),
+                                            )
+                                        }
+                                        None => (
+                                            SocketAddr::from(([0, 0, 0, 0], 0)),
+                                            Vec::new(),
+                                            SocketAddr::from(([0, 0, 0, 0], 0)),
+                                        ),
+                                    };
+                                    shared
+                                        .pending
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner())
+                                        .insert(rid);
+                                    shared.publish(Event::ConnectRequest(ConnectRequest {
+                                        id: rid,
+                                        listener: e.listener.unwrap_or(ListenerId(0)),
+                                        peer,
+                                        local,
+                                        request: None,
+                                        sctp: Some(SctpRequest {
+                                            scheme: e.scheme,
+                                            enhanced,
+                                            peer_addrs,
+                                        }),
+                                        private_data: pd,
+                                    }));
+                                    let held = std::mem::take(held);
+                                    e.assocs.insert(id, AssocRole::Requested { req: rid, held });
+                                    false
+                                }
+                                None => {
+                                    // Not an Initiate (RFC 5043 §6.1): end the session.
+                                    if let Some(a) = e.ep.association_mut(id) {
+                                        a.abort();
+                                    }
+                                    true
+                                }
+                            }
+                        }
+                        None if now >= *deadline => {
+                            if let Some(a) = e.ep.association_mut(id) {
+                                a.abort();
+                            }
+                            true
+                        }
+                        None => false,
+                    }
+                }
+                Some(AssocRole::Requested { req, held }) => {
+                    held.extend(msgs);
+                    if end.is_some() || vanished {
+                        shared
+                            .pending
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(req);
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Some(AssocRole::Closing { deadline }) => {
+                    if end.is_some() || vanished || now >= *deadline {
+                        if let Some(a) = e.ep.association_mut(id)
+                            && a.state() != State::Closed
+                        {
+                            a.abort();
+                        }
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Some(AssocRole::Qp { qp, shut }) => {
+                    let qp = qp.clone();
+                    for (_, remote, change) in paths.iter().filter(|(i, _, _)| *i == id) {
+                        shared.publish(Event::Path {
+                            qp: qp.id,
+                            remote: *remote,
+                            change: *change,
+                        });
+                    }
+                    drive_qp(shared, &mut e.ep, id, &qp, shut, msgs, end, vanished, now)
+                }
+                None => true,
+            };
+            if done {
+                gone.push(id);
+            }
+        }
+        // Send first: a closing association's last packet (SHUTDOWN COMPLETE, ABORT) is
+        // still in it.
+        e.io.flush(&mut e.ep, instant(now));
+        for id in &gone {
+            e.assocs.remove(id);
+            if e.ep
+                .association(*id)
+                .is_some_and(|a| a.state() == State::Closed)
+            {
+                e.ep.remove(*id);
+            }
+        }
+        let drop_ep = e.listener.is_none() && e.assocs.is_empty();
+        if drop_ep {
+            self.remove_sctp(key);
+        }
+    }
+}
+
+/// Puts `engine` into `qp`'s slot and opens its doorbell rings.
+fn install(qp: &Arc<QpShared>, mut engine: QpEngine) {
+    let mut s = qp.lock();
+    qp.publish_engine(&mut engine, true);
+    s.engine = Some(engine);
+}
+
+/// What a Session Initiate carries: the RFC 6581 (IRD, ORD) if enhanced, the ULP private
+/// data.
+type Initiate = (Option<(u16, u16)>, Vec<u8>);
+
+/// The Session Initiate in a message, or `None` if it is not a valid Initiate.
+fn parse_initiate(ppid: u32, data: &[u8]) -> Option<Initiate> {
+    if ppid != ddp_adapt::PPID_DDP_STREAM_SESSION_CONTROL {
+        return None;
+    }
+    let c = SessionControl::parse(data).ok()?;
+    match c.function {
+        ddp_adapt::FunctionCode::Initiate => Some((None, c.private_data)),
+        ddp_adapt::FunctionCode::EnhancedInitiate => {
+            let e = mpa::EnhancedData::parse(&c.private_data)?;
+            Some((
+                Some((e.ird, e.ord)),
+                c.private_data.get(ddp_adapt::ENHANCED_DATA_LEN..)?.to_vec(),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// Moves a QP's messages both ways; true when the association is over.
+#[allow(clippy::too_many_arguments)]
+fn drive_qp(
+    shared: &Shared,
+    ep: &mut Endpoint,
+    id: AssocId,
+    qp: &Arc<QpShared>,
+    shut: &mut bool,
+    msgs: Vec<Message>,
+    end: Option<CloseReason>,
+    vanished: bool,
+    now: Duration,
+) -> bool {
+    let mut slot = qp.lock();
+    let Some(eng) = slot.engine.as_mut() else {
+        return true;
+    };
+    qp.drain_rings(eng);
+    for m in msgs {
+        eng.handle_message(now, m.ppid, m.unordered, &m.data);
+    }
+    if eng.poll_timeout().is_some_and(|d| d <= now) {
+        eng.handle_timeout(now);
+    }
+    let mut finished = false;
+    if let Some(a) = ep.association_mut(id) {
+        let up = matches!(
+            a.state(),
+            State::Established | State::ShutdownPending | State::ShutdownReceived
+        );
+        if up && !*shut {
+            while let Some((stream, ppid, data)) = eng.poll_message() {
+                match a.send(stream, ppid, true, data) {
+                    Ok(()) => eng.message_done(),
+                    Err(sctp::SendError::BufferFull { .. }) => break,
+                    Err(_) => {
+                        finished = true;
+                        break;
+                    }
+                }
+            }
+        }
+        if eng.should_close_transport() && !*shut {
+            *shut = true;
+            a.shutdown(instant(now));
+        }
+    }
+    if let Some(reason) = end.or(vanished.then_some(CloseReason::Reset)) {
+        let reason = if *shut && reason == CloseReason::PeerClosed {
+            CloseReason::Local
+        } else {
+            reason
+        };
+        eng.handle_closed(now, reason);
+        finished = true;
+    }
+    if finished && qp.status() == ConnStatus::Connecting {
+        // SetupFailed from handle_closed sets the status.
+    }
+    super::drain_events(shared, qp, Some(&mut *eng));
+    qp.publish_engine(eng, !finished);
+    finished
+}
