@@ -1,8 +1,11 @@
-//! `softrnic demo`: two RNICs in one process talking iWARP over loopback TCP.
+//! `softrnic demo`: two RNICs in one process talking iWARP over loopback.
 //!
 //! The demo needs no setup and no privileges. It opens two [`Rnic`]s (each with its own
-//! progress thread), connects them through 127.0.0.1 on an ephemeral port with full MPA
-//! setup, registers memory and runs every kind of operation, verifying every byte:
+//! progress thread), connects them through 127.0.0.1 — MPA over kernel TCP on an ephemeral
+//! port with full MPA setup, or (`--transport sctp`) DDP over softrnic's own SCTP (RFC 5043)
+//! with RFC 6951 UDP encapsulation on an ephemeral UDP port, or (`--transport sctp-raw`,
+//! root) SCTP directly on IPv4 — registers memory and runs every kind of operation,
+//! verifying every byte:
 //!
 //! 1. Send / Receive, 64 KiB messages;
 //! 2. RDMA Write, 4 MiB messages;
@@ -20,6 +23,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use stack::addr::TransportAddr;
 use stack::ddp::{DdpCode, TaggedCode};
 use stack::mpa;
 use stack::rdmap::TermCause;
@@ -29,6 +33,31 @@ use stack::{
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The lower layer the demo runs over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum DemoTransport {
+    /// MPA over the kernel's TCP.
+    #[default]
+    Tcp,
+    /// DDP over softrnic's SCTP with UDP encapsulation (RFC 5043 + RFC 6951): no privileges.
+    Sctp,
+    /// DDP over softrnic's SCTP directly on IPv4 (protocol 132): needs root or CAP_NET_RAW
+    /// and a host without kernel SCTP.
+    SctpRaw,
+}
+
+/// `softrnic demo` options.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct DemoArgs {
+    /// Lower layer: `tcp` (MPA over kernel TCP), `sctp` (softrnic's SCTP over UDP) or
+    /// `sctp-raw` (softrnic's SCTP over raw IPv4, root).
+    #[arg(long, value_enum, default_value_t = DemoTransport::Tcp)]
+    pub transport: DemoTransport,
+    /// Path MTU for SCTP (DDP segments are sized to fit it, RFC 5043 §9): 576-65535.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u16).range(576..))]
+    pub mtu: u16,
+}
 
 /// One row of the demo's table.
 #[derive(Clone, Debug, PartialEq)]
@@ -139,11 +168,20 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn connect() -> Result<(Side, Side), DemoError> {
+fn connect(args: &DemoArgs) -> Result<(Side, Side), DemoError> {
     let a = Side::open()?;
     let b = Side::open()?;
-    let any: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let l = b.rnic.listen(any)?;
+    let at: TransportAddr = match args.transport {
+        DemoTransport::Tcp => SocketAddr::from(([127, 0, 0, 1], 0)).into(),
+        // The SCTP port is fixed; the UDP port is an ephemeral one.
+        DemoTransport::Sctp => format!("sctp+udp://127.0.0.1:7174?udp-port=0&mtu={}", args.mtu)
+            .parse()
+            .map_err(|e| DemoError::Failed(format!("{e}")))?,
+        DemoTransport::SctpRaw => format!("sctp://127.0.0.1:7174?mtu={}", args.mtu)
+            .parse()
+            .map_err(|e| DemoError::Failed(format!("{e}")))?,
+    };
+    let l = b.rnic.listen_on(&at)?;
     let cfg_a = mpa::Config {
         ird: 16,
         ord: 16,
@@ -153,7 +191,9 @@ fn connect() -> Result<(Side, Side), DemoError> {
     let cfg_b = cfg_a.clone();
     let accepted = std::thread::scope(|s| {
         let h = s.spawn(|| b.rnic.accept_blocking(&l, &b.qp, cfg_b, TIMEOUT));
-        let c = a.rnic.connect_blocking(&a.qp, l.local_addr, cfg_a, TIMEOUT);
+        let c = a
+            .rnic
+            .connect_to_blocking(&a.qp, &l.transport, cfg_a, TIMEOUT);
         (c, h.join())
     });
     match accepted {
@@ -165,8 +205,8 @@ fn connect() -> Result<(Side, Side), DemoError> {
 
 /// `softrnic demo`: runs the demo, prints the table, returns the exit status (0 when
 /// everything verified, 1 otherwise).
-pub fn run_command(out: &mut dyn Write) -> std::process::ExitCode {
-    match run(out) {
+pub fn run_command(args: &DemoArgs, out: &mut dyn Write) -> std::process::ExitCode {
+    match run(args, out) {
         Ok(report) => {
             let _ = write!(out, "{report}");
             if report.ok() {
@@ -186,20 +226,39 @@ pub fn run_command(out: &mut dyn Write) -> std::process::ExitCode {
 }
 
 /// Runs the demo, printing progress lines to `out`.
-pub fn run(out: &mut dyn Write) -> Result<Report, DemoError> {
+pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<Report, DemoError> {
     let mut report = Report::default();
-    let (a, b) = connect()?;
-    if let Some(s) = a.qp.session().and_then(|s| s.mpa().cloned()) {
-        let _ = writeln!(
-            out,
-            "connected over loopback: MPA rev {}, CRC {}, markers {}, IRD {} ORD {}, MULPDU {}",
-            s.revision,
-            if s.crc { "on" } else { "off" },
-            if s.markers_tx { "on" } else { "off" },
-            s.ird,
-            s.ord,
-            a.qp.mulpdu()
-        );
+    let (a, b) = connect(args)?;
+    if let Some(s) = a.qp.session() {
+        let _ = match (s.mpa(), s.sctp()) {
+            (Some(m), _) => writeln!(
+                out,
+                "connected over loopback: MPA/TCP rev {}, CRC {}, markers {}, IRD {} ORD {}, MULPDU {}",
+                m.revision,
+                if m.crc { "on" } else { "off" },
+                if m.markers_tx { "on" } else { "off" },
+                s.ird,
+                s.ord,
+                a.qp.mulpdu()
+            ),
+            (_, Some(c)) => writeln!(
+                out,
+                "connected over loopback: DDP over SCTP (RFC 5043, {}), {} session setup, IRD {} ORD {}, largest DDP segment {}",
+                match args.transport {
+                    DemoTransport::SctpRaw => "raw IPv4",
+                    _ => "UDP encapsulation",
+                },
+                if c.enhanced {
+                    "RFC 6581 enhanced"
+                } else {
+                    "RFC 5043"
+                },
+                s.ird,
+                s.ord,
+                c.max_segment
+            ),
+            _ => Ok(()),
+        };
     }
 
     report.rows.push(send_recv(&a, &b)?);

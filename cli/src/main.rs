@@ -80,16 +80,18 @@ enum Command {
     /// Exit status: 0 when every byte was verified, 1 when anything was lost or misplaced or
     /// a run did not finish, 2 on bad arguments or I/O errors.
     Sim(Box<softrnic::sim::SimArgs>),
-    /// Run two RNICs in this process over loopback TCP and exercise every operation.
+    /// Run two RNICs in this process over loopback and exercise every operation.
     ///
-    /// No setup or privileges needed: connects two software RNICs through 127.0.0.1 (an
-    /// ephemeral port) with full MPA setup, registers memory and runs Send/Receive, RDMA
-    /// Write, RDMA Read, atomic Fetch and Add and Compare and Swap, and Send with Invalidate
-    /// followed by a Write to the invalidated STag (which must be refused with a Terminate).
-    /// Every byte is verified; a table of what ran and how fast follows.
+    /// No setup or privileges needed: connects two software RNICs through 127.0.0.1 —
+    /// MPA over kernel TCP by default (ephemeral port, full MPA setup), or DDP over
+    /// softrnic's own SCTP with `--transport sctp` (RFC 5043 over RFC 6951 UDP
+    /// encapsulation) — registers memory and runs Send/Receive, RDMA Write, RDMA Read,
+    /// atomic Fetch and Add and Compare and Swap, and Send with Invalidate followed by a
+    /// Write to the invalidated STag (which must be refused with a Terminate). Every byte is
+    /// verified; a table of what ran and how fast follows.
     ///
     /// Exit status: 0 when everything verified, 1 otherwise.
-    Demo,
+    Demo(softrnic::demo::DemoArgs),
     /// RDMA Write bandwidth, interoperating with perftest's `ib_write_bw -R`.
     ///
     /// Server without an address, client with one; give both ends the same test options,
@@ -174,7 +176,7 @@ fn main() -> ExitCode {
             }
             ExitCode::from(status)
         }
-        Command::Demo => softrnic::demo::run_command(&mut std::io::stdout()),
+        Command::Demo(a) => softrnic::demo::run_command(&a, &mut std::io::stdout()),
         Command::WriteBw(a) => perf(Test::WriteBw, &a),
         Command::WriteLat(a) => perf(Test::WriteLat, &a),
         Command::ReadBw(a) => perf(Test::ReadBw, &a),

@@ -122,9 +122,27 @@ fn help_explains_decode() {
 /// verifies every byte, including the Terminate after a Write to an invalidated STag.
 #[test]
 fn demo_runs_and_verifies_everything() {
-    let out = bin().arg("demo").output().unwrap();
+    check_demo(&[], "MPA/TCP rev 2");
+}
+
+/// `softrnic demo --transport sctp`: the same operations over DDP over softrnic's SCTP
+/// (RFC 5043, UDP encapsulation), every byte verified.
+#[test]
+fn demo_over_sctp_runs_and_verifies_everything() {
+    check_demo(
+        &["--transport", "sctp"],
+        "DDP over SCTP (RFC 5043, UDP encapsulation)",
+    );
+}
+
+fn check_demo(args: &[&str], connected: &str) {
+    let out = bin().arg("demo").args(args).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
+    assert!(
+        text.lines().next().is_some_and(|l| l.contains(connected)),
+        "{text}"
+    );
     for op in [
         "Send/Receive",
         "RDMA Write",
