@@ -60,6 +60,7 @@ pub mod ddp_adapt;
 mod endpoint;
 pub mod fuzz;
 mod init;
+pub mod netsim_host;
 mod path;
 pub mod rng;
 pub mod time;
