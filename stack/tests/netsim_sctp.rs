@@ -242,7 +242,7 @@ fn rdma_over_multihomed_sctp_survives_a_path_failure_with_every_byte() {
                     .unwrap();
                 bb.borrow_mut().extend([wdst, rbuf, sink]);
             },
-            |a, b| a.side.scq.len() as u64 >= 8 + N + 1 && b.side.rcq.len() as u64 >= N,
+            |a, b| a.side.scq.len() as u64 > 8 + N && b.side.rcq.len() as u64 >= N,
         );
         let a = out.a.borrow();
         let b = out.b.borrow();
