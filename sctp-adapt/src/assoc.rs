@@ -627,6 +627,40 @@ impl Association {
         unordered: bool,
         data: &[u8],
     ) -> Result<(), SendError> {
+        self.check_send(stream, data.len())?;
+        let frag = self.fragment_size();
+        let n = data.len().div_ceil(frag);
+        self.queue_message(stream, ppid, unordered, data.len(), n, |i| {
+            data.chunks(frag).nth(i).unwrap_or_default().to_vec()
+        });
+        Ok(())
+    }
+
+    /// [`Association::send`] taking the message by value: one that fits a single chunk is
+    /// queued as it is, without a copy.
+    pub fn send_owned(
+        &mut self,
+        stream: u16,
+        ppid: u32,
+        unordered: bool,
+        data: Vec<u8>,
+    ) -> Result<(), SendError> {
+        self.check_send(stream, data.len())?;
+        let frag = self.fragment_size();
+        if data.len() > frag {
+            return self.send(stream, ppid, unordered, &data);
+        }
+        let len = data.len();
+        let mut data = Some(data);
+        self.queue_message(stream, ppid, unordered, len, 1, |_| {
+            data.take().unwrap_or_default()
+        });
+        Ok(())
+    }
+
+    /// Whether a message of `len` bytes on `stream` would be queued now (the checks of
+    /// [`Association::send`]).
+    pub fn check_send(&self, stream: u16, len: usize) -> Result<(), SendError> {
         match self.state {
             State::CookieWait | State::CookieEchoed | State::Established => {}
             s => return Err(SendError::InvalidState(s)),
@@ -637,7 +671,7 @@ impl Association {
                 streams: self.out_streams,
             });
         }
-        if data.is_empty() {
+        if len == 0 {
             return Err(SendError::Empty);
         }
         let max = if self.peer_initial_rwnd > 0 {
@@ -645,19 +679,29 @@ impl Association {
         } else {
             self.shared.config.send_buffer
         };
-        if data.len() > max {
-            return Err(SendError::TooLarge {
-                len: data.len(),
-                max,
-            });
+        if len > max {
+            return Err(SendError::TooLarge { len, max });
         }
         let limit = self.shared.config.send_buffer;
-        if self.queued_bytes > 0 && self.queued_bytes + data.len() > limit {
+        if self.queued_bytes > 0 && self.queued_bytes + len > limit {
             return Err(SendError::BufferFull {
                 queued: self.queued_bytes,
                 limit,
             });
         }
+        Ok(())
+    }
+
+    /// Queues the `n` fragments (`part(i)`) of a checked message of `len` bytes.
+    fn queue_message(
+        &mut self,
+        stream: u16,
+        ppid: u32,
+        unordered: bool,
+        len: usize,
+        n: usize,
+        mut part: impl FnMut(usize) -> Vec<u8>,
+    ) {
         if self.out_ssn.len() < usize::from(self.out_streams) {
             self.out_ssn.resize(usize::from(self.out_streams), 0);
         }
@@ -669,9 +713,7 @@ impl Association {
             *s = s.wrapping_add(1);
             v
         };
-        let frag = self.fragment_size();
-        let n = data.len().div_ceil(frag);
-        for (i, part) in data.chunks(frag).enumerate() {
+        for i in 0..n {
             let mut flags = if unordered { data_flags::UNORDERED } else { 0 };
             if i == 0 {
                 flags |= data_flags::BEGINNING;
@@ -684,15 +726,14 @@ impl Association {
                 ssn,
                 ppid,
                 flags,
-                data: part.to_vec(),
+                data: part(i),
             });
         }
-        self.queued_bytes += data.len();
+        self.queued_bytes += len;
         self.stats.messages_sent += 1;
         if self.total_flight() == 0 {
             self.burst_budget = self.burst_budget.max(self.shared.config.max_burst);
         }
-        Ok(())
     }
 
     /// The next received message, in delivery order.

@@ -618,6 +618,37 @@ impl StreamSession {
         Ok(())
     }
 
+    /// Queues a DDP Segment that `fill` appends to the message being built (after the
+    /// DDP-SSN): the segment is written in place, with no copy of its own.
+    pub fn send_segment_with(
+        &mut self,
+        fill: impl FnOnce(&mut Vec<u8>),
+    ) -> Result<(), SessionError> {
+        match self.state {
+            SessionState::Established => {}
+            SessionState::InitiateSent => return Err(SessionError::NotAccepted),
+            s => return Err(SessionError::State(s)),
+        }
+        let mut data = Vec::with_capacity(2 + self.max_segment);
+        data.extend_from_slice(&self.tx_ssn.to_be_bytes());
+        fill(&mut data);
+        let len = data.len() - 2;
+        if len > self.max_segment {
+            return Err(AdaptError::SegmentTooLarge {
+                len,
+                max: self.max_segment,
+            }
+            .into());
+        }
+        self.next_ssn();
+        self.out.push(Outgoing {
+            stream: self.stream,
+            ppid: PPID_DDP_SEGMENT,
+            data,
+        });
+        Ok(())
+    }
+
     /// Processes a received message of this stream (any order); returns what became
     /// deliverable, in DDP-SSN order.
     pub fn receive(&mut self, ppid: u32, unordered: bool, data: &[u8]) -> Vec<SessionEvent> {

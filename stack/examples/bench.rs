@@ -25,6 +25,9 @@
 //!   neighbouring TCP runs see the same load), plus MB per CPU second of the whole process
 //!   (all threads), which shows the data path's cost even when other work shares the
 //!   machine (not comparable for busy polling, which burns CPU by design).
+//! * DDP over softrnic's SCTP (RFC 5043 over RFC 6951 UDP encapsulation), the same 64 KiB
+//!   RDMA Writes at path MTUs 1500, 9000 and 64 KiB (DDP segments sized to fit, §9), set
+//!   against the same TCP stream; `--crc-only` keeps these rows (SCTP has its own CRC32c).
 //! * Latency: 2-byte RDMA Write ping-pong (arrival detected by polling the target byte)
 //!   against a plain TCP 2-byte ping-pong (blocking sockets, TCP_NODELAY); half round trip.
 //!   The RDMA side runs in manual-progress mode (each side's polling thread drives its own
@@ -37,6 +40,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use stack::addr::TransportAddr;
 use stack::mpa::{self, CrcPolicy};
 use stack::{
     Access, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, Rnic, RnicConfig, SendWr,
@@ -92,10 +96,18 @@ fn side(rc: RnicConfig, len: usize) -> Side {
     Side { rnic, qp, cq, mr }
 }
 
-fn connect(rc: RnicConfig, crc: bool, len: usize) -> (Side, Side) {
+/// Two RNICs connected over loopback: MPA over kernel TCP, or with `sctp_mtu` DDP over
+/// softrnic's SCTP with UDP encapsulation and that path MTU.
+fn connect(rc: RnicConfig, crc: bool, len: usize, sctp_mtu: Option<usize>) -> (Side, Side) {
     let a = side(rc.clone(), len);
     let b = side(rc, len);
-    let l = b.rnic.listen("127.0.0.1:0".parse().unwrap()).unwrap();
+    let at: TransportAddr = match sctp_mtu {
+        None => "127.0.0.1:0".parse().unwrap(),
+        Some(m) => format!("sctp+udp://127.0.0.1:7174?udp-port=0&mtu={m}")
+            .parse()
+            .unwrap(),
+    };
+    let l = b.rnic.listen_on(&at).unwrap();
     let cfg = mpa::Config {
         crc: if crc {
             CrcPolicy::Require
@@ -109,7 +121,7 @@ fn connect(rc: RnicConfig, crc: bool, len: usize) -> (Side, Side) {
         let c2 = cfg.clone();
         let h = s.spawn(|| b.rnic.accept_blocking(&l, &b.qp, c2, t).unwrap());
         a.rnic
-            .connect_blocking(&a.qp, l.local_addr, cfg, t)
+            .connect_to_blocking(&a.qp, &l.transport, cfg, t)
             .unwrap();
         h.join().unwrap();
     });
@@ -127,6 +139,8 @@ struct Row {
     /// Refill the send queue with one `post_send_batch` (a list of work requests, as the
     /// verbs' `qp_post_sq` takes) rather than one `post_send` per request.
     list: bool,
+    /// DDP over softrnic's SCTP (UDP encapsulation) with this path MTU instead of MPA/TCP.
+    sctp_mtu: Option<usize>,
 }
 
 /// 64 KiB RDMA Writes for `secs`; returns MB/s (10^6). `busy_poll: None` runs both RNICs
@@ -138,6 +152,7 @@ fn rdma_write_bw(row: Row, secs: f64, base: &RnicConfig) -> Bw {
         busy_poll,
         zero_copy,
         list,
+        sctp_mtu,
         ..
     } = row;
     let rc = RnicConfig {
@@ -151,7 +166,7 @@ fn rdma_write_bw(row: Row, secs: f64, base: &RnicConfig) -> Bw {
         ..base.clone()
     };
     let manual = busy_poll.is_none();
-    let (a, b) = connect(rc, crc, MSG);
+    let (a, b) = connect(rc, crc, MSG, sctp_mtu);
     let stop = AtomicBool::new(false);
     // Named threads, so that `perf report --sort comm` splits the cost by side.
     std::thread::scope(|s| {
@@ -334,8 +349,8 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
 }
 
 /// 2-byte RDMA Write ping-pong; returns the median half round trip in µs.
-fn rdma_write_lat(rc: RnicConfig, iters: usize) -> f64 {
-    let (a, b) = connect(rc, false, 64);
+fn rdma_write_lat(rc: RnicConfig, iters: usize, sctp_mtu: Option<usize>) -> f64 {
+    let (a, b) = connect(rc, false, 64, sctp_mtu);
     let manual = a.rnic.config().progress == ProgressMode::Manual;
     let (sa, ta) = (a.mr.stag(), a.mr.to_at(0));
     let (sb, tb) = (b.mr.stag(), b.mr.to_at(0));
@@ -461,6 +476,15 @@ fn main() {
         busy_poll,
         zero_copy,
         list,
+        sctp_mtu: None,
+    };
+    let sctp = |name, busy_poll, mtu| Row {
+        name,
+        crc: false,
+        busy_poll,
+        zero_copy: false,
+        list: true,
+        sctp_mtu: Some(mtu),
     };
     let configs = [
         row("RDMA Write, CRC off, busy poll 0", false, zero, true, true),
@@ -507,12 +531,16 @@ fn main() {
             false,
             true,
         ),
+        sctp("RDMA Write, SCTP/UDP MTU 1500, manual", None, 1500),
+        sctp("RDMA Write, SCTP/UDP MTU 9000, manual", None, 9000),
+        sctp("RDMA Write, SCTP/UDP MTU 64K, manual", None, 65535),
+        sctp("RDMA Write, SCTP/UDP MTU 9000, busy poll 0", zero, 9000),
     ];
     let only_crc = std::env::args().any(|a| a == "--crc-only");
     let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
     let configs: Vec<Row> = configs
         .into_iter()
-        .filter(|c| !only_crc || c.crc)
+        .filter(|c| !only_crc || c.crc || c.sctp_mtu.is_some())
         .filter(|c| only.as_ref().is_none_or(|o| c.name.contains(o.as_str())))
         .collect();
     let n = configs.len() + 2;
@@ -597,21 +625,21 @@ fn main() {
         return;
     }
     let t = tcp_lat(iters);
-    let manual = rdma_write_lat(
-        RnicConfig {
-            progress: ProgressMode::Manual,
-            ..RnicConfig::default()
-        },
-        iters,
-    );
-    let busy = rdma_write_lat(RnicConfig::default(), iters / 4);
+    let manual_cfg = RnicConfig {
+        progress: ProgressMode::Manual,
+        ..RnicConfig::default()
+    };
+    let manual = rdma_write_lat(manual_cfg.clone(), iters, None);
+    let busy = rdma_write_lat(RnicConfig::default(), iters / 4, None);
     let sleepy = rdma_write_lat(
         RnicConfig {
             busy_poll: Duration::ZERO,
             ..RnicConfig::default()
         },
         iters / 4,
+        None,
     );
+    let sctp_lat = rdma_write_lat(manual_cfg, iters, Some(1500));
     println!(
         "{:<44} {:>12} {:>10}",
         "latency, 2 bytes, half round trip", "median us", "vs TCP"
@@ -634,5 +662,11 @@ fn main() {
         "RDMA Write, progress thread, no busy poll",
         sleepy,
         sleepy / t
+    );
+    println!(
+        "{:<44} {:>12.2} {:>10.2}",
+        "RDMA Write over SCTP/UDP, manual progress",
+        sctp_lat,
+        sctp_lat / t
     );
 }

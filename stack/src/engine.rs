@@ -912,6 +912,17 @@ impl QpEngine {
         self.finish_call();
     }
 
+    /// Takes the message [`QpEngine::poll_message`] showed, as accepted by the association
+    /// (for an association that queues messages by value).
+    pub fn take_message(&mut self) -> Option<(u16, u32, Vec<u8>)> {
+        let m = match &mut self.llp {
+            Llp::Sctp(l) => l.take_message(),
+            Llp::Mpa(_) => None,
+        };
+        self.finish_call();
+        m.map(|m| (m.stream, m.ppid, m.data))
+    }
+
     /// Whether the QP runs over a message LLP (SCTP) rather than a stream (MPA).
     pub fn is_message_llp(&self) -> bool {
         matches!(self.llp, Llp::Sctp(_))

@@ -25,7 +25,7 @@ use mpa::EnhancedData;
 /// Largest IRD or ORD the RFC 6581 words carry (14 bits).
 const IRD_ORD_MAX: u16 = 0x3FFF;
 use rdmap::Header;
-use sctp::ddp_adapt::{Outgoing, SessionError, SessionEvent, StreamSession};
+use sctp::ddp_adapt::{Outgoing, SessionEvent, StreamSession};
 
 use super::{LlpSession, PayloadSrc, SctpSession, Session, SetupStep};
 use crate::engine::SetupError;
@@ -127,7 +127,6 @@ pub(crate) struct SctpLlp {
     consumed: u64,
     /// Octets in `out`.
     queued: usize,
-    scratch: Vec<u8>,
 }
 
 impl SctpLlp {
@@ -161,7 +160,6 @@ impl SctpLlp {
             produced: 0,
             consumed: 0,
             queued: 0,
-            scratch: Vec::new(),
         }
     }
 
@@ -204,39 +202,32 @@ impl SctpLlp {
         }
     }
 
-    fn segment(&mut self, seg: &[u8]) {
-        match self.session.send_segment(seg) {
-            Ok(()) => self.collect(),
-            // Segments are cut at max_ulpdu and only sent once established: an error
-            // here would be a bug, and sends nothing.
-            Err(SessionError::Format(_) | SessionError::State(_) | SessionError::NotAccepted) => {}
-            Err(SessionError::ControlInFlight) => {}
+    /// Queues one DDP Segment of `header` and what `payload` appends, built in place in
+    /// the message (after the DDP-SSN).
+    fn segment(&mut self, header: &Header, payload: impl FnOnce(&mut Vec<u8>)) {
+        let r = self.session.send_segment_with(|m| {
+            let at = m.len();
+            m.resize(at + 96, 0);
+            let n = header.emit(&mut m[at..]).unwrap_or(0);
+            m.truncate(at + n);
+            payload(m);
+        });
+        // Segments are cut at max_ulpdu and only sent once established: an error here would
+        // be a bug, and sends nothing.
+        if r.is_ok() {
+            self.collect();
         }
     }
 
     /// Queues one DDP Segment carrying `header` and `payload`.
     pub(crate) fn send(&mut self, header: &Header, payload: &[u8]) {
-        let mut seg = std::mem::take(&mut self.scratch);
-        seg.clear();
-        seg.resize(96, 0);
-        let n = header.emit(&mut seg).unwrap_or(0);
-        seg.truncate(n);
-        seg.extend_from_slice(payload);
-        self.segment(&seg);
-        self.scratch = seg;
+        self.segment(header, |m| m.extend_from_slice(payload));
     }
 
     /// Queues one DDP Segment carrying `len` payload octets from `src` (zeros when the
     /// memory is not all there).
     pub(crate) fn send_from(&mut self, header: &Header, len: usize, src: &PayloadSrc<'_>) {
-        let mut seg = std::mem::take(&mut self.scratch);
-        seg.clear();
-        seg.resize(96, 0);
-        let n = header.emit(&mut seg).unwrap_or(0);
-        seg.truncate(n);
-        src.append_or_zeros(0, len, &mut seg);
-        self.segment(&seg);
-        self.scratch = seg;
+        self.segment(header, |m| src.append_or_zeros(0, len, m));
     }
 
     pub(crate) fn produced(&self) -> u64 {
@@ -263,10 +254,15 @@ impl SctpLlp {
 
     /// The message from [`SctpLlp::poll_message`] was accepted by SCTP.
     pub(crate) fn message_done(&mut self) {
-        if let Some(m) = self.out.pop_front() {
-            self.consumed += m.data.len() as u64;
-            self.queued -= m.data.len();
-        }
+        let _ = self.take_message();
+    }
+
+    /// Takes the next message for SCTP, counted as accepted.
+    pub(crate) fn take_message(&mut self) -> Option<Outgoing> {
+        let m = self.out.pop_front()?;
+        self.consumed += m.data.len() as u64;
+        self.queued -= m.data.len();
+        Some(m)
     }
 
     /// A message received on the association (any order).
