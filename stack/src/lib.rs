@@ -94,7 +94,7 @@ pub use mem::{
 };
 pub use rnic::{
     AdoptRole, CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Listener, ListenerId,
-    ProgressMode, Qp, QpAttr, Rnic, RnicConfig, RnicError,
+    PathChange, ProgressMode, Qp, QpAttr, Rnic, RnicConfig, RnicError, SctpRequest,
 };
 pub use wr::{RecvWr, SendOp, SendWr, Sge};
 

@@ -46,7 +46,7 @@
 //! let sqp = server.qp_create(spd, &scq, &scq, Default::default())?;
 //! let smr = server.nsmr_register(spd, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
 //! server.qp_post_rq(&sqp, RecvWr::new(1, vec![smr.sge(0, 64)]))?;
-//! let listener = server.listen("127.0.0.1:0".parse().unwrap())?;
+//! let listener = server.listen("127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap())?;
 //!
 //! // Client.
 //! let cpd = client.pd_allocate();
@@ -83,13 +83,14 @@
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+pub use stack::addr::{SctpAddr, SctpEncap, TransportAddr};
 pub use stack::llp::{LlpSession, SctpSession, Session};
 pub use stack::mpa::Config as MpaConfig;
 pub use stack::mpa::Session as MpaSession;
@@ -98,8 +99,8 @@ pub use stack::mpa::Session as MpaSession;
 pub use stack::mpa::{Profile, Role as MpaRole, RtrType};
 pub use stack::{
     Access, Addressing, AdoptRole, CloseReason, CmError, ConnectRequest, Cq, CqId, Event, Listener,
-    MemError, MemoryRegion, Pd, PostError, ProgressMode, QpId, QpState, RecvWr, RegisteredBuf,
-    RnicConfig, RnicError, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
+    MemError, MemoryRegion, PathChange, Pd, PostError, ProgressMode, QpId, QpState, RecvWr,
+    RegisteredBuf, RnicConfig, RnicError, SctpRequest, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
 };
 
 /// Errors of the verbs.
@@ -562,21 +563,28 @@ impl Rnic {
 
     // ---------------------------------------------------------------- connections
 
-    /// Listens on `addr` for [`Rnic::qp_passive_connect`] (port 0: ephemeral).
-    pub fn listen(&self, addr: SocketAddr) -> Result<Listener> {
-        Ok(self.rnic.listen(addr)?)
+    /// Listens for [`Rnic::qp_passive_connect`] on a transport address: a `SocketAddr`
+    /// (MPA over kernel TCP; port 0: ephemeral) or any [`TransportAddr`], e.g.
+    /// `"sctp+udp://10.0.0.1,10.0.1.1:7174".parse()?` for DDP over softrnic's multihomed
+    /// SCTP.
+    pub fn listen(&self, at: impl Into<TransportAddr>) -> Result<Listener> {
+        Ok(self.rnic.listen_on(&at.into())?)
     }
 
-    /// `qp_active_connect`: connects `qp` to `addr` (TCP, then the MPA Request with `cfg`)
-    /// and waits until it is established.
+    /// `qp_active_connect`: connects `qp` to a transport address (over TCP: the TCP
+    /// connection, then the MPA Request with `cfg`; over SCTP: the association, then the
+    /// DDP Stream Session Initiate with `cfg`'s IRD/ORD and private data) and waits until
+    /// it is established.
     pub fn qp_active_connect(
         &self,
         qp: &Qp,
-        addr: SocketAddr,
+        to: impl Into<TransportAddr>,
         cfg: MpaConfig,
         timeout: Duration,
     ) -> Result<Session> {
-        Ok(self.rnic.connect_blocking(&qp.inner, addr, cfg, timeout)?)
+        Ok(self
+            .rnic
+            .connect_to_blocking(&qp.inner, &to.into(), cfg, timeout)?)
     }
 
     /// `qp_passive_connect`: waits for the next connection request on `listener`, accepts

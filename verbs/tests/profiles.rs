@@ -36,7 +36,7 @@ fn run(a: Profile, b: Profile) -> (Session, Session) {
     rb.qp_post_rq(&qb, RecvWr::new(1, vec![ib.sge(0, 100)]))
         .expect("post");
     let l = rb
-        .listen("127.0.0.1:0".parse().expect("addr"))
+        .listen("127.0.0.1:0".parse::<std::net::SocketAddr>().expect("addr"))
         .expect("listen");
     let (sa, sb) = std::thread::scope(|s| {
         let h = s.spawn(|| {

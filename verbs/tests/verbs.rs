@@ -30,15 +30,21 @@ fn end(cfg: RnicConfig) -> End {
 }
 
 fn pair(cfg: RnicConfig) -> (End, End) {
+    pair_on(cfg, "127.0.0.1:0")
+}
+
+/// Two connected ends over the transport address `at` (see `verbs::TransportAddr`).
+fn pair_on(cfg: RnicConfig, at: &str) -> (End, End) {
     let a = end(cfg.clone());
     let b = end(cfg);
-    let l = b.r.listen("127.0.0.1:0".parse().unwrap()).unwrap();
+    let at: verbs::TransportAddr = at.parse().unwrap();
+    let l = b.r.listen(at).unwrap();
     std::thread::scope(|s| {
         let h = s.spawn(|| {
             b.r.qp_passive_connect(&l, &b.qp, MpaConfig::default(), T)
                 .unwrap()
         });
-        a.r.qp_active_connect(&a.qp, l.local_addr, MpaConfig::default(), T)
+        a.r.qp_active_connect(&a.qp, l.transport.clone(), MpaConfig::default(), T)
             .unwrap();
         let (_, req) = h.join().unwrap();
         assert_eq!(req.listener, l.id);
@@ -57,7 +63,20 @@ fn one(e: &End) -> verbs::Wc {
 /// RFC 7306 atomics, with memory from nsmr_register, register_sge and create_sgl.
 #[test]
 fn every_operation_through_the_verbs() {
-    let (a, b) = pair(RnicConfig::default());
+    every_operation(pair(RnicConfig::default()));
+}
+
+/// The same verbs over DDP over softrnic's SCTP (RFC 5043, UDP encapsulation): only the
+/// address given to listen / qp_active_connect differs.
+#[test]
+fn every_operation_through_the_verbs_over_sctp() {
+    every_operation(pair_on(
+        RnicConfig::default(),
+        "sctp+udp://127.0.0.1:7174?udp-port=0",
+    ));
+}
+
+fn every_operation((a, b): (End, End)) {
     let src = a.r.nsmr_register(a.pd, 8192, all()).unwrap();
     src.buf().write_at(0, &[7u8; 8192]).unwrap();
     let buf = RegisteredBuf::new(8192);
