@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{Rng, Side, all_access, pattern};
-use stack::llp::sctp::SctpConfig;
+use common::sctp::{Messages, SEG, SctpPair, cfg};
+use common::{Side, all_access, pattern};
 use stack::rdmap::{Message, Terminate};
 use stack::sctp::ddp_adapt::{
     self, DdpSctpMessage, FunctionCode, PPID_DDP_SEGMENT, PPID_DDP_STREAM_SESSION_CONTROL,
@@ -16,88 +16,7 @@ use stack::{
     MrOptions, QpEvent, QpState, RecvWr, SendOp, SendWr, Setup, SetupError, WcOpcode, WcStatus,
 };
 
-const SEG: usize = 1400;
-
-fn cfg(ird: u16, ord: u16, pd: &[u8]) -> SctpConfig {
-    SctpConfig {
-        ird,
-        ord,
-        private_data: pd.to_vec(),
-        max_segment: SEG,
-        enhanced: true,
-        stream: 0,
-    }
-}
-
-/// A captured message: (from a?, ppid, data).
-type Wire = Vec<(bool, u32, Vec<u8>)>;
-
-struct SctpPair {
-    a: Side,
-    b: Side,
-    rng: Option<Rng>,
-    wire: Wire,
-}
-
-impl SctpPair {
-    fn new(ca: SctpConfig, cb: SctpConfig, shuffle_seed: Option<u64>) -> SctpPair {
-        SctpPair {
-            a: Side::new(1, Setup::SctpInitiator(ca), |_| {}),
-            b: Side::new(2, Setup::SctpResponder(cb), |_| {}),
-            rng: shuffle_seed.map(Rng::new),
-            wire: Vec::new(),
-        }
-    }
-
-    fn established(seed: Option<u64>) -> SctpPair {
-        let mut p = SctpPair::new(cfg(8, 8, b"hi"), cfg(8, 8, b"yo"), seed);
-        p.pump();
-        assert_eq!(p.a.eng.state(), QpState::Rts);
-        assert_eq!(p.b.eng.state(), QpState::Rts);
-        p
-    }
-
-    fn take(side: &mut Side) -> Vec<(u16, u32, Vec<u8>)> {
-        let mut v = Vec::new();
-        while let Some((s, ppid, d)) = side.eng.poll_message() {
-            v.push((s, ppid, d.to_vec()));
-            side.eng.message_done();
-        }
-        v
-    }
-
-    /// Moves messages both ways until none is left; each batch is delivered shuffled.
-    fn pump(&mut self) {
-        for _ in 0..100_000 {
-            let ab = Self::take(&mut self.a);
-            let ba = Self::take(&mut self.b);
-            if ab.is_empty() && ba.is_empty() {
-                break;
-            }
-            for (from_a, mut batch) in [(true, ab), (false, ba)] {
-                if let Some(r) = self.rng.as_mut() {
-                    for i in (1..batch.len()).rev() {
-                        let j = (r.next() % (i as u64 + 1)) as usize;
-                        batch.swap(i, j);
-                    }
-                }
-                for (_, ppid, d) in batch {
-                    self.wire.push((from_a, ppid, d.clone()));
-                    let to = if from_a { &mut self.b } else { &mut self.a };
-                    to.eng
-                        .handle_message(std::time::Duration::ZERO, ppid, true, &d);
-                }
-            }
-        }
-        for s in [&mut self.a, &mut self.b] {
-            while let Some(e) = s.eng.poll_event() {
-                s.events.push(e);
-            }
-        }
-    }
-}
-
-fn controls(wire: &Wire, from_a: bool) -> Vec<SessionControl> {
+fn controls(wire: &Messages, from_a: bool) -> Vec<SessionControl> {
     wire.iter()
         .filter(|(f, p, _)| *f == from_a && *p == PPID_DDP_STREAM_SESSION_CONTROL)
         .map(|(_, _, d)| SessionControl::parse(d).expect("control"))

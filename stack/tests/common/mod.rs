@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod sctp;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -403,4 +405,26 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ ((i >> 8) as u8))
         .collect()
+}
+
+/// Two engines wired back to back, whatever the LLP.
+pub trait Wire {
+    fn a(&mut self) -> &mut Side;
+    fn b(&mut self) -> &mut Side;
+    /// Moves everything both ways until nothing moves.
+    fn pump(&mut self);
+}
+
+impl Wire for Pair {
+    fn a(&mut self) -> &mut Side {
+        &mut self.a
+    }
+
+    fn b(&mut self) -> &mut Side {
+        &mut self.b
+    }
+
+    fn pump(&mut self) {
+        Pair::pump(self);
+    }
 }
