@@ -429,7 +429,10 @@ pub struct StreamSession {
     max_segment: usize,
     tx_ssn: u16,
     rx_next: u16,
-    rx_buf: BTreeMap<u16, DdpSctpMessageOwned>,
+    /// Messages delivered so far: the position of `rx_next` in an unwrapped count.
+    rx_delivered: u64,
+    /// Messages waiting for earlier ones, keyed by unwrapped position.
+    rx_buf: BTreeMap<u64, DdpSctpMessageOwned>,
     control_in_flight: bool,
     out: Vec<Outgoing>,
     /// RFC 6581 enhanced session control: we sent, or the peer sent, an enhanced Initiate.
@@ -490,6 +493,7 @@ impl StreamSession {
             max_segment,
             tx_ssn: 0,
             rx_next: 0,
+            rx_delivered: 0,
             rx_buf: BTreeMap::new(),
             control_in_flight: false,
             out: Vec::new(),
@@ -672,7 +676,8 @@ impl StreamSession {
                 self.rx_next
             ));
         }
-        if self.rx_buf.contains_key(&ahead) {
+        let at = self.rx_delivered + u64::from(ahead);
+        if self.rx_buf.contains_key(&at) {
             return self.violation(format!("DDP-SSN {ssn} received twice"));
         }
         let owned = match msg {
@@ -690,13 +695,13 @@ impl StreamSession {
                 DdpSctpMessageOwned::Segment(s.segment.to_vec())
             }
         };
-        // Keyed by distance from rx_next so the map iterates in sequence order.
-        self.rx_buf.insert(ahead, owned);
+        // Keyed by unwrapped position so the map iterates in sequence order; delivering one
+        // message costs O(log n) however many wait behind it.
+        self.rx_buf.insert(at, owned);
         let mut events = Vec::new();
-        while let Some(m) = self.rx_buf.remove(&0) {
+        while let Some(m) = self.rx_buf.remove(&self.rx_delivered) {
             self.rx_next = self.rx_next.wrapping_add(1);
-            let rest = std::mem::take(&mut self.rx_buf);
-            self.rx_buf = rest.into_iter().map(|(k, v)| (k - 1, v)).collect();
+            self.rx_delivered += 1;
             // Anything from the peer answers our last control message.
             self.control_in_flight = false;
             match self.in_order(m) {
@@ -1083,5 +1088,40 @@ mod tests {
         let ev = active.receive(acc.ppid, true, &acc.data);
         assert_eq!(ev, vec![SessionEvent::Accepted(vec![0, 8, 0, 16])]);
         assert_eq!(active.state(), SessionState::Established);
+    }
+
+    /// RFC 5043 §10: messages are put back in DDP-SSN order however far they arrive out of
+    /// order within the window: 20 000 segments delivered last-first come out first-last,
+    /// across a DDP-SSN wrap (the session starts near 65535).
+    #[test]
+    fn rfc5043_10_deep_reordering_across_the_ssn_wrap() {
+        let mut active = StreamSession::initiate(0, 100, b"").unwrap();
+        let mut passive = StreamSession::listen(0, 100);
+        let init = active.poll_outgoing().remove(0);
+        passive.receive(init.ppid, true, &init.data);
+        passive.accept(b"").unwrap();
+        let acc = passive.poll_outgoing().remove(0);
+        active.receive(acc.ppid, true, &acc.data);
+        // Move both ends close to the wrap: 65 000 segments in order.
+        for i in 0..65_000u32 {
+            active.send_segment(&i.to_be_bytes()).unwrap();
+            let m = active.poll_outgoing().remove(0);
+            assert_eq!(passive.receive(m.ppid, true, &m.data).len(), 1);
+        }
+        let mut batch = Vec::new();
+        for i in 0..20_000u32 {
+            active.send_segment(&i.to_be_bytes()).unwrap();
+            batch.push(active.poll_outgoing().remove(0));
+        }
+        let mut got = Vec::new();
+        for m in batch.iter().rev() {
+            for e in passive.receive(m.ppid, true, &m.data) {
+                let SessionEvent::Segment(s) = e else {
+                    panic!("{e:?}");
+                };
+                got.push(u32::from_be_bytes(s.try_into().unwrap()));
+            }
+        }
+        assert_eq!(got, (0..20_000).collect::<Vec<_>>());
     }
 }
