@@ -1,15 +1,34 @@
-//! The MPA connection options every connecting tool takes (`--profile`, `--mpa-rev`,
-//! `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), turned into an [`mpa::Config`].
+//! The connection options every connecting tool takes: the lower layer (`--transport`,
+//! with `--bind`, `--udp-port`, `--sctp-mtu` for SCTP) and the MPA options (`--profile`,
+//! `--mpa-rev`, `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), turned into a
+//! [`TransportAddr`] and an [`mpa::Config`].
 //!
 //! `--profile NAME` starts from what that kind of peer expects ([`mpa::Profile`]);
 //! every explicit option then overrides the profile's value. Without `--profile` the
-//! base is the `rfc` profile.
+//! base is the `rfc` profile. Over SCTP (RFC 5043) only IRD/ORD and the private data
+//! apply; the MPA-only options are refused there.
 
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
+use stack::addr::{DEFAULT_SCTP_MTU, SCTP_UDP_PORT, SctpAddr, SctpEncap, TransportAddr};
 use stack::mpa::{self, CrcPolicy, Profile, Role, RtrSet, RtrType};
+
+/// `--transport` values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// MPA over the kernel's TCP.
+    #[default]
+    Tcp,
+    /// DDP over softrnic's SCTP with UDP encapsulation (RFC 5043 + RFC 6951; no privileges).
+    #[value(name = "sctp+udp", alias = "sctp-udp")]
+    SctpUdp,
+    /// DDP over softrnic's SCTP on raw IPv4 (protocol 132; root or CAP_NET_RAW, and a host
+    /// without kernel SCTP).
+    Sctp,
+}
 
 /// RTR message type for `--rtr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -88,6 +107,23 @@ pub struct MpaArgs {
     /// ORD to advertise [default: the profile's, 16].
     #[arg(long)]
     pub ord: Option<u16>,
+    /// Lower layer: `tcp` (MPA over kernel TCP), `sctp+udp` (DDP over softrnic's SCTP,
+    /// UDP-encapsulated, no privileges) or `sctp` (softrnic's SCTP on raw IPv4, root). Over
+    /// SCTP a client names the server's addresses comma-separated for multihoming.
+    #[arg(long, value_enum, default_value_t = TransportArg::Tcp)]
+    pub transport: TransportArg,
+    /// SCTP: our local addresses, comma-separated (a server listens and a client sends
+    /// from them; all are announced to the peer) [default: server 127.0.0.1; client the
+    /// address the host routes the server's from].
+    #[arg(long, value_delimiter = ',', value_name = "ADDR[,ADDR]")]
+    pub bind: Vec<IpAddr>,
+    /// SCTP over UDP: the UDP encapsulation port (a server's own, a client's peer's).
+    #[arg(long = "udp-port", default_value_t = SCTP_UDP_PORT)]
+    pub udp_port: u16,
+    /// SCTP: the path MTU DDP segments are sized to (RFC 5043 §9), 576-65535.
+    #[arg(long = "sctp-mtu", default_value_t = DEFAULT_SCTP_MTU as u16,
+          value_parser = clap::value_parser!(u16).range(576..))]
+    pub sctp_mtu: u16,
 }
 
 impl MpaArgs {
@@ -139,6 +175,91 @@ impl MpaArgs {
     /// after the MPA Reply (`stack::QpAttr::first_fpdu_delay`).
     pub fn first_fpdu_delay(&self) -> Duration {
         self.profile().quirks().first_fpdu_delay
+    }
+
+    /// Whether the connection runs over SCTP.
+    pub fn sctp(&self) -> bool {
+        self.transport != TransportArg::Tcp
+    }
+
+    /// Refuses MPA-only options over SCTP (they would be silently meaningless).
+    pub fn check(&self) -> Result<(), String> {
+        if !self.sctp() {
+            if !self.bind.is_empty() {
+                return Err("--bind applies to --transport sctp+udp|sctp only".into());
+            }
+            return Ok(());
+        }
+        let mpa_only = [
+            (self.profile.is_some(), "--profile"),
+            (self.mpa_rev.is_some(), "--mpa-rev"),
+            (self.crc, "--crc (SCTP has its own CRC32c)"),
+            (self.markers, "--markers"),
+            (self.p2p || self.rtr.is_some(), "--p2p/--rtr"),
+        ];
+        match mpa_only.iter().find(|(given, _)| *given) {
+            Some((_, name)) => Err(format!(
+                "{name} is an MPA option and does not apply to --transport {}",
+                if self.transport == TransportArg::Sctp {
+                    "sctp"
+                } else {
+                    "sctp+udp"
+                }
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn sctp_addr(&self, addrs: Vec<IpAddr>, port: u16, encap_port: u16) -> SctpAddr {
+        SctpAddr {
+            addrs,
+            port,
+            encap: match self.transport {
+                TransportArg::Sctp => SctpEncap::RawIpv4,
+                _ => SctpEncap::Udp(encap_port),
+            },
+            local: Vec::new(),
+            mtu: usize::from(self.sctp_mtu),
+        }
+    }
+
+    /// Where a server listens on `port`: TCP on every address, or SCTP on `--bind`'s
+    /// addresses (127.0.0.1 without it).
+    pub fn listen_addr(&self, port: u16) -> TransportAddr {
+        if !self.sctp() {
+            return SocketAddr::from(([0, 0, 0, 0], port)).into();
+        }
+        let addrs = if self.bind.is_empty() {
+            vec![IpAddr::from([127, 0, 0, 1])]
+        } else {
+            self.bind.clone()
+        };
+        TransportAddr::Sctp(self.sctp_addr(addrs, port, self.udp_port))
+    }
+
+    /// Where a client connects: `host` at `port` over TCP (`tcp` resolves it), or over
+    /// SCTP to the comma-separated addresses in `host`.
+    pub fn connect_addr(
+        &self,
+        host: &str,
+        port: u16,
+        tcp: impl FnOnce(&str, u16) -> Result<SocketAddr, String>,
+    ) -> Result<TransportAddr, String> {
+        if !self.sctp() {
+            return tcp(host, port).map(TransportAddr::from);
+        }
+        let mut addrs = Vec::new();
+        for h in host.split(',') {
+            let h = h.trim().trim_start_matches('[').trim_end_matches(']');
+            addrs.push(h.parse::<IpAddr>().map_err(|_| {
+                format!(
+                    "{h:?}: SCTP servers are named by IP address (comma-separated for multihoming)"
+                )
+            })?);
+        }
+        let mut a = self.sctp_addr(addrs, port, self.udp_port);
+        a.local = self.bind.clone();
+        Ok(TransportAddr::Sctp(a))
     }
 
     /// Whether the user gave `--ird` or `--ord` (tools with their own IRD/ORD defaults,

@@ -75,6 +75,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use crate::mpa_args::MpaArgs;
+use stack::addr::TransportAddr;
 use stack::{
     Access, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, QpState, RecvWr, Rnic,
     RnicConfig, SendWr, Wc,
@@ -416,6 +417,7 @@ struct Plan {
 
 impl Plan {
     fn new(test: Test, a: &PerfArgs) -> Result<Plan, PerfError> {
+        a.mpa.check().map_err(PerfError::Usage)?;
         if !a.connection.eq_ignore_ascii_case("RC") {
             return Err(PerfError::Usage(format!(
                 "connection type {} is not available over iWARP (RC only)",
@@ -714,7 +716,12 @@ pub fn run_command(test: Test, args: &PerfArgs, out: &mut dyn Write) -> std::pro
         Err(e) => {
             let _ = out.flush();
             eprintln!("softrnic: {e}");
-            std::process::ExitCode::from(1)
+            // Bad arguments: 2, as every tool; anything else: 1.
+            std::process::ExitCode::from(if matches!(e, PerfError::Usage(_)) {
+                2
+            } else {
+                1
+            })
         }
     }
 }
@@ -763,7 +770,7 @@ fn header(
     a: &PerfArgs,
     rnic: &Rnic,
     data: &Data,
-    peer: SocketAddr,
+    peer: &TransportAddr,
 ) -> Result<(), PerfError> {
     let test = plan.test;
     writeln!(out, "{DASHES}")?;
@@ -799,6 +806,16 @@ fn header(
             on(s.markers_rx),
             on(s.p2p),
             s.rtr.map(|r| format!(" RTR {r}")).unwrap_or_default()
+        )?;
+        writeln!(out, " IRD / ORD       : {} / {}", s.ird, s.ord)?;
+    }
+    if let Some(s) = data.qp.session()
+        && let Some(c) = s.sctp()
+    {
+        writeln!(
+            out,
+            " LLP             : DDP over SCTP (RFC 5043), {} session setup",
+            if c.enhanced { "RFC 6581" } else { "RFC 5043" }
         )?;
         writeln!(out, " IRD / ORD       : {} / {}", s.ird, s.ord)?;
     }
@@ -963,13 +980,17 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     // 1. The control connection.
     let (listener, peer) = match &a.server {
         Some(host) => {
-            let addr = resolve(host, a.port)?;
-            rnic.connect_blocking(&comm.qp, addr, comm_cfg, TIMEOUT)?;
-            (None, addr)
+            let to = a
+                .mpa
+                .connect_addr(host, a.port, |h, p| {
+                    resolve(h, p).map_err(|e| e.to_string())
+                })
+                .map_err(PerfError::Usage)?;
+            rnic.connect_to_blocking(&comm.qp, &to, comm_cfg, TIMEOUT)?;
+            (None, to)
         }
         None => {
-            let any: SocketAddr = ([0, 0, 0, 0], a.port).into();
-            let l = rnic.listen(any)?;
+            let l = rnic.listen_on(&a.mpa.listen_addr(a.port))?;
             writeln!(
                 out,
                 " Waiting for client to connect on port {}",
@@ -982,7 +1003,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
             let req = rnic.wait_request(&l, CTRL_WAIT)?;
             rnic.accept(req.id, &comm.qp, comm_cfg)?;
             rnic.wait_established(&comm.qp, TIMEOUT)?;
-            (Some(l), req.peer)
+            (Some(l), TransportAddr::from(req.peer))
         }
     };
 
@@ -1035,7 +1056,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
             let mut made = None;
             for _ in 0..CONNECT_TRIES {
                 let (qp, scq, rcq) = data_qp(&rnic, pd, &plan, a)?;
-                match rnic.connect_blocking(&qp, peer, test_cfg.clone(), TIMEOUT) {
+                match rnic.connect_to_blocking(&qp, &peer, test_cfg.clone(), TIMEOUT) {
                     Ok(_) => {
                         made = Some((qp, scq, rcq));
                         break;
@@ -1100,7 +1121,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     for _ in 0..n {
         d.remote = comm.hand_shake(&rnic, &d.local)?;
     }
-    header(out, &plan, a, &rnic, &d, peer)?;
+    header(out, &plan, a, &rnic, &d, &peer)?;
     table_head(out, &plan)?;
     out.flush()?;
 

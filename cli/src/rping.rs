@@ -74,6 +74,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 
 use crate::mpa_args::MpaArgs;
+use stack::addr::TransportAddr;
 use stack::ddp::{DdpCode, TaggedCode};
 use stack::mpa::Role;
 use stack::rdmap::{ProtectionCode, RdmapCode, TermCause, Terminate};
@@ -513,19 +514,38 @@ struct Setup {
     mpa: stack::mpa::Config,
     step: Duration,
     conn_timeout: Option<Duration>,
-    addr: SocketAddr,
+    addr: TransportAddr,
     first_fpdu_delay: Duration,
 }
 
-fn resolve(a: &RpingArgs) -> Result<SocketAddr, String> {
+fn resolve_tcp(h: &str, port: u16) -> Result<SocketAddr, String> {
+    (h, port)
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {h}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("{h} has no address"))
+}
+
+/// Where the server listens or the client connects: TCP, or over SCTP (`--transport`) the
+/// server's `--bind` addresses / the client's comma-separated `-a` addresses.
+fn resolve(a: &RpingArgs) -> Result<TransportAddr, String> {
+    a.mpa.check()?;
     match &a.addr {
         None if a.client => Err("the client needs the server's address (-a ADDR)".into()),
-        None => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), a.port)),
-        Some(h) => (h.as_str(), a.port)
-            .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve {h}: {e}"))?
-            .next()
-            .ok_or_else(|| format!("{h} has no address")),
+        None if a.mpa.sctp() => Ok(a.mpa.listen_addr(a.port)),
+        None => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), a.port).into()),
+        Some(h) if a.client => a.mpa.connect_addr(h, a.port, resolve_tcp),
+        Some(h) if a.mpa.sctp() => {
+            let TransportAddr::Sctp(mut l) = a.mpa.listen_addr(a.port) else {
+                return Err("not an SCTP address".into());
+            };
+            l.addrs = match a.mpa.connect_addr(h, a.port, resolve_tcp)? {
+                TransportAddr::Sctp(x) => x.addrs,
+                TransportAddr::Tcp(x) => vec![x.ip()],
+            };
+            Ok(TransportAddr::Sctp(l))
+        }
+        Some(h) => resolve_tcp(h, a.port).map(TransportAddr::from),
     }
 }
 
@@ -641,9 +661,9 @@ fn client(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
     c.dbg(format!("connecting to {}", s.addr));
     let session = s
         .rnic
-        .connect_blocking(
+        .connect_to_blocking(
             &c.qp,
-            s.addr,
+            &s.addr,
             s.mpa.clone(),
             s.conn_timeout.unwrap_or(s.step),
         )
@@ -873,7 +893,7 @@ fn server(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
     let size = a.size.unwrap_or(MAX_SIZE) as usize;
     let listener = s
         .rnic
-        .listen(s.addr)
+        .listen_on(&s.addr)
         .map_err(|e| format!("cannot listen on {}: {e}", s.addr))?;
     if a.debug {
         // Tests and scripts read the port from this line (useful with -p 0).

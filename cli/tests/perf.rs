@@ -257,3 +257,47 @@ fn client_without_server_fails() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The tools over DDP over softrnic's SCTP (RFC 5043, UDP encapsulation): the same
+/// perftest protocol, both connections over SCTP associations to the server's SCTP port
+/// (an ephemeral one from `-p 0`) and fixed UDP port; the header names the LLP.
+#[test]
+fn tools_over_sctp() {
+    for (i, tool) in ["write-bw", "read-bw", "send-bw", "write-lat"]
+        .iter()
+        .enumerate()
+    {
+        let udp = (29_911 + i).to_string();
+        let (client, server) = perf_pair(
+            tool,
+            &[
+                "--transport",
+                "sctp+udp",
+                "--udp-port",
+                &udp,
+                "-s",
+                "8192",
+                "-n",
+                "100",
+            ],
+        );
+        assert!(
+            client.contains(" LLP             : DDP over SCTP (RFC 5043)"),
+            "{tool}: {client}"
+        );
+        assert_eq!(result_rows(&client).len(), 1, "{tool}: {client}");
+        assert!(!server.is_empty());
+    }
+}
+
+/// MPA-only options are refused over SCTP with a message naming them.
+#[test]
+fn mpa_options_are_refused_over_sctp() {
+    let out = bin()
+        .args(["write-bw", "127.0.0.1", "--transport", "sctp+udp", "--crc"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--crc") && err.contains("sctp+udp"), "{err}");
+}

@@ -192,3 +192,26 @@ fn rping_rejects_bad_arguments() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
     }
 }
+
+/// rping's exchange over DDP over softrnic's SCTP (RFC 5043, UDP encapsulation): the
+/// buffer advertisements, the server's RDMA Read and Write and the go-ahead Sends, data
+/// verified.
+#[test]
+fn rping_over_sctp() {
+    let sctp = ["--transport", "sctp+udp", "--udp-port", "29931"];
+    let (srv, port) = server(&sctp);
+    let mut args = sctp.to_vec();
+    args.extend(["-C", "4", "-V", "-S", "5000"]);
+    let c = client(port, &args);
+    let s = srv.wait_with_output().expect("server");
+    let out = text(&c.stdout);
+    assert_eq!(
+        c.status.code(),
+        Some(0),
+        "client: {out} {}",
+        text(&c.stderr)
+    );
+    assert!(out.contains("4 pings of 5000 bytes"), "{out}");
+    assert!(out.contains("data verified"), "{out}");
+    assert_eq!(s.status.code(), Some(0), "server: {}", text(&s.stdout));
+}

@@ -199,7 +199,7 @@ pub enum SetupError {
     #[error("MPA negotiation failed: {0}")]
     Negotiation(NegotiationError),
     /// The peer's frame did not arrive in time.
-    #[error("MPA {0} not received in time")]
+    #[error("{0} not received in time")]
     Timeout(&'static str),
     /// The transport closed during setup.
     #[error("connection closed during setup ({0:?})")]

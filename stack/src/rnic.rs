@@ -961,21 +961,16 @@ impl Rnic {
     }
 
     /// Listens on a transport address: MPA over TCP, or DDP over softrnic's SCTP (UDP
-    /// encapsulation or raw IPv4, one or several local addresses). See [`crate::addr`].
+    /// encapsulation or raw IPv4, one or several local addresses; SCTP port 0 picks one from
+    /// the dynamic range, reported in [`Listener::transport`]). See [`crate::addr`].
     pub fn listen_on(&self, at: &TransportAddr) -> Result<Listener, RnicError> {
         let s = match at {
             TransportAddr::Tcp(a) => return self.listen(*a),
             TransportAddr::Sctp(s) => s,
         };
-        if s.port == 0 {
-            return Err(RnicError::Io(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "an SCTP listener needs a port (SCTP has no ephemeral listening ports)",
-            )));
-        }
         let (l, bound) = SctpListen::open(s, &self.shared.cfg)?;
         let id = ListenerId(self.shared.next_listener.fetch_add(1, Ordering::Relaxed));
-        let local_addr = SocketAddr::new(s.addrs[0], s.port);
+        let local_addr = SocketAddr::new(bound.addrs[0], bound.port);
         self.shared.command(Cmd::ListenSctp(id, Box::new(l)));
         self.kick();
         Ok(Listener {

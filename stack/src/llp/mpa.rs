@@ -355,7 +355,7 @@ impl MpaLlp {
         }
     }
 
-    /// Timer expiry: the setup step that failed ("Reply"/"Request") if its timer ran out.
+    /// Timer expiry: the setup step that failed ("MPA Reply"/"MPA Request") if its timer ran out.
     pub(crate) fn handle_timeout(&mut self, now: Duration) -> Option<&'static str> {
         if self.tx_hold.is_some_and(|h| now >= h) {
             self.tx_hold = None;
@@ -366,8 +366,8 @@ impl MpaLlp {
         }
         self.deadline = None;
         let what = match self.phase {
-            Phase::AwaitReply { .. } => "Reply",
-            Phase::AwaitRequest { .. } => "Request",
+            Phase::AwaitReply { .. } => "MPA Reply",
+            Phase::AwaitRequest { .. } => "MPA Request",
             Phase::Done => return None,
         };
         self.phase = Phase::Done;

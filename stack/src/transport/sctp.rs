@@ -59,6 +59,11 @@ fn seed() -> io::Result<u64> {
     getrandom::u64().map_err(|e| io::Error::other(format!("OS random generator: {e}")))
 }
 
+/// An SCTP port from RFC 6335's dynamic range, drawn from the OS generator.
+fn ephemeral_port() -> io::Result<u16> {
+    Ok(49152 + (seed()? % 16384) as u16)
+}
+
 /// The largest DDP segment for a path MTU, the IP version and the encapsulation.
 fn max_segment(mtu: usize, v6: bool, overhead: usize) -> usize {
     let ip = if v6 { 40 } else { 20 };
@@ -106,12 +111,17 @@ impl SctpListen {
             },
             SctpEncap::RawIpv4 => Transport::RawIpv4,
         };
-        let io = PacketIo::open(transport, &a.addrs, a.port)?;
+        let port = match a.port {
+            0 => ephemeral_port()?,
+            p => p,
+        };
+        let io = PacketIo::open(transport, &a.addrs, port)?;
         let mut bound = a.clone();
+        bound.port = port;
         if let SctpEncap::Udp(_) = a.encap {
             bound.encap = SctpEncap::Udp(io.udp_port());
         }
-        let ep = endpoint_config(a.port, &a.addrs, transport, a.mtu, true)?;
+        let ep = endpoint_config(port, &a.addrs, transport, a.mtu, true)?;
         let scheme = if matches!(a.encap, SctpEncap::Udp(_)) {
             "sctp+udp"
         } else {
@@ -162,8 +172,7 @@ impl SctpConnect {
             },
             SctpEncap::RawIpv4 => Transport::RawIpv4,
         };
-        // An ephemeral SCTP port (RFC 6335's dynamic range) from the OS generator.
-        let port = 49152 + (seed()? % 16384) as u16;
+        let port = ephemeral_port()?;
         let io = PacketIo::open(transport, &locals, port)?;
         let ep = endpoint_config(port, &locals, transport, a.mtu, false)?;
         Ok(SctpConnect {
