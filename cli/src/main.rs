@@ -12,7 +12,7 @@ use softrnic::perf::Test;
 #[command(
     name = "softrnic",
     version,
-    about = "softrnic: a software iWARP RNIC (RDMAP/DDP/MPA over TCP)",
+    about = "softrnic: a software iWARP RNIC (RDMAP/DDP over MPA/TCP and over SCTP). Logs: RUST_LOG=info|debug|trace (stderr)",
     long_about = None
 )]
 struct Cli {
@@ -132,7 +132,22 @@ enum Command {
     SctpPerf(Box<softrnic::sctp_perf::SctpPerfArgs>),
 }
 
+/// Diagnostics go to stderr through `tracing`, filtered by `RUST_LOG` (e.g.
+/// `RUST_LOG=debug`, `RUST_LOG=stack=debug,sctp=info`); without it only errors show. Tools
+/// print their results on stdout.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(true)
+        .try_init();
+}
+
 fn main() -> ExitCode {
+    init_logging();
     let cli = Cli::parse();
     match cli.command {
         Command::SctpPerf(args) => softrnic::sctp_perf::run(&args),

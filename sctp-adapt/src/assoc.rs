@@ -912,7 +912,7 @@ impl Association {
         p.hb_now = false;
         if notify && was != PathState::Active {
             let remote = p.remote;
-            self.events.push_back(Event::PathUp { remote });
+            self.emit(Event::PathUp { remote });
         }
         if was != PathState::Active {
             self.reselect_data_path();
@@ -956,7 +956,7 @@ impl Association {
             self.data_path = chosen;
             if let Some(p) = self.paths.get(chosen) {
                 let remote = p.remote;
-                self.events.push_back(Event::PrimaryChanged { remote });
+                self.emit(Event::PrimaryChanged { remote });
             }
         }
     }
@@ -994,7 +994,7 @@ impl Association {
             if p.state != PathState::Inactive {
                 p.state = PathState::Inactive;
                 p.hb_now = false;
-                self.events.push_back(Event::PathDown { remote });
+                self.emit(Event::PathDown { remote });
                 self.reselect_data_path();
             }
         } else if let Some(pfmr) = pfmr
@@ -1005,8 +1005,7 @@ impl Association {
             p.state = PathState::PotentiallyFailed;
             // Probe at once, then every RTO while in PF.
             p.hb_now = true;
-            self.events
-                .push_back(Event::PathPotentiallyFailed { remote });
+            self.emit(Event::PathPotentiallyFailed { remote });
             self.reselect_data_path();
         }
     }
@@ -1557,6 +1556,11 @@ impl Association {
 
     /// RFC 9260 §6.3.3: T3-rtx expired for path `i`.
     fn t3_expired(&mut self, now: Instant, i: usize) {
+        tracing::debug!(
+            vtag = self.local_tag(),
+            remote = %self.paths[i].remote,
+            "SCTP T3-rtx timeout: retransmitting"
+        );
         self.paths[i].t3 = None;
         let mut marked = 0;
         let mut oldest_sent = now;
@@ -1761,7 +1765,7 @@ impl Association {
                         }
                         self.cookie_echo = None;
                         self.state = State::Established;
-                        self.events.push_back(Event::Connected);
+                        self.emit(Event::Connected);
                     }
                 }
                 Chunk::Heartbeat(info) => {
@@ -1860,6 +1864,23 @@ impl Association {
         });
     }
 
+    /// Reports an event to the ULP, and to the log.
+    fn emit(&mut self, event: Event) {
+        let vtag = self.local_tag();
+        match &event {
+            Event::DataReadable { .. } => {}
+            Event::Aborted { reason } => tracing::info!(vtag, ?reason, "SCTP association aborted"),
+            Event::PathDown { remote } | Event::PathPotentiallyFailed { remote } => {
+                tracing::info!(vtag, %remote, ?event, "SCTP path state")
+            }
+            Event::PathUp { remote } | Event::PrimaryChanged { remote } => {
+                tracing::debug!(vtag, %remote, ?event, "SCTP path state")
+            }
+            e => tracing::debug!(vtag, event = ?e, "SCTP association"),
+        }
+        self.events.push_back(event);
+    }
+
     fn close(&mut self, event: Event) {
         if self.state == State::Closed {
             return;
@@ -1872,7 +1893,7 @@ impl Association {
             p.hb_pending = None;
         }
         self.sack = SackState::None;
-        self.events.push_back(event);
+        self.emit(event);
     }
 
     // ---------------------------------------------------------------- setup and collisions
@@ -2125,7 +2146,7 @@ impl Association {
             self.t1 = None;
             if matches!(self.state, State::CookieWait | State::CookieEchoed) {
                 self.state = State::Established;
-                self.events.push_back(Event::Connected);
+                self.emit(Event::Connected);
             }
             ack(self);
             return true;
@@ -2139,7 +2160,7 @@ impl Association {
             if self.state == State::CookieEchoed {
                 self.t1 = None;
                 self.state = State::Established;
-                self.events.push_back(Event::Connected);
+                self.emit(Event::Connected);
             }
             ack(self);
             return true;
@@ -2161,7 +2182,7 @@ impl Association {
         self.fast_recovery_exit = None;
         self.install_cookie(now, c, source);
         self.state = State::Established;
-        self.events.push_back(Event::Restarted);
+        self.emit(Event::Restarted);
     }
 
     fn handle_error(&mut self, now: Instant, causes: Vec<ErrorCause>) {
@@ -2203,7 +2224,7 @@ impl Association {
             self.send_t1(now, false);
             return;
         }
-        self.events.push_back(Event::ErrorReceived { causes });
+        self.emit(Event::ErrorReceived { causes });
     }
 
     // ---------------------------------------------------------------- data and SACK
@@ -2396,8 +2417,7 @@ impl Association {
 
     fn deliver(&mut self, m: Message) {
         if self.ready.is_empty() {
-            self.events
-                .push_back(Event::DataReadable { stream: m.stream });
+            self.emit(Event::DataReadable { stream: m.stream });
         }
         self.ready.push_back(m);
     }
@@ -2565,6 +2585,7 @@ impl Association {
             }
         }
         if !newly_marked.is_empty() {
+            tracing::trace!(vtag = self.local_tag(), paths = ?newly_marked, "SCTP fast retransmit");
             self.stats.fast_retransmits += 1;
             if self.fast_recovery_exit.is_none() {
                 for &i in &newly_marked {

@@ -1031,6 +1031,7 @@ impl QpEngine {
     fn set_state(&mut self, to: QpState) {
         if self.state != to {
             let from = self.state;
+            tracing::debug!(qp = self.cfg.qp.0, ?from, ?to, "QP state");
             self.state = to;
             self.events.push_back(QpEvent::StateChanged { from, to });
         }
@@ -1044,6 +1045,7 @@ impl QpEngine {
                 .iter()
                 .any(|e| matches!(e, QpEvent::CqOverflow(c) if *c == id))
             {
+                tracing::error!(qp = self.cfg.qp.0, cq = ?id, "CQ overflow: the QP fails");
                 self.events.push_back(QpEvent::CqOverflow(id));
             }
             self.pending_fatal = true;
@@ -1119,6 +1121,7 @@ impl QpEngine {
     }
 
     fn setup_failed(&mut self, err: SetupError) {
+        tracing::info!(qp = self.cfg.qp.0, error = %err, "connection setup failed");
         self.llp.abandon_setup();
         self.events.push_back(QpEvent::SetupFailed(err));
         self.close_transport = true;
@@ -1145,6 +1148,7 @@ impl QpEngine {
         self.msn_tx[qn::TERMINATE as usize] = ddp::next_msn(self.msn_tx[qn::TERMINATE as usize]);
         self.llp.send(&header, &[]);
         self.term_end = Some(self.llp.produced());
+        tracing::warn!(qp = self.cfg.qp.0, cause = %term.cause, "Terminate sent");
         self.events.push_back(QpEvent::TerminateSent(term));
         self.set_state(QpState::Terminate);
     }
@@ -1226,6 +1230,14 @@ impl QpEngine {
     // ----------------------------------------------------------------------------------
 
     fn enter_full(&mut self, session: Session) {
+        tracing::info!(
+            qp = self.cfg.qp.0,
+            llp = session.llp_name(),
+            ird = session.ird,
+            ord = session.ord,
+            max_ulpdu = self.llp.max_ulpdu(),
+            "connection established"
+        );
         self.mulpdu = self.llp.max_ulpdu();
         self.ird = Ird::new(u32::from(session.ird));
         self.zeros = vec![0; usize::from(session.ird).max(usize::from(session.ord))];
@@ -1707,6 +1719,7 @@ impl QpEngine {
             return;
         }
         self.rx_msn[2] = ddp::next_msn(self.rx_msn[2]);
+        tracing::warn!(qp = self.cfg.qp.0, cause = %term.cause, "Terminate received");
         self.events.push_back(QpEvent::TerminateReceived(term));
         let info = TermInfo {
             cause: term.cause,

@@ -56,6 +56,8 @@ struct Active {
     closed: bool,
     /// Bytes read but not yet taken by the engine (an incomplete FPDU) and room for more.
     rx: RxBuf,
+    /// The QP's span (its id and addresses), entered while it is serviced.
+    span: tracing::Span,
 }
 
 /// Room kept in a connection's read buffer beyond the read size for the one incomplete
@@ -385,6 +387,7 @@ impl Core {
             }
             Cmd::Connect(qp, addr, cfg) => match TcpStream::connect(addr) {
                 Ok(mut sock) => {
+                    tracing::debug!(qp = qp.id.0, %addr, "connecting over TCP");
                     let t = self.token();
                     match self.poll.registry().register(
                         &mut sock,
@@ -611,6 +614,14 @@ impl Core {
             qp.publish_engine(&mut engine, true);
             s.engine = Some(engine);
         }
+        let span = tracing::info_span!(
+            "qp",
+            qp = qp.id.0,
+            llp = "MPA/TCP",
+            local = %sock.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+            peer = %sock.peer_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+        );
+        span.in_scope(|| tracing::debug!("TCP connection up, MPA setup starts"));
         self.conns.insert(
             t,
             Conn::Active(Active {
@@ -620,6 +631,7 @@ impl Core {
                 shut: None,
                 closed: false,
                 rx: RxBuf::default(),
+                span,
             }),
         );
         self.service(shared, t, true, true);
@@ -633,6 +645,7 @@ impl Core {
             let listener = *id;
             match sock.accept() {
                 Ok((mut s, peer)) => {
+                    tracing::debug!(%peer, listener = listener.0, "TCP connection accepted");
                     let _ = s.set_nodelay(true);
                     let nt = self.token();
                     if self
@@ -723,6 +736,14 @@ impl Core {
             match ConnFrame::parse(buf) {
                 Ok((request, _)) => {
                     let id = ConnReqId(shared.next_req.fetch_add(1, Ordering::Relaxed));
+                    tracing::info!(
+                        %peer,
+                        req = id.0,
+                        revision = request.revision,
+                        crc = request.crc,
+                        markers = request.markers,
+                        "MPA Request received"
+                    );
                     *req = Some(id);
                     *deadline = None;
                     let local = sock.local_addr().unwrap_or(*peer);
@@ -744,7 +765,10 @@ impl Core {
                 Err(FrameError::Truncated { .. }) if buf.len() <= MAX_REQUEST_BYTES => {}
                 // A malformed Request: the responder closes (RFC 5044 §7.1.2 leaves no
                 // Reply to send for a frame that is not a Request).
-                Err(_) => eof = true,
+                Err(e) => {
+                    tracing::info!(%peer, error = %e, "malformed MPA Request: closing");
+                    eof = true;
+                }
             }
         }
         let _ = now;
@@ -840,6 +864,7 @@ impl Core {
         let Some(Conn::Active(a)) = self.conns.get_mut(&t) else {
             return;
         };
+        let _span = a.span.clone().entered();
         if writable {
             a.writable = true;
         }
@@ -1105,6 +1130,7 @@ fn post_early_receives(qp: &QpShared, slot: &mut Slot, engine: &mut QpEngine) {
 }
 
 fn fail_connect(shared: &Shared, qp: &Arc<QpShared>, error: CmError) {
+    tracing::info!(qp = qp.id.0, %error, "connection failed");
     qp.set_status(ConnStatus::Failed(error.clone()));
     shared.publish(Event::ConnectFailed { qp: qp.id, error });
 }
@@ -1149,6 +1175,7 @@ fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>)
                     }
                 }
                 if was_connected {
+                    tracing::info!(qp = id.0, ?reason, "disconnected");
                     shared.publish(Event::Disconnected { qp: id, reason });
                 }
             }

@@ -199,6 +199,8 @@ enum AssocRole {
         qp: Arc<QpShared>,
         /// SHUTDOWN started.
         shut: bool,
+        /// The QP's span (id, LLP, the association's tag and peer), entered while it runs.
+        span: tracing::Span,
     },
     /// Rejected: shutting down.
     Closing { deadline: Duration },
@@ -320,6 +322,13 @@ impl Core {
     }
 
     pub(super) fn listen_sctp(&mut self, shared: &Shared, id: ListenerId, l: SctpListen) {
+        tracing::info!(
+            listener = id.0,
+            addrs = ?l.io.local_addrs(),
+            port = l.ep.port,
+            udp_port = l.io.udp_port(),
+            "SCTP listener"
+        );
         let overhead = l.ep.association.encapsulation_overhead;
         let e = SctpEp {
             ep: Endpoint::new(l.ep),
@@ -370,11 +379,13 @@ impl Core {
             assocs: HashMap::new(),
             tokens: Vec::new(),
         };
+        let span = qp_span(&qp, &e.ep, id);
         e.assocs.insert(
             id,
             AssocRole::Qp {
                 qp: qp.clone(),
                 shut: false,
+                span,
             },
         );
         match self.register_sctp(e) {
@@ -416,11 +427,13 @@ impl Core {
                 .and_then(|a| a.remote_addresses().first().copied())
                 .is_some_and(|a| a.is_ipv6());
         let seg = max_segment(e.mtu, v6, e.overhead);
+        let span = qp_span(qp, &e.ep, id);
         e.assocs.insert(
             id,
             AssocRole::Qp {
                 qp: qp.clone(),
                 shut: false,
+                span,
             },
         );
         let setup = Setup::SctpResponder(SctpConfig::from_mpa(cfg, seg));
@@ -608,6 +621,11 @@ impl Core {
             e.ep.handle_timeout(snow);
         }
         while let Some(id) = e.ep.accept() {
+            tracing::debug!(
+                vtag = e.ep.association(id).map(|a| a.local_tag()),
+                peer = ?e.ep.association(id).map(|a| a.remote_addresses()),
+                "SCTP association accepted"
+            );
             if e.listener.is_some() {
                 e.assocs.insert(
                     id,
@@ -647,6 +665,11 @@ impl Core {
             if let Some(a) = e.ep.association_mut(id)
                 && !PeerAdaptation::classify(a.peer_adaptation_indication()).ddp_allowed()
             {
+                tracing::warn!(
+                    vtag = a.local_tag(),
+                    indication = ?a.peer_adaptation_indication(),
+                    "peer did not announce the DDP adaptation (RFC 5043 §11.1): aborting"
+                );
                 a.abort();
                 ended.push((id, CloseReason::Reset));
             }
@@ -704,6 +727,12 @@ impl Core {
                                             SocketAddr::from(([0, 0, 0, 0], 0)),
                                         ),
                                     };
+                                    tracing::info!(
+                                        %peer,
+                                        req = rid.0,
+                                        ?enhanced,
+                                        "DDP Stream Session Initiate received"
+                                    );
                                     shared
                                         .pending
                                         .lock()
@@ -769,8 +798,9 @@ impl Core {
                         false
                     }
                 }
-                Some(AssocRole::Qp { qp, shut }) => {
+                Some(AssocRole::Qp { qp, shut, span }) => {
                     let qp = qp.clone();
+                    let _span = span.clone().entered();
                     for (_, remote, change) in paths.iter().filter(|(i, _, _)| *i == id) {
                         shared.publish(Event::Path {
                             qp: qp.id,
@@ -803,6 +833,18 @@ impl Core {
             self.remove_sctp(key);
         }
     }
+}
+
+/// The span of `qp` running on association `id`.
+fn qp_span(qp: &QpShared, ep: &Endpoint, id: AssocId) -> tracing::Span {
+    let a = ep.association(id);
+    tracing::info_span!(
+        "qp",
+        qp = qp.id.0,
+        llp = "SCTP",
+        vtag = a.map(|a| a.local_tag()),
+        peer = ?a.map(|a| a.remote_addresses()),
+    )
 }
 
 /// Puts `engine` into `qp`'s slot and opens its doorbell rings.
