@@ -440,6 +440,18 @@ class Sprf:
         return ok, summary
 
 
+def graceful_close(sock):
+    """Closes an SCTP socket after its SHUTDOWN handshake (RFC 9260 §9.2), waiting up to 5 s:
+    with SO_LINGER set, the kernel's close() blocks until SHUTDOWN COMPLETE arrives. Without
+    it close() returns at once and a guest that powers off next may never send the SHUTDOWN,
+    leaving the peer waiting for the association to end."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 5))
+    except OSError:
+        pass
+    sock.close()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("role", choices=["server", "client"])
@@ -530,7 +542,7 @@ def main():
             ok, summary = Sprf(sock, args.role == "server", args).run()
         except OSError as e:
             ok, summary = False, {"error": f"transfer failed: {e}"}
-        sock.close()
+        graceful_close(sock)
         stats.update(summary)
         stats["seconds"] = round(time.monotonic() - t0, 3)
         stats["ok"] = ok
@@ -565,7 +577,7 @@ def main():
         log(f"transfer failed: {e}")
         stats["error"] = str(e)
         ok = False
-    sock.close()
+    graceful_close(sock)
     if not args.send:
         stats.update(rx.summary())
         ok = ok and rx.ok()
