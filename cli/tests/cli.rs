@@ -160,3 +160,34 @@ fn check_demo(args: &[&str], connected: &str) {
     );
     assert!(text.contains("all operations verified"), "{text}");
 }
+
+/// `softrnic sim sctp-*`: RDMA over multihomed SCTP in virtual time; the failover scenario
+/// moves every byte (exit 0) and `-v` shows the association moving to the second path.
+#[test]
+fn sim_sctp_failover_moves_every_byte() {
+    let out = bin()
+        .args(["sim", "sctp-failover", "--bytes", "1M", "-v"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("sctp-failover"))
+        .expect("a row");
+    let f: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        (f[3], f[4], f[5], f[6]),
+        ("1048576", "1048576", "0", "0"),
+        "{row}"
+    );
+    assert!(
+        text.contains("PrimaryChanged { remote: 10.0.2.2:0 }"),
+        "{text}"
+    );
+    let bad = bin()
+        .args(["sim", "sctp-loss", "--corrupt", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -1,0 +1,13 @@
+//! # softrnic-sim-harness — the RNIC in the deterministic network simulator
+//!
+//! Scenario runners that put the RNIC's sans-IO QP engine on simulated hosts in
+//! [`netsim`], in virtual time: one seed reproduces a run exactly. Shared by the `softrnic
+//! sim` command, the tests and the experiments.
+//!
+//! * [`sctp`] — RDMA over DDP over SCTP (RFC 5043) between two multihomed hosts: links with
+//!   loss, reordering and duplication, and path outages on a schedule.
+
+#![warn(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod sctp;
