@@ -944,15 +944,29 @@ fn describe_ddp(ppid: u32, whole: &[u8]) -> (EventKind, String) {
                 ),
             ),
         },
-        Ok(DdpSctpMessage::Control(c)) => (
-            EventKind::Info,
-            format!(
-                "  DDP-SSN {} DDP Stream {} private data {} bytes",
-                c.ddp_ssn,
-                c.function,
-                c.private_data.len()
-            ),
-        ),
+        Ok(DdpSctpMessage::Control(c)) => {
+            // RFC 6581 §7: an enhanced message's private data starts with IRD/ORD.
+            let irdord = match stack::mpa::EnhancedData::parse(&c.private_data) {
+                Some(e) if c.function.is_enhanced() => {
+                    format!(
+                        " (IRD {} ORD {}, then {} bytes of ULP data)",
+                        e.ird,
+                        e.ord,
+                        c.private_data.len() - 4
+                    )
+                }
+                _ => String::new(),
+            };
+            (
+                EventKind::Info,
+                format!(
+                    "  DDP-SSN {} DDP Stream {} private data {} bytes{irdord}",
+                    c.ddp_ssn,
+                    c.function,
+                    c.private_data.len()
+                ),
+            )
+        }
         Err(e) => (EventKind::Error, format!("  {e}")),
     }
 }

@@ -1808,7 +1808,6 @@ fn run_sctp_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
     let refuse = [
         (args.corrupt.is_some(), "--corrupt"),
         (args.mix.is_some(), "--mix"),
-        (args.capture.is_some(), "--capture"),
     ];
     if let Some((_, o)) = refuse.iter().find(|(given, _)| *given) {
         eprintln!(
@@ -1899,7 +1898,16 @@ fn run_sctp_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
             }
             let seed = args.seed.wrapping_add(i);
             let wall = std::time::Instant::now();
-            let r = match harness::sctp::run(&s, seed) {
+            let capture = args.capture.as_ref().map(|p| {
+                if count > 1 || args.scenario == "sctp-all" {
+                    let mut n = p.as_os_str().to_owned();
+                    n.push(format!("-{name}-{seed}.pcap"));
+                    std::path::PathBuf::from(n)
+                } else {
+                    p.clone()
+                }
+            });
+            let r = match harness::sctp::run_captured(&s, seed, capture.as_deref()) {
                 Ok(r) => r,
                 Err(e) => {
                     eprintln!("softrnic sim: {name}: {e}");

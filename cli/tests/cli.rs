@@ -191,3 +191,31 @@ fn sim_sctp_failover_moves_every_byte() {
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// RDMA over SCTP in the simulator, captured on both paths (`--capture`): every capture
+/// decodes — SCTP chunks, RFC 5043 session control and DDP/RDMAP segments — with 0 errors.
+#[test]
+fn sim_sctp_captures_decode_without_errors() {
+    let dir = std::env::temp_dir().join(format!("softrnic-sim-sctp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cap = dir.join("flap.pcap");
+    let out = bin()
+        .args(["sim", "sctp-flap", "--bytes", "2M", "--capture"])
+        .arg(&cap)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    for f in [cap.clone(), dir.join("flap.pcap.path1")] {
+        let d = bin()
+            .arg("decode")
+            .arg("--summary")
+            .arg(&f)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&d.stdout);
+        assert!(d.status.success(), "{}: {text}", f.display());
+        assert!(text.contains("0 errors, 0 warnings"), "{text}");
+        assert!(text.contains("PPID 16 (DDP segment)"), "{text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

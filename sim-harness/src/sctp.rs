@@ -388,6 +388,16 @@ fn ep_config(port: u16, addrs: &[Ipv4Addr], seed: u64, listen: bool, mtu: usize)
 
 /// Runs `s` with `seed`.
 pub fn run(s: &SctpScenario, seed: u64) -> Result<SctpReport, SimError> {
+    run_captured(s, seed, None)
+}
+
+/// Runs `s` with `seed`, writing a pcap of each path's frames as its receiver sees them:
+/// `capture` for the first path, `capture.pathN` for path N.
+pub fn run_captured(
+    s: &SctpScenario,
+    seed: u64,
+    capture: Option<&std::path::Path>,
+) -> Result<SctpReport, SimError> {
     let paths = s.paths.max(1);
     let llp = SctpConfig {
         ird: 16,
@@ -458,6 +468,23 @@ pub fn run(s: &SctpScenario, seed: u64) -> Result<SctpReport, SimError> {
     let mut links = Vec::new();
     for p in 0..paths {
         links.push(sim.link(ha.iface(p), hb.iface(p), s.link.clone())?);
+    }
+    if let Some(p) = capture {
+        // One pcap per path: `FILE` for the first, `FILE.pathN` for the others.
+        for (i, l) in links.iter().enumerate() {
+            let path = if i == 0 {
+                p.to_path_buf()
+            } else {
+                let mut name = p.as_os_str().to_owned();
+                name.push(format!(".path{i}"));
+                name.into()
+            };
+            sim.capture_with(
+                *l,
+                netsim::CaptureSink::File(path),
+                netsim::CapturePoint::Receive,
+            )?;
+        }
     }
     for o in &s.outages {
         let Some(&l) = links.get(o.path) else {
