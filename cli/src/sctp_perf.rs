@@ -607,6 +607,12 @@ fn default_local(remote: Option<IpAddr>) -> Vec<IpAddr> {
     }
 }
 
+/// Longest time option accepted (a year): larger ones would overflow a `Duration` deadline.
+const MAX_SECS: f64 = 31_536_000.0;
+/// Path MTU bounds (see the `--mtu` check).
+const MIN_MTU: usize = 576;
+const MAX_MTU: usize = 65_535;
+
 /// Runs the tool; returns the exit status.
 pub fn run(a: &SctpPerfArgs) -> ExitCode {
     let usage = |m: &str| {
@@ -622,8 +628,26 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
     if a.verify && a.len < HDR {
         return usage("--verify needs -l of at least 12 (the sequence header)");
     }
-    if (!a.time.is_finite() || a.time <= 0.0) && a.bytes.is_none() {
-        return usage("-t must be positive");
+    if (!a.time.is_finite() || a.time <= 0.0 || a.time > MAX_SECS) && a.bytes.is_none() {
+        return usage("-t must be between 0 and 31536000 seconds (a year)");
+    }
+    if !a.interval.is_finite() || a.interval < 0.0 || a.interval > MAX_SECS {
+        return usage("-i must be between 0 (no interval reports) and 31536000 seconds");
+    }
+    if !a.connect_timeout.is_finite() || a.connect_timeout <= 0.0 || a.connect_timeout > MAX_SECS {
+        return usage("--connect-timeout must be between 0 and 31536000 seconds");
+    }
+    if !(MIN_MTU..=MAX_MTU).contains(&a.mtu) {
+        return usage(
+            "--mtu must be 576-65535: an IPv4 host must take 576-byte packets (RFC 791), and \
+             SCTP needs room for the IP, UDP, common and DATA chunk headers (RFC 9260 §3); no \
+             IP packet is larger than 65535",
+        );
+    }
+    if a.rto_min == 0 || a.rto_initial < a.rto_min || a.rto_max < a.rto_initial {
+        return usage(
+            "RTO values must satisfy 1 <= --rto-min <= --rto-initial <= --rto-max (milliseconds)",
+        );
     }
     let server = a.server;
     let locals = if a.bind.is_empty() {

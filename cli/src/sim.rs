@@ -1566,8 +1566,53 @@ pub enum SimCmdError {
     Arg(#[from] ArgError),
 }
 
-/// Expands the arguments into the runs to do, in order.
-pub fn plan(args: &SimArgs) -> Result<Vec<PlannedRun>, SimCmdError> {
+/// The runs of a `softrnic sim` command: the scenarios with every override applied, and the
+/// seeds. Runs are produced one at a time ([`Plan::runs`]), so a sweep of any number of seeds
+/// takes no more memory than one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    bases: Vec<Scenario>,
+    count: u64,
+    first_seed: u64,
+    loss: Option<(f64, f64)>,
+}
+
+impl Plan {
+    /// How many runs (scenarios × seeds, saturating).
+    pub fn len(&self) -> u64 {
+        (self.bases.len() as u64).saturating_mul(self.count)
+    }
+
+    /// Whether there is no run.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The runs, in order: every seed of the first scenario, then of the next. With a loss
+    /// range, the loss is spread evenly over the seeds.
+    pub fn runs(&self) -> impl Iterator<Item = PlannedRun> + '_ {
+        let count = self.count;
+        self.bases.iter().flat_map(move |b| {
+            (0..count).map(move |i| {
+                let mut s = b.clone();
+                if let Some((a, z)) = self.loss {
+                    s.link.loss = if count > 1 {
+                        a + (z - a) * i as f64 / (count - 1) as f64
+                    } else {
+                        a
+                    };
+                }
+                PlannedRun {
+                    scenario: s,
+                    seed: self.first_seed.wrapping_add(i),
+                }
+            })
+        })
+    }
+}
+
+/// Checks the arguments and builds the [`Plan`].
+pub fn plan(args: &SimArgs) -> Result<Plan, SimCmdError> {
     let names: Vec<&str> = if args.scenario == "all" {
         SCENARIOS.iter().map(|(n, _)| *n).collect()
     } else {
@@ -1609,50 +1654,41 @@ pub fn plan(args: &SimArgs) -> Result<Vec<PlannedRun>, SimCmdError> {
         .map(|s| parse_bytes("bytes", s))
         .transpose()?;
     let shape = args.mix.as_deref().map(parse_mix).transpose()?;
-    let count = args.seeds.unwrap_or(1).max(1);
-    let mut runs = Vec::new();
+    let mut bases = Vec::new();
     for name in names {
-        let base = Scenario::named(name)?;
-        for i in 0..count {
-            let mut s = base.clone();
-            if let Some((a, b)) = loss {
-                s.link.loss = if count > 1 {
-                    a + (b - a) * i as f64 / (count - 1) as f64
-                } else {
-                    a
-                };
-            }
-            if let Some(d) = delay {
-                s.link.delay = d;
-            }
-            if let Some(p) = reorder {
-                s.link.reorder = p;
-                if s.link.reorder_delay.is_zero() {
-                    s.link.reorder_delay = Duration::from_micros(300);
-                }
-            }
-            if let Some(p) = duplicate {
-                s.link.duplicate = p;
-            }
-            if let Some(p) = corrupt {
-                s.link.corrupt = p;
-            }
-            if let Some(b) = bandwidth {
-                s.link.bandwidth_bps = Some(b);
-            }
-            if let Some(b) = bytes {
-                s.bytes = b;
-            }
-            if let Some(m) = shape {
-                s.shape = m;
-            }
-            runs.push(PlannedRun {
-                scenario: s,
-                seed: args.seed.wrapping_add(i),
-            });
+        let mut s = Scenario::named(name)?;
+        if let Some(d) = delay {
+            s.link.delay = d;
         }
+        if let Some(p) = reorder {
+            s.link.reorder = p;
+            if s.link.reorder_delay.is_zero() {
+                s.link.reorder_delay = Duration::from_micros(300);
+            }
+        }
+        if let Some(p) = duplicate {
+            s.link.duplicate = p;
+        }
+        if let Some(p) = corrupt {
+            s.link.corrupt = p;
+        }
+        if let Some(b) = bandwidth {
+            s.link.bandwidth_bps = Some(b);
+        }
+        if let Some(b) = bytes {
+            s.bytes = b;
+        }
+        if let Some(m) = shape {
+            s.shape = m;
+        }
+        bases.push(s);
     }
-    Ok(runs)
+    Ok(Plan {
+        bases,
+        count: args.seeds.unwrap_or(1).max(1),
+        first_seed: args.seed,
+        loss,
+    })
 }
 
 fn capture_path(base: &std::path::Path, run: &PlannedRun, many: bool) -> PathBuf {
@@ -1717,19 +1753,19 @@ pub fn run_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
     if args.scenario.starts_with("sctp") {
         return run_sctp_command(args, out);
     }
-    let runs = match plan(args) {
+    let plan = match plan(args) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("softrnic sim: {e}");
             return 2;
         }
     };
-    let many = runs.len() > 1;
+    let many = plan.len() > 1;
     let _ = writeln!(out, "{}", table_header());
     let mut status = 0u8;
     let mut total = RunReport {
         scenario: "total".to_string(),
-        seed: runs.len() as u64,
+        seed: plan.len(),
         loss: 0.0,
         bytes: 0,
         verified: 0,
@@ -1752,9 +1788,9 @@ pub fn run_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         capture: None,
     };
     let mut loss_sum = 0.0;
-    for run in &runs {
+    for run in plan.runs() {
         let capture = match &args.capture {
-            Some(p) => Capture::File(capture_path(p, run, many)),
+            Some(p) => Capture::File(capture_path(p, &run, many)),
             None => Capture::None,
         };
         let r = match run.scenario.run(run.seed, capture) {
@@ -1784,7 +1820,7 @@ pub fn run_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         total.connections += r.connections;
         total.crc_terminates += r.crc_terminates;
     }
-    total.loss = loss_sum / runs.len().max(1) as f64;
+    total.loss = loss_sum / plan.len().max(1) as f64;
     let _ = writeln!(out, "{}", table_row(&total));
     let wall = total.wall_time.as_secs_f64();
     if wall > 0.0 {
@@ -1792,7 +1828,7 @@ pub fn run_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
             out,
             "{} runs; {:.2} simulated seconds per wall-clock second; {:.1} MB/s of RDMA payload \
              per wall-clock second",
-            runs.len(),
+            plan.len(),
             total.sim_time.as_secs_f64() / wall,
             total.verified as f64 / wall / 1e6
         );
@@ -2049,7 +2085,29 @@ mod tests {
             seeds: Some(3),
             ..SimArgs::default()
         };
-        assert_eq!(plan(&args).unwrap().len(), SCENARIOS.len() * 3);
+        let p = plan(&args).unwrap();
+        assert_eq!(p.len(), SCENARIOS.len() as u64 * 3);
+        assert_eq!(p.runs().count(), SCENARIOS.len() * 3);
+    }
+
+    /// A sweep is produced run by run: planning 2^64 - 1 seeds allocates nothing per seed
+    /// (it used to build every run first: gigabytes), and the runs come out in order.
+    #[test]
+    fn a_huge_sweep_is_planned_lazily() {
+        let args = SimArgs {
+            scenario: "all".into(),
+            seeds: Some(u64::MAX),
+            loss: Some("0..10".into()),
+            ..SimArgs::default()
+        };
+        let p = plan(&args).unwrap();
+        assert_eq!(p.len(), u64::MAX);
+        let first: Vec<PlannedRun> = p.runs().take(3).collect();
+        assert_eq!(
+            first.iter().map(|r| r.seed).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert!(first[1].scenario.link.loss > 0.0 && first[1].scenario.link.loss < 1e-12);
     }
 
     proptest! {

@@ -173,3 +173,29 @@ fn sctp_perf_plain_peer() {
     assert!(sout.contains("is not sctp-perf"), "{sout}");
     assert!(sout.contains("receiver (1049 messages)"), "{sout}");
 }
+
+/// Flags that used to panic or hang are refused with exit 2 and a message naming the option
+/// and its range: huge or non-finite times (a `Duration` overflow), an MTU SCTP cannot use,
+/// and RTO values out of order.
+#[test]
+fn nonsense_flags_are_refused() {
+    for (args, needle) in [
+        (&["--connect-timeout", "1e30"][..], "--connect-timeout"),
+        (&["-i", "1e30"][..], "-i must"),
+        (&["-i", "NaN"][..], "-i must"),
+        (&["-t", "inf"][..], "-t must"),
+        (&["--mtu", "0"][..], "--mtu must be 576-65535"),
+        (&["--mtu", "1000000"][..], "--mtu must be 576-65535"),
+        (&["--rto-initial", "0"][..], "RTO values"),
+        (&["--rto-min", "0"][..], "RTO values"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_softrnic"))
+            .args(["sctp-perf", "-c", "127.0.0.1", "--udp-encap"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}

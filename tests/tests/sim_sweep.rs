@@ -14,7 +14,7 @@ fn twenty_seeds_over_zero_to_ten_percent_loss() {
         bytes: Some("256K".into()),
         ..SimArgs::default()
     };
-    let runs = plan(&args).unwrap();
+    let runs: Vec<_> = plan(&args).unwrap().runs().collect();
     assert_eq!(runs.len(), 20);
     assert_eq!(runs[0].scenario.link.loss, 0.0);
     assert!((runs[19].scenario.link.loss - 0.10).abs() < 1e-12);
@@ -80,7 +80,7 @@ fn a_dead_link_fails_the_command() {
         bytes: Some("64K".into()),
         ..SimArgs::default()
     };
-    let mut runs = plan(&args).unwrap();
+    let mut runs: Vec<_> = plan(&args).unwrap().runs().collect();
     runs[0].scenario.deadline = std::time::Duration::from_secs(5);
     let r = runs[0].scenario.run(1, Capture::None).unwrap();
     assert!(!r.ok());
