@@ -76,6 +76,7 @@
 pub mod addr;
 pub mod cq;
 pub mod engine;
+pub mod fuzz;
 pub mod llp;
 pub mod mem;
 pub mod rnic;
