@@ -5,54 +5,13 @@
 //! [`PacketIo::flush`] after anything that may have produced packets. softrnic's RNIC
 //! progress thread runs its SCTP connections this way, beside its TCP sockets.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::BorrowedFd;
 
-use sctp::{Endpoint, State};
+use sctp::Endpoint;
 
-use crate::net::{self, LocalSocket, Transport};
-
-/// RFC 6951 §5.4: the remote UDP encapsulation port per peer endpoint (address and SCTP
-/// port, so that two peers behind one address each get their own), stored from packets
-/// that passed an association's verification-tag check; until one has, replies go to the
-/// source port of the last packet from that endpoint (an INIT's, say), else to the default.
-#[derive(Debug, Default)]
-struct EncapPorts {
-    default: u16,
-    verified: HashMap<(IpAddr, u16), u16>,
-    seen: HashMap<(IpAddr, u16), u16>,
-}
-
-impl EncapPorts {
-    fn observe(&mut self, ip: IpAddr, sctp_port: u16, udp_port: u16, verified: bool) {
-        if verified {
-            self.verified.insert((ip, sctp_port), udp_port);
-        }
-        self.seen.insert((ip, sctp_port), udp_port);
-    }
-
-    fn port_for(&self, ip: IpAddr, sctp_port: u16) -> u16 {
-        let k = (ip, sctp_port);
-        self.verified
-            .get(&k)
-            .or_else(|| self.seen.get(&k))
-            .copied()
-            .unwrap_or(self.default)
-    }
-}
-
-/// The SCTP source and destination ports of a packet.
-fn sctp_ports(pkt: &[u8]) -> (u16, u16) {
-    match pkt.get(..4) {
-        Some(b) => (
-            u16::from_be_bytes([b[0], b[1]]),
-            u16::from_be_bytes([b[2], b[3]]),
-        ),
-        None => (0, 0),
-    }
-}
+use crate::net::{self, LocalSocket, Transport, UdpPortMap};
 
 /// Counters of a [`PacketIo`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -69,7 +28,7 @@ pub struct PacketStats {
 #[derive(Debug)]
 pub struct PacketIo {
     socks: Vec<(IpAddr, LocalSocket)>,
-    ports: EncapPorts,
+    ports: UdpPortMap,
     udp: bool,
     sctp_port: u16,
     udp_port: u16,
@@ -100,10 +59,7 @@ impl PacketIo {
         };
         Ok(PacketIo {
             socks: locals.iter().copied().zip(socks).collect(),
-            ports: EncapPorts {
-                default: default_port,
-                ..EncapPorts::default()
-            },
+            ports: UdpPortMap::new(default_port),
             udp,
             sctp_port,
             udp_port,
@@ -152,19 +108,8 @@ impl PacketIo {
                 self.stats.packets_in += 1;
                 n += 1;
                 if self.udp {
-                    // RFC 6951 §5.4: a port is learned from a packet of an association
-                    // (its verification tag matched one of ours).
-                    let vtag = pkt
-                        .get(4..8)
-                        .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                    let verified = vtag != 0
-                        && ep.associations().iter().any(|id| {
-                            ep.association(*id).is_some_and(|a| {
-                                a.local_tag() == vtag && a.state() != State::Closed
-                            })
-                        });
-                    let (src_port, _) = sctp_ports(pkt);
-                    self.ports.observe(r.from, src_port, r.udp_port, verified);
+                    // RFC 6951 §5.4: ports are learned from verified packets only.
+                    self.ports.learn(ep, r.from, r.udp_port, pkt);
                 }
             }
         }
@@ -190,7 +135,7 @@ impl PacketIo {
                 continue;
             };
             let port = if self.udp {
-                self.ports.port_for(remote, sctp_ports(&t.bytes).1)
+                self.ports.port_for(remote, net::sctp_ports(&t.bytes).1)
             } else {
                 0
             };
@@ -209,32 +154,5 @@ impl PacketIo {
             self.stats.send_failures += failed;
             start = end;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// RFC 6951 §5.4: ports are learned per peer endpoint, a verified one wins over one
-    /// merely seen, and two peers on one address keep their own ports.
-    #[test]
-    fn rfc6951_5_4_encapsulation_port_per_peer_endpoint() {
-        let ip: IpAddr = "10.0.0.9".parse().unwrap();
-        let mut p = EncapPorts {
-            default: 9899,
-            ..EncapPorts::default()
-        };
-        assert_eq!(p.port_for(ip, 5000), 9899);
-        p.observe(ip, 5000, 40000, false);
-        assert_eq!(p.port_for(ip, 5000), 40000);
-        p.observe(ip, 5000, 40001, true);
-        // A later unverified packet (spoofed, say) does not redirect the association.
-        p.observe(ip, 5000, 666, false);
-        assert_eq!(p.port_for(ip, 5000), 40001);
-        // A second client behind the same address has its own port.
-        p.observe(ip, 5001, 50000, false);
-        assert_eq!(p.port_for(ip, 5001), 50000);
-        assert_eq!(p.port_for(ip, 5000), 40001);
     }
 }

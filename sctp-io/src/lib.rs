@@ -227,7 +227,7 @@ impl Inner {
                 continue;
             };
             let port = if self.udp {
-                self.ports.port_for(remote)
+                self.ports.port_for(remote, net::sctp_ports(&t.bytes).1)
             } else {
                 0
             };
@@ -788,19 +788,8 @@ fn io_loop(shared: &Shared, sctp_port: u16) {
                 g.ep.handle_packet(now, engine_addr(local), engine_addr(r.from), pkt);
                 g.io.packets_in += 1;
                 if g.udp {
-                    let vtag = if pkt.len() >= 8 {
-                        u32::from_be_bytes([pkt[4], pkt[5], pkt[6], pkt[7]])
-                    } else {
-                        0
-                    };
-                    let ep = &g.ep;
-                    let verified = vtag != 0
-                        && ep.associations().iter().any(|id| {
-                            ep.association(*id).is_some_and(|a| {
-                                a.local_tag() == vtag && a.state() != State::Closed
-                            })
-                        });
-                    g.ports.observe(r.from, r.udp_port, verified);
+                    let Inner { ep, ports, .. } = &mut *g;
+                    ports.learn(ep, r.from, r.udp_port, pkt);
                 }
                 changed = true;
             }

@@ -7,6 +7,8 @@ use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsFd;
 
+use sctp::wire::Packet;
+use sctp::{Endpoint, State};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 /// The IANA port for SCTP over UDP (RFC 6951 §5.1).
@@ -137,15 +139,29 @@ pub fn sctp_dst_port(sctp: &[u8]) -> u16 {
     u16::from_be_bytes([sctp[2], sctp[3]])
 }
 
-/// RFC 6951 §5.1 and §5.4: the remote UDP encapsulation port per peer address. A port is
-/// stored only from a packet that passed the verification-tag check of an association;
-/// until then replies go to the source port of the last packet from that address, else to
-/// the configured default.
+/// RFC 6951 §5.1 and §5.4: the remote UDP encapsulation port per peer endpoint — address
+/// and SCTP port, so that two peers behind one address each get their replies. A port is
+/// stored only from a packet that passed the CRC32c check and the verification-tag check of
+/// one of our associations with that peer; until then replies go to the source port of the
+/// last packet from that endpoint whose checksum was right (an INIT's, whose tag cannot be
+/// checked), else to the configured default. A spoofed packet therefore cannot redirect an
+/// association's replies.
 #[derive(Debug, Clone, Default)]
 pub struct UdpPortMap {
     default: u16,
-    verified: HashMap<IpAddr, u16>,
-    seen: HashMap<IpAddr, u16>,
+    verified: HashMap<(IpAddr, u16), u16>,
+    seen: HashMap<(IpAddr, u16), u16>,
+}
+
+/// The SCTP source and destination ports of a packet.
+pub fn sctp_ports(pkt: &[u8]) -> (u16, u16) {
+    match pkt.get(..4) {
+        Some(b) => (
+            u16::from_be_bytes([b[0], b[1]]),
+            u16::from_be_bytes([b[2], b[3]]),
+        ),
+        None => (0, 0),
+    }
 }
 
 impl UdpPortMap {
@@ -157,20 +173,41 @@ impl UdpPortMap {
         }
     }
 
-    /// A packet arrived from `ip`, UDP source port `port`; `verified` when it belonged to an
-    /// association (its verification tag matched).
-    pub fn observe(&mut self, ip: IpAddr, port: u16, verified: bool) {
+    /// A packet from `ip`, SCTP port `sctp_port`, arrived from UDP port `udp_port`;
+    /// `verified` when it passed the checksum and verification-tag checks.
+    pub fn observe(&mut self, ip: IpAddr, sctp_port: u16, udp_port: u16, verified: bool) {
         if verified {
-            self.verified.insert(ip, port);
+            self.verified.insert((ip, sctp_port), udp_port);
         }
-        self.seen.insert(ip, port);
+        self.seen.insert((ip, sctp_port), udp_port);
     }
 
-    /// The UDP destination port for packets to `ip`.
-    pub fn port_for(&self, ip: IpAddr) -> u16 {
+    /// Learns from a packet `ep` has just handled: checks its CRC32c and whether its
+    /// verification tag is that of a live association of `ep` with the sending port.
+    pub fn learn(&mut self, ep: &Endpoint, from: IpAddr, udp_port: u16, pkt: &[u8]) {
+        let crc_ok = Packet::new_checked(pkt).is_ok_and(|p| p.verify_checksum().is_ok());
+        if !crc_ok {
+            return;
+        }
+        let (src_port, _) = sctp_ports(pkt);
+        let vtag = pkt
+            .get(4..8)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        let verified = vtag != 0
+            && ep.associations().iter().any(|id| {
+                ep.association(*id).is_some_and(|a| {
+                    a.local_tag() == vtag && a.peer_port() == src_port && a.state() != State::Closed
+                })
+            });
+        self.observe(from, src_port, udp_port, verified);
+    }
+
+    /// The UDP destination port for a packet to `ip`, SCTP port `sctp_port`.
+    pub fn port_for(&self, ip: IpAddr, sctp_port: u16) -> u16 {
+        let k = (ip, sctp_port);
         self.verified
-            .get(&ip)
-            .or_else(|| self.seen.get(&ip))
+            .get(&k)
+            .or_else(|| self.seen.get(&k))
             .copied()
             .unwrap_or(self.default)
     }
@@ -427,24 +464,54 @@ mod tests {
     }
 
     /// RFC 6951 §5.4: only a verified packet stores the peer's encapsulation port; an
-    /// unverified one is only where replies go until then.
+    /// unverified one is only where replies go until then; ports are per peer endpoint
+    /// (address and SCTP port).
     #[test]
     fn rfc6951_5_4_port_stored_only_from_verified_packets() {
         let ip: IpAddr = Ipv4Addr::new(192, 0, 2, 1).into();
         let mut m = UdpPortMap::new(9899);
-        assert_eq!(m.port_for(ip), 9899);
-        m.observe(ip, 40000, false);
-        assert_eq!(m.port_for(ip), 40000);
-        m.observe(ip, 40001, true);
-        assert_eq!(m.port_for(ip), 40001);
+        assert_eq!(m.port_for(ip, 5000), 9899);
+        m.observe(ip, 5000, 40000, false);
+        assert_eq!(m.port_for(ip, 5000), 40000);
+        m.observe(ip, 5000, 40001, true);
+        assert_eq!(m.port_for(ip, 5000), 40001);
         // A spoofed packet with another source port does not redirect the association.
-        m.observe(ip, 666, false);
-        assert_eq!(m.port_for(ip), 40001);
+        m.observe(ip, 5000, 666, false);
+        assert_eq!(m.port_for(ip, 5000), 40001);
         // A verified packet from a new port (NAT rebinding) moves it.
-        m.observe(ip, 40002, true);
-        assert_eq!(m.port_for(ip), 40002);
-        // Per address: another peer address keeps the default.
-        assert_eq!(m.port_for(Ipv4Addr::new(192, 0, 2, 2).into()), 9899);
+        m.observe(ip, 5000, 40002, true);
+        assert_eq!(m.port_for(ip, 5000), 40002);
+        // A second client behind the same address keeps its own port.
+        m.observe(ip, 5001, 50000, false);
+        assert_eq!(m.port_for(ip, 5001), 50000);
+        assert_eq!(m.port_for(ip, 5000), 40002);
+        // Another peer address keeps the default.
+        assert_eq!(m.port_for(Ipv4Addr::new(192, 0, 2, 2).into(), 5000), 9899);
+    }
+
+    /// RFC 6951 §5.4: a packet with a wrong CRC32c or a verification tag of no association
+    /// teaches nothing, whatever its UDP port.
+    #[test]
+    fn rfc6951_5_4_bad_checksum_or_tag_teaches_nothing() {
+        let ep = Endpoint::new(sctp::EndpointConfig::new(
+            5000,
+            vec!["192.0.2.9:0".parse().unwrap()],
+            1,
+        ));
+        let ip: IpAddr = Ipv4Addr::new(192, 0, 2, 1).into();
+        let mut m = UdpPortMap::new(9899);
+        // A HEARTBEAT-ish packet with a made-up tag and a zero checksum.
+        let mut pkt = vec![0x13, 0x88, 0x13, 0x88, 0, 0, 0, 9, 0, 0, 0, 0, 4, 0, 0, 4];
+        m.learn(&ep, ip, 666, &pkt);
+        assert_eq!(m.port_for(ip, 5000), 9899, "bad checksum");
+        let crc = sctp::wire::compute_checksum(&pkt);
+        pkt[8..12].copy_from_slice(&crc.to_le_bytes());
+        m.learn(&ep, ip, 667, &pkt);
+        // Right checksum, unknown tag: where replies go, but not stored as verified.
+        assert_eq!(m.port_for(ip, 5000), 667);
+        m.observe(ip, 5000, 40000, true);
+        m.learn(&ep, ip, 668, &pkt);
+        assert_eq!(m.port_for(ip, 5000), 40000);
     }
 
     /// RFC 6951 §5.6: encapsulation costs 8 bytes of path MTU.
