@@ -349,8 +349,8 @@ pub struct Association {
 }
 
 impl Association {
-    fn blank(shared: Shared, seed: u64, peer_port: u16) -> Association {
-        let mut rng = Rng::new(seed);
+    fn blank(shared: Shared, seed: [u8; 32], peer_port: u16) -> Association {
+        let mut rng = Rng::from_key(seed);
         let local_tag = rng.nonzero_u32();
         let local_initial_tsn = rng.next_u32();
         let next = TSN_BASE + u64::from(local_initial_tsn);
@@ -420,7 +420,7 @@ impl Association {
     pub(crate) fn connect(
         now: Instant,
         shared: Shared,
-        seed: u64,
+        seed: [u8; 32],
         remote: SocketAddr,
         peer_port: u16,
     ) -> Association {
@@ -464,7 +464,7 @@ impl Association {
     pub(crate) fn from_cookie(
         now: Instant,
         shared: Shared,
-        seed: u64,
+        seed: [u8; 32],
         cookie: &Cookie,
         source: SocketAddr,
     ) -> Association {

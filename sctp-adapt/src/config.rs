@@ -96,9 +96,14 @@ pub struct EndpointConfig {
     /// All of them are announced to peers in INIT and INIT ACK.
     pub local_addrs: Vec<SocketAddr>,
     /// Seed for verification tags, initial TSNs, heartbeat nonces and (unless
-    /// `cookie_secret` is given) the cookie key. Must be unpredictable in production.
+    /// `cookie_secret` is given) the cookie key, when `entropy` is `None`: reproducible runs
+    /// (simulator, tests). 64 bits are not enough to keep them secret: production sets
+    /// `entropy`.
     pub seed: u64,
-    /// Key for signing state cookies; derived from `seed` when `None`.
+    /// 256 bits from the operating system's generator: when given, the ChaCha20 generator
+    /// behind tags, TSNs, nonces and the cookie key is keyed with them and `seed` is unused.
+    pub entropy: Option<[u8; 32]>,
+    /// Key for signing state cookies; drawn from the generator when `None`.
     pub cookie_secret: Option<[u8; 32]>,
     /// Whether incoming INITs are answered (a listening endpoint).
     pub accept_incoming: bool,
@@ -113,6 +118,7 @@ impl EndpointConfig {
             port,
             local_addrs,
             seed,
+            entropy: None,
             cookie_secret: None,
             accept_incoming: true,
             association: AssociationConfig::default(),

@@ -74,14 +74,11 @@ pub struct Endpoint {
 impl Endpoint {
     /// Creates an endpoint.
     pub fn new(config: EndpointConfig) -> Endpoint {
-        let mut rng = Rng::new(config.seed);
-        let key = config.cookie_secret.unwrap_or_else(|| {
-            let mut k = [0u8; 32];
-            for c in k.chunks_exact_mut(8) {
-                c.copy_from_slice(&rng.next_u64().to_be_bytes());
-            }
-            k
-        });
+        let mut rng = match config.entropy {
+            Some(k) => Rng::from_key(k),
+            None => Rng::new(config.seed),
+        };
+        let key = config.cookie_secret.unwrap_or_else(|| rng.key());
         Endpoint {
             shared: Shared {
                 config: config.association,
@@ -129,7 +126,7 @@ impl Endpoint {
         if self.find_by_addr(remote, peer_port).is_some() {
             return Err(ConnectError::Exists(remote));
         }
-        let seed = self.rng.next_u64();
+        let seed = self.rng.key();
         let a = Association::connect(now, self.shared.clone(), seed, remote, peer_port);
         Ok(self.insert(a))
     }
@@ -438,7 +435,7 @@ impl Endpoint {
             });
             return;
         }
-        let seed = self.rng.next_u64();
+        let seed = self.rng.key();
         let a = Association::from_cookie(now, self.shared.clone(), seed, &c, remote);
         let id = self.insert(a);
         self.accept_queue.push_back(id);

@@ -66,7 +66,9 @@ pub struct Config {
     pub port: u16,
     /// Protocol parameters. `encapsulation_overhead` is set from the transport.
     pub association: AssociationConfig,
-    /// Seed for tags, TSNs and the cookie key; `None` draws it from the OS.
+    /// A 64-bit seed for tags, TSNs and the cookie key, for reproducible tests only;
+    /// `None` (the default) keys the generator with 256 bits from the OS's generator and
+    /// draws the ephemeral port from it separately.
     pub seed: Option<u64>,
 }
 
@@ -335,15 +337,22 @@ impl SctpSocket {
         if cfg.local_addrs.is_empty() {
             return Err(Error::Config("no local address".into()));
         }
-        let seed = match cfg.seed {
-            Some(s) => s,
-            None => getrandom::u64()
-                .map_err(|e| Error::Io(io::Error::other(format!("OS random generator: {e}"))))?,
+        let os_err =
+            |e: getrandom::Error| Error::Io(io::Error::other(format!("OS random generator: {e}")));
+        // Secrets from the OS: 256 bits for the generator behind tags, TSNs and the cookie
+        // key, and the ephemeral port from a separate draw (so it reveals nothing of them).
+        let entropy = match cfg.seed {
+            Some(_) => None,
+            None => {
+                let mut k = [0u8; 32];
+                getrandom::fill(&mut k).map_err(os_err)?;
+                Some(k)
+            }
         };
         let port = if cfg.port != 0 {
             cfg.port
         } else {
-            49152 + (seed >> 48) as u16 % 16384
+            49152 + (getrandom::u32().map_err(os_err)? % 16384) as u16
         };
         let socks = net::open(cfg.transport, &cfg.local_addrs)?;
         let udp_port = net::bound_udp_port(&socks);
@@ -352,8 +361,9 @@ impl SctpSocket {
         let mut ecfg = EndpointConfig::new(
             port,
             cfg.local_addrs.iter().map(|ip| engine_addr(*ip)).collect(),
-            seed,
+            cfg.seed.unwrap_or(0),
         );
+        ecfg.entropy = entropy;
         ecfg.accept_incoming = listen;
         ecfg.association = assoc_cfg;
         let (udp, default_port) = match cfg.transport {

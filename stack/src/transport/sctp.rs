@@ -77,11 +77,11 @@ fn endpoint_config(
     mtu: usize,
     listen: bool,
 ) -> io::Result<EndpointConfig> {
-    let mut c = EndpointConfig::new(
-        port,
-        locals.iter().map(|ip| engine_addr(*ip)).collect(),
-        seed()?,
-    );
+    let mut c = EndpointConfig::new(port, locals.iter().map(|ip| engine_addr(*ip)).collect(), 0);
+    // Tags, TSNs and the cookie key from ChaCha20 keyed with 256 bits from the OS.
+    let mut key = [0u8; 32];
+    getrandom::fill(&mut key).map_err(|e| io::Error::other(format!("OS random generator: {e}")))?;
+    c.entropy = Some(key);
     c.accept_incoming = listen;
     c.association.adaptation_indication = Some(ddp_adapt::ADAPTATION_DDP);
     c.association.pmtu = mtu;
