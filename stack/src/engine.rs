@@ -872,7 +872,10 @@ impl QpEngine {
                 }
                 RxItem::Setup(step) => self.setup_step(step),
                 RxItem::Terminated => {
-                    // RFC 5043 §6.2: the peer ended the DDP stream session.
+                    // RFC 5043 §6.2: the peer ended the DDP stream session: as a peer's
+                    // close of the stream over MPA.
+                    self.events
+                        .push_back(QpEvent::TransportClosed(CloseReason::PeerClosed));
                     self.rx_stopped = true;
                     self.close_transport = true;
                     self.enter_error();

@@ -10,7 +10,8 @@
 //! and for a tagged segment's STag and TO to name the granted region. It panics — the
 //! fuzzer's signal — if a byte of the guard region changes, or if the QP leaves RTS without
 //! a Terminate sent or received (over SCTP, or a DDP Stream Session Terminate queued), the
-//! responses RFC 5040 §7 and RFC 5043 §6 prescribe.
+//! responses RFC 5040 §7 and RFC 5043 §6 prescribe, or the peer closing the stream (its own
+//! Session Terminate).
 
 use std::time::Duration;
 
@@ -134,7 +135,10 @@ pub fn hostile_peer(data: &[u8]) {
     );
     let mut terminate = false;
     while let Some(e) = eng.poll_event() {
-        if matches!(e, QpEvent::TerminateSent(_) | QpEvent::TerminateReceived(_)) {
+        if matches!(
+            e,
+            QpEvent::TerminateSent(_) | QpEvent::TerminateReceived(_) | QpEvent::TransportClosed(_)
+        ) {
             terminate = true;
         }
     }

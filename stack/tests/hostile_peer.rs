@@ -49,3 +49,12 @@ proptest! {
         stack::fuzz::hostile_peer(&data);
     }
 }
+
+/// RFC 5043 §6.2: the peer's own DDP Stream Session Terminate (found by the fuzzer) closes
+/// the QP like a peer's close of the stream, reported as the transport closing.
+#[test]
+fn rfc5043_6_2_peer_session_terminate_closes_the_qp() {
+    // Mode: SCTP; one message, flags 0xff (unordered, PPID 17, next DDP-SSN), 4 bytes:
+    // DDP-SSN (rewritten to 1) and function 4 (Terminate).
+    stack::fuzz::hostile_peer(&[0x75, 0xff, 0xc7, 0x3d, 0x08, 0x00, 0x00, 0x04]);
+}
