@@ -973,7 +973,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     let plan = Plan::new(test, a)?;
     let rnic = Rnic::open(rnic_config(a))?;
     let manual = a.manual_progress;
-    let comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
+    let mut comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
     let comm_cfg = cm_config(a, &plan, false);
     let test_cfg = cm_config(a, &plan, true);
 
@@ -1000,10 +1000,27 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
             writeln!(out, "* Waiting for client to connect... *")?;
             writeln!(out, "************************************")?;
             out.flush()?;
-            let req = rnic.wait_request(&l, CTRL_WAIT)?;
-            rnic.accept(req.id, &comm.qp, comm_cfg)?;
-            rnic.wait_established(&comm.qp, TIMEOUT)?;
-            (Some(l), TransportAddr::from(req.peer))
+            // A control connection whose setup fails (a malformed or refused MPA Request,
+            // answered with a Reject by the RNIC; a peer that went away) does not end the
+            // server: it says so and waits for the next.
+            let peer = loop {
+                let req = rnic.wait_request(&l, CTRL_WAIT)?;
+                let up = rnic
+                    .accept(req.id, &comm.qp, comm_cfg.clone())
+                    .and_then(|()| rnic.wait_established(&comm.qp, TIMEOUT).map(|_| ()));
+                match up {
+                    Ok(()) => break req.peer,
+                    Err(e) => {
+                        eprintln!(
+                            "softrnic: connection from {} failed ({e}); waiting for the next",
+                            req.peer
+                        );
+                        let _ = rnic.destroy_qp(&comm.qp);
+                        comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
+                    }
+                }
+            };
+            (Some(l), TransportAddr::from(peer))
         }
     };
 

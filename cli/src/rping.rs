@@ -899,36 +899,49 @@ fn server(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
         // Tests and scripts read the port from this line (useful with -p 0).
         eprintln!("rping: listening on {}", listener.local_addr);
     }
-    let req = loop {
-        let wait = s.conn_timeout.unwrap_or(Duration::from_secs(3600));
-        match s.rnic.wait_request(&listener, wait) {
-            Ok(r) => break r,
-            Err(stack::RnicError::Timeout) if s.conn_timeout.is_none() => continue,
-            Err(e) => return Err(format!("no connection request: {e}")),
+    // A connection whose setup fails (a malformed or refused MPA Request — answered with a
+    // Reject by the RNIC —, a peer that went away) does not end the server: it says so and
+    // waits for the next request, as a server behind librdmacm never sees such a request.
+    let (mut c, peer, recv_mr, send_mr, rdma_mr) = loop {
+        let req = loop {
+            let wait = s.conn_timeout.unwrap_or(Duration::from_secs(3600));
+            match s.rnic.wait_request(&listener, wait) {
+                Ok(r) => break r,
+                Err(stack::RnicError::Timeout) if s.conn_timeout.is_none() => continue,
+                Err(e) => return Err(format!("no connection request: {e}")),
+            }
+        };
+        let (c, pd) = new_conn(a, s)?;
+        if let Some(r) = &req.request {
+            c.dbg(format!(
+                "connection request from {}: MPA rev {} CRC {} markers {} private data {} bytes",
+                req.peer,
+                r.revision,
+                r.crc,
+                r.markers,
+                req.private_data().len()
+            ));
+        }
+        let recv_mr = small_mr(s, pd, Access::LOCAL_WRITE)?;
+        // rping's server never fills its send buffer: every go-ahead is 16 zero bytes.
+        let send_mr = small_mr(s, pd, Access::NONE)?;
+        let rdma_mr = guarded_region(&s.rnic, pd, size)?;
+        c.post_recv(&recv_mr).map_err(|e| e.to_string())?;
+        let up = s
+            .rnic
+            .accept(req.id, &c.qp, s.mpa.clone())
+            .and_then(|()| s.rnic.wait_established(&c.qp, s.step).map(|_| ()));
+        match up {
+            Ok(()) => break (c, req.peer, recv_mr, send_mr, rdma_mr),
+            Err(e) => {
+                eprintln!(
+                    "rping: connection from {} failed ({e}); waiting for the next",
+                    req.peer
+                );
+                let _ = s.rnic.destroy_qp(&c.qp);
+            }
         }
     };
-    let (mut c, pd) = new_conn(a, s)?;
-    if let Some(r) = &req.request {
-        c.dbg(format!(
-            "connection request from {}: MPA rev {} CRC {} markers {} private data {} bytes",
-            req.peer,
-            r.revision,
-            r.crc,
-            r.markers,
-            req.private_data().len()
-        ));
-    }
-    let recv_mr = small_mr(s, pd, Access::LOCAL_WRITE)?;
-    // rping's server never fills its send buffer: every go-ahead is 16 zero bytes.
-    let send_mr = small_mr(s, pd, Access::NONE)?;
-    let rdma_mr = guarded_region(&s.rnic, pd, size)?;
-    c.post_recv(&recv_mr).map_err(|e| e.to_string())?;
-    s.rnic
-        .accept(req.id, &c.qp, s.mpa.clone())
-        .map_err(|e| format!("accept: {e}"))?;
-    s.rnic
-        .wait_established(&c.qp, s.step)
-        .map_err(|e| format!("accept: {e}"))?;
     s.rnic.close_listener(&listener);
     let mut pings = 0u64;
     loop {
@@ -1026,8 +1039,7 @@ fn server(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
     if !a.quiet {
         let _ = writeln!(
             out,
-            "rping server: {pings} pings with {} completed, client disconnected",
-            req.peer
+            "rping server: {pings} pings with {peer} completed, client disconnected"
         );
     }
     Ok(0)

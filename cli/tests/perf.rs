@@ -301,3 +301,30 @@ fn mpa_options_are_refused_over_sctp() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--crc") && err.contains("sctp+udp"), "{err}");
 }
+
+/// A peer must not take the server down: a malformed MPA Request (revision 3) on the
+/// control connection is answered with a Reject and the server serves the next client.
+#[test]
+fn perf_server_survives_a_malformed_request() {
+    use std::io::{Read, Write};
+    let (mut server, port, rest) = perf_server("write-bw", &["-s", "4096", "-n", "20"]);
+    let mut t = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    t.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut req = b"MPA ID Req Frame".to_vec();
+    req.extend_from_slice(&[0x00, 3, 0, 0]);
+    t.write_all(&req).unwrap();
+    let mut reply = [0u8; 20];
+    t.read_exact(&mut reply).unwrap();
+    assert_eq!(&reply[..16], b"MPA ID Rep Frame");
+    assert_ne!(reply[16] & 0x20, 0, "Reject bit: {reply:?}");
+    drop(t);
+    let out = bin()
+        .args(["write-bw", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-s", "4096", "-n", "20"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(server.wait().unwrap().success());
+    assert_eq!(result_rows(&rest.join().unwrap()).len(), 1);
+}

@@ -215,3 +215,30 @@ fn rping_over_sctp() {
     assert!(out.contains("data verified"), "{out}");
     assert_eq!(s.status.code(), Some(0), "server: {}", text(&s.stdout));
 }
+
+/// A peer must not take the server down (RFC 5044 §7.1.2, RFC 6581): a malformed MPA
+/// Request (revision 7) is answered with an MPA Reply with the Reject bit, a peer that
+/// connects and closes before its Request is forgotten, and the server goes on to serve the
+/// next, good client.
+#[test]
+fn rping_server_survives_malformed_requests() {
+    use std::io::{Read, Write};
+    let (srv, port) = server(&[]);
+    // Connects and closes without a Request.
+    drop(std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect"));
+    // Revision 7.
+    let mut t = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    t.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = b"MPA ID Req Frame".to_vec();
+    req.extend_from_slice(&[0x00, 7, 0, 0]);
+    t.write_all(&req).unwrap();
+    let mut reply = [0u8; 20];
+    t.read_exact(&mut reply).expect("an MPA Reply");
+    assert_eq!(&reply[..16], b"MPA ID Rep Frame");
+    assert_ne!(reply[16] & 0x20, 0, "Reject bit set: {reply:?}");
+    drop(t);
+    let c = client(port, &["-C", "2", "-V"]);
+    let s = srv.wait_with_output().expect("server");
+    assert_eq!(c.status.code(), Some(0), "client: {}", text(&c.stderr));
+    assert_eq!(s.status.code(), Some(0), "server: {}", text(&s.stdout));
+}
