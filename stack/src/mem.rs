@@ -115,6 +115,12 @@ pub enum MemError {
     /// All 2^24 − 1 STag indices are in use.
     #[error("no free STag index left (all {MAX_STAG_INDEX} are registered)")]
     TableFull,
+    /// The memory could not be allocated (too large for this machine or for an allocation).
+    #[error("cannot allocate {len} bytes of registered memory")]
+    NoMemory {
+        /// Bytes asked for.
+        len: usize,
+    },
     /// No memory region is registered under the STag.
     #[error("STag {stag:#010x} is not registered (or its key does not match)")]
     UnknownStag {
@@ -209,21 +215,26 @@ impl RegisteredBuf {
     /// Aborts like any allocation when memory is exhausted; panics if `len` rounded up to a
     /// page overflows `isize`.
     pub fn new(len: usize) -> Arc<RegisteredBuf> {
+        match RegisteredBuf::try_new(len) {
+            Ok(b) => b,
+            Err(_) => panic!("cannot allocate a buffer of {len} bytes"),
+        }
+    }
+
+    /// [`RegisteredBuf::new`] that returns an error instead of panicking or aborting when
+    /// `len` bytes cannot be had (a size no allocation can have, or the allocator refuses).
+    pub fn try_new(len: usize) -> Result<Arc<RegisteredBuf>, MemError> {
         // A zero-sized allocation is not allowed; keep one byte behind an empty buffer.
-        let layout = match Layout::from_size_align(len.max(1), PAGE_SIZE) {
-            Ok(l) => l,
-            Err(_) => panic!("buffer of {len} bytes is too large"),
-        };
+        let layout = Layout::from_size_align(len.max(1), PAGE_SIZE)
+            .map_err(|_| MemError::NoMemory { len })?;
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { alloc::alloc_zeroed(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
-        Arc::new(RegisteredBuf {
+        let ptr = NonNull::new(raw).ok_or(MemError::NoMemory { len })?;
+        Ok(Arc::new(RegisteredBuf {
             ptr,
             len,
             backing: Backing::Owned(layout),
-        })
+        }))
     }
 
     /// A buffer holding a copy of `data`.
@@ -1002,7 +1013,7 @@ impl MemTable {
         len: usize,
         opts: MrOptions,
     ) -> Result<MemoryRegion, MemError> {
-        self.register(pd, &RegisteredBuf::new(len), opts)
+        self.register(pd, &RegisteredBuf::try_new(len)?, opts)
     }
 
     /// Removes the registration named by `stag` (index and key must match). The buffer

@@ -352,13 +352,10 @@ impl Rnic {
     /// `nsmr_register`: allocates `len` bytes of page-aligned, zeroed memory and registers
     /// it (VA-based) in `pd` with `access`.
     pub fn nsmr_register(&self, pd: Pd, len: usize, access: Access) -> Result<MemoryRegion> {
-        self.nsmr_register_buf(
-            pd,
-            &RegisteredBuf::new(len),
-            0..len,
-            access,
-            Addressing::default(),
-        )
+        // Arguments first: nothing is allocated for an unknown PD.
+        self.check_pd(pd)?;
+        let buf = RegisteredBuf::try_new(len)?;
+        self.nsmr_register_buf(pd, &buf, 0..len, access, Addressing::default())
     }
 
     /// `nsmr_register` of `range` of an existing buffer, with the addressing mode chosen
@@ -492,13 +489,16 @@ impl Rnic {
     /// then moves up to `out.len()` into `out`. In manual-progress mode it drives progress
     /// while it waits.
     pub fn cq_poll_block(&self, cq: &Cq, out: &mut [Wc], timeout: Duration) -> Result<usize> {
-        let deadline = Instant::now() + timeout;
+        // A timeout past the clock's range (Duration::MAX) waits for ever.
+        let deadline = Instant::now().checked_add(timeout);
         loop {
             let n = self.cq_poll(cq, out);
             if n > 0 || out.is_empty() {
                 return Ok(n);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(Duration::from_secs(3600), |d| {
+                d.saturating_duration_since(Instant::now())
+            });
             if left.is_zero() {
                 return Err(VerbsError::Timeout(timeout));
             }
