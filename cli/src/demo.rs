@@ -142,7 +142,7 @@ impl Side {
         let wc = wait_wc(&self.cq)?;
         if wc.wr_id != wr_id || !wc.status.is_success() {
             return Err(DemoError::Failed(format!(
-                "expected work request {wr_id} to succeed, got {wc:?}"
+                "expected work request {wr_id} to succeed, got {wc}"
             )));
         }
         Ok(wc)

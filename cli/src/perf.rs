@@ -506,7 +506,7 @@ fn wait_wc(
         }
         if let Some(wc) = cq.poll_one() {
             if !wc.status.is_success() {
-                return fail(format!("{what}: work request failed: {wc:?}"));
+                return fail(format!("{what}: work request failed: {wc}"));
             }
             return Ok(wc);
         }
@@ -1372,7 +1372,7 @@ fn bw_client(
         last_progress = Instant::now();
         for wc in wcs.iter().take(n) {
             if !wc.status.is_success() {
-                return fail(format!("work request failed: {wc:?}"));
+                return fail(format!("work request failed: {wc}"));
             }
             // The send queue completes in order: a signaled request's completion stands
             // for the unsignaled ones before it.
@@ -1422,7 +1422,7 @@ fn send_bw_server(
         }
         while let Some(wc) = d.scq.poll_one() {
             if !wc.status.is_success() {
-                return fail(format!("credit write failed: {wc:?}"));
+                return fail(format!("credit write failed: {wc}"));
             }
             credits_out = credits_out.saturating_sub(1);
         }
@@ -1463,7 +1463,7 @@ fn send_bw_server(
             continue;
         };
         if !wc.status.is_success() {
-            return fail(format!("receive failed: {wc:?}"));
+            return fail(format!("receive failed: {wc}"));
         }
         last = Instant::now();
         start.get_or_insert(last);
@@ -1543,7 +1543,7 @@ fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<In
                     spins = 0;
                     if let Some(wc) = d.scq.poll_one() {
                         if !wc.status.is_success() {
-                            return fail(format!("work request failed: {wc:?}"));
+                            return fail(format!("work request failed: {wc}"));
                         }
                         ccnt += 1;
                     }

@@ -51,6 +51,64 @@ pub enum WcOpcode {
     Recv,
 }
 
+impl std::fmt::Display for WcOpcode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WcOpcode::Send => "Send",
+            WcOpcode::RdmaWrite => "RDMA Write",
+            WcOpcode::RdmaRead => "RDMA Read",
+            WcOpcode::FetchAdd => "Fetch and Add",
+            WcOpcode::CmpSwap => "Compare and Swap",
+            WcOpcode::ImmediateData => "Immediate Data",
+            WcOpcode::LocalInvalidate => "Local Invalidate",
+            WcOpcode::Recv => "receive",
+        })
+    }
+}
+
+impl std::fmt::Display for WcStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WcStatus::Success => "success",
+            WcStatus::LocalLength => {
+                "local length error (the message did not fit the receive buffer, or an atomic's result buffer is not 8 bytes)"
+            }
+            WcStatus::LocalProtection => {
+                "local protection error (an SGE names an invalid STag, another PD's memory, lacks rights or lies out of bounds)"
+            }
+            WcStatus::LocalQpOperation => {
+                "local QP operation error (not possible on this QP, e.g. an RDMA Read with ORD 0)"
+            }
+            WcStatus::RemoteAccess => "remote access error (the peer refused access to its memory)",
+            WcStatus::RemoteOperation => {
+                "remote operation error (the peer failed the operation, e.g. no receive buffer posted)"
+            }
+            WcStatus::Transport => "transport error (the connection failed)",
+            WcStatus::Fatal => "fatal QP error",
+            WcStatus::Flushed => "flushed (the QP entered the Error state)",
+        })
+    }
+}
+
+/// In words: "RDMA Read 7 on QP 1: remote access error (...); Terminate received: ...".
+impl std::fmt::Display for Wc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} on QP {}: {}",
+            self.opcode, self.wr_id, self.qp.0, self.status
+        )?;
+        if let Some(t) = &self.term {
+            let who = match t.origin {
+                TermOrigin::Sent => "sent",
+                TermOrigin::Received => "received",
+            };
+            write!(f, "; Terminate {who}: {}", t.cause)?;
+        }
+        Ok(())
+    }
+}
+
 /// Which side sent the Terminate a completion refers to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TermOrigin {
@@ -494,6 +552,31 @@ impl AsRawFd for CompletionChannel {
 
 #[cfg(test)]
 mod tests {
+    /// Error completions read as words: operation, id, QP, what the status means, and the
+    /// Terminate behind it.
+    #[test]
+    fn error_completions_in_words() {
+        let mut wc = Wc::new(QpId(3), 7, WcOpcode::RdmaRead, WcStatus::RemoteAccess);
+        wc.term = Some(TermInfo {
+            cause: TermCause::Ddp(ddp::DdpCode::Tagged(ddp::TaggedCode::InvalidStag)),
+            origin: TermOrigin::Received,
+        });
+        let s = wc.to_string();
+        assert!(
+            s.starts_with("RDMA Read 7 on QP 3: remote access error"),
+            "{s}"
+        );
+        assert!(
+            s.contains("Terminate received: DDP Tagged Buffer Error: Invalid STag"),
+            "{s}"
+        );
+        let f = Wc::new(QpId(1), 2, WcOpcode::Recv, WcStatus::Flushed).to_string();
+        assert_eq!(
+            f,
+            "receive 2 on QP 1: flushed (the QP entered the Error state)"
+        );
+    }
+
     use super::*;
 
     fn wc(id: u64) -> Wc {
