@@ -91,28 +91,63 @@ const PCAP_MAGICS: [[u8; 4]; 4] = [
 ];
 const PCAPNG_MAGIC: [u8; 4] = [0x0a, 0x0d, 0x0d, 0x0a];
 
-/// Reads every frame of a pcap or pcapng file.
+/// Reads every frame of a pcap or pcapng file; fails on the first damage.
 pub fn read_file(path: &Path) -> Result<Vec<Frame>, CaptureError> {
-    let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|source| CaptureError::Io {
-        path: name.clone(),
-        source,
-    })?;
-    read_bytes(&bytes, &name)
+    match read_file_lenient(path)? {
+        (frames, None) => Ok(frames),
+        (_, Some(e)) => Err(e),
+    }
 }
 
-/// Reads every frame of a pcap or pcapng capture held in memory; `name` is used in errors.
-pub fn read_bytes(bytes: &[u8], name: &str) -> Result<Vec<Frame>, CaptureError> {
+/// Reads the frames of a pcap or pcapng file up to the first damage (a frame cut short, a
+/// broken block), returning them with the damage, as tshark does. A file that is not a
+/// capture (its first four octets are no pcap or pcapng magic) is refused at once, before
+/// the rest is read: `/dev/zero` does not keep the reader busy for ever.
+pub fn read_file_lenient(path: &Path) -> Result<(Vec<Frame>, Option<CaptureError>), CaptureError> {
+    let name = path.display().to_string();
+    let io = |source| CaptureError::Io {
+        path: name.clone(),
+        source,
+    };
+    let mut f = std::fs::File::open(path).map_err(io)?;
+    let mut head = Vec::with_capacity(4);
+    (&mut f).take(4).read_to_end(&mut head).map_err(io)?;
+    check_magic(&head, &name)?;
+    let mut bytes = head;
+    f.read_to_end(&mut bytes).map_err(io)?;
+    read_bytes_lenient(&bytes, &name)
+}
+
+fn check_magic(bytes: &[u8], name: &str) -> Result<(), CaptureError> {
     let magic: Vec<u8> = bytes.iter().take(4).copied().collect();
-    if PCAP_MAGICS.iter().any(|m| m[..] == magic[..]) {
-        read_pcap(bytes, name)
-    } else if magic[..] == PCAPNG_MAGIC[..] {
-        read_pcapng(bytes, name)
+    if PCAP_MAGICS.iter().any(|m| m[..] == magic[..]) || magic[..] == PCAPNG_MAGIC[..] {
+        Ok(())
     } else {
         Err(CaptureError::NotACapture {
             path: name.to_string(),
             magic,
         })
+    }
+}
+
+/// Reads every frame of a pcap or pcapng capture held in memory; `name` is used in errors.
+pub fn read_bytes(bytes: &[u8], name: &str) -> Result<Vec<Frame>, CaptureError> {
+    match read_bytes_lenient(bytes, name)? {
+        (frames, None) => Ok(frames),
+        (_, Some(e)) => Err(e),
+    }
+}
+
+/// [`read_bytes`] that keeps the frames before a damage (see [`read_file_lenient`]).
+pub fn read_bytes_lenient(
+    bytes: &[u8],
+    name: &str,
+) -> Result<(Vec<Frame>, Option<CaptureError>), CaptureError> {
+    check_magic(bytes, name)?;
+    if bytes.get(..4) == Some(&PCAPNG_MAGIC[..]) {
+        read_pcapng(bytes, name)
+    } else {
+        read_pcap(bytes, name)
     }
 }
 
@@ -124,12 +159,20 @@ fn damaged(name: &str, frames: u64, e: impl std::fmt::Display) -> CaptureError {
     }
 }
 
-fn read_pcap(bytes: &[u8], name: &str) -> Result<Vec<Frame>, CaptureError> {
+type Lenient = Result<(Vec<Frame>, Option<CaptureError>), CaptureError>;
+
+fn read_pcap(bytes: &[u8], name: &str) -> Lenient {
     let mut reader = PcapReader::new(bytes).map_err(|e| damaged(name, 0, e))?;
     let link = LinkType::from_datalink(reader.header().datalink);
     let mut frames = Vec::new();
     while let Some(pkt) = reader.next_packet() {
-        let pkt = pkt.map_err(|e| damaged(name, frames.len() as u64, e))?;
+        let pkt = match pkt {
+            Ok(p) => p,
+            Err(e) => {
+                let d = damaged(name, frames.len() as u64, e);
+                return Ok((frames, Some(d)));
+            }
+        };
         frames.push(Frame {
             number: frames.len() as u64 + 1,
             timestamp: pkt.timestamp,
@@ -138,16 +181,22 @@ fn read_pcap(bytes: &[u8], name: &str) -> Result<Vec<Frame>, CaptureError> {
             orig_len: pkt.orig_len,
         });
     }
-    Ok(frames)
+    Ok((frames, None))
 }
 
-fn read_pcapng<R: Read>(bytes: R, name: &str) -> Result<Vec<Frame>, CaptureError> {
+fn read_pcapng<R: Read>(bytes: R, name: &str) -> Lenient {
     let mut reader = PcapNgReader::new(bytes).map_err(|e| damaged(name, 0, e))?;
     let mut frames = Vec::new();
     // Link types of the interfaces described so far in the current section.
     let mut interfaces: Vec<LinkType> = Vec::new();
     while let Some(block) = reader.next_block() {
-        let block = block.map_err(|e| damaged(name, frames.len() as u64, e))?;
+        let block = match block {
+            Ok(b) => b,
+            Err(e) => {
+                let d = damaged(name, frames.len() as u64, e);
+                return Ok((frames, Some(d)));
+            }
+        };
         let link_of = |id: u32| {
             interfaces
                 .get(id as usize)
@@ -185,7 +234,7 @@ fn read_pcapng<R: Read>(bytes: R, name: &str) -> Result<Vec<Frame>, CaptureError
             orig_len,
         });
     }
-    Ok(frames)
+    Ok((frames, None))
 }
 
 #[cfg(test)]

@@ -234,12 +234,17 @@ pub fn decode_file_with(
     sctp_opts: &SctpOptions,
     out: &mut dyn Write,
 ) -> Result<Report, CaptureError> {
-    let frames = capture::read_file(path)?;
+    // The frames before a damage (a last frame cut short) are decoded and printed, then the
+    // damage is reported (as tshark does).
+    let (frames, damage) = capture::read_file_lenient(path)?;
     let report = decode_frames_with(&frames, sctp_opts);
     let name = path.display().to_string();
     // A closed pipe (e.g. `| head`) is not an error of the decode.
     let _ = print_report_with(&name, &report, opts, sctp_opts, out);
-    Ok(report)
+    match damage {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
 }
 
 /// Decodes captured frames (SCTP over UDP recognised on port 9899).

@@ -219,3 +219,39 @@ fn sim_sctp_captures_decode_without_errors() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A capture whose last frame is cut short: the frames before it are decoded and printed,
+/// then the damage is reported and the exit status is non-zero (as tshark does). A file that
+/// is not a capture (`/dev/zero`) is refused at once.
+#[test]
+fn decode_damaged_and_non_captures() {
+    let golden = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/data/golden/siw-rping-crc.pcap"
+    );
+    let bytes = std::fs::read(golden).unwrap();
+    let cut = std::env::temp_dir().join(format!("softrnic-cut-{}.pcap", std::process::id()));
+    std::fs::write(&cut, &bytes[..bytes.len() - 10]).unwrap();
+    let out = bin()
+        .arg("decode")
+        .arg("--summary")
+        .arg(&cut)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&cut);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(
+        text.contains("opcodes:"),
+        "nothing printed before the damage: {text}"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("damaged capture after"),
+        "{out:?}"
+    );
+    let start = std::time::Instant::now();
+    let out = bin().args(["decode", "/dev/zero"]).output().unwrap();
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a pcap or pcapng capture"));
+}
