@@ -498,11 +498,16 @@ fn wait_wc(
     timeout: Duration,
     what: &str,
 ) -> Result<Wc, PerfError> {
+    // Spin briefly (an answer usually comes within microseconds), then block: a peer that
+    // stays silent — for up to `timeout`, 24 hours on the control connection — costs no CPU.
+    // The blocking waits end as soon as a completion or socket data arrives.
+    const SPIN: Duration = Duration::from_millis(2);
+    const BLOCK: Duration = Duration::from_millis(50);
     let start = Instant::now();
-    let mut spins = 0u32;
     loop {
+        let spinning = start.elapsed() < SPIN;
         if manual {
-            let _ = rnic.advance(Duration::ZERO);
+            let _ = rnic.advance(if spinning { Duration::ZERO } else { BLOCK });
         }
         if let Some(wc) = cq.poll_one() {
             if !wc.status.is_success() {
@@ -510,21 +515,19 @@ fn wait_wc(
             }
             return Ok(wc);
         }
-        spins += 1;
-        if spins > 1024 {
-            spins = 0;
-            if matches!(qp.state(), QpState::Error | QpState::Terminate) {
-                return fail(format!("{what}: the connection broke"));
-            }
-            if start.elapsed() > timeout {
-                return fail(format!("{what}: nothing within {} s", timeout.as_secs()));
-            }
-            if !manual {
-                cq.wait(Duration::from_micros(200));
-                continue;
-            }
+        if spinning {
+            std::thread::yield_now();
+            continue;
         }
-        std::thread::yield_now();
+        if matches!(qp.state(), QpState::Error | QpState::Terminate) {
+            return fail(format!("{what}: the connection broke"));
+        }
+        if start.elapsed() > timeout {
+            return fail(format!("{what}: nothing within {} s", timeout.as_secs()));
+        }
+        if !manual {
+            cq.wait(BLOCK);
+        }
     }
 }
 

@@ -328,3 +328,49 @@ fn perf_server_survives_a_malformed_request() {
     assert!(server.wait().unwrap().success());
     assert_eq!(result_rows(&rest.join().unwrap()).len(), 1);
 }
+
+/// The write-bw server waits for a silent client's control message without spinning: with
+/// the control connection up and nothing sent, it uses little CPU over two seconds (it used
+/// ~70 % of a core).
+#[test]
+fn server_does_not_spin_while_the_client_is_silent() {
+    let (mut server, port, _rest) = perf_server("write-bw", &[]);
+    let pid = server.id();
+    let rnic = stack::Rnic::open(stack::RnicConfig::default()).unwrap();
+    let pd = rnic.alloc_pd();
+    let cq = stack::Cq::new(16);
+    let qp = rnic
+        .create_qp(stack::QpAttr::new(pd, cq.clone(), cq.clone()))
+        .unwrap();
+    let cfg = stack::mpa::Config {
+        ird: 0,
+        ord: 0,
+        ..stack::mpa::Config::default()
+    };
+    rnic.connect_blocking(
+        &qp,
+        ([127, 0, 0, 1], port).into(),
+        cfg,
+        std::time::Duration::from_secs(10),
+    )
+    .unwrap();
+    let ticks = || -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let rest = stat.rsplit_once(')').unwrap().1;
+        rest.split_whitespace()
+            .skip(11)
+            .take(2)
+            .map(|x| x.parse::<u64>().unwrap())
+            .sum()
+    };
+    let before = ticks();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let used = ticks() - before;
+    let _ = server.kill();
+    let _ = server.wait();
+    // 2 s at 100 ticks/s: 200 ticks for a busy core; allow 10 %.
+    assert!(
+        used < 20,
+        "the server used {used} ticks of CPU in 2 s waiting"
+    );
+}
