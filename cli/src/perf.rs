@@ -235,6 +235,8 @@ const MIN_PEER_VERSION: f64 = 5.70;
 const VERSION_LEN: usize = 16;
 /// Our cycle buffer (perftest: the page size) and cache line size.
 const CYCLE_BUFFER: u32 = 4096;
+/// Largest cycle buffer a peer may announce (perftest announces the page size).
+const MAX_PEER_CYCLE: u32 = 1 << 20;
 const CACHE_LINE: u32 = 64;
 /// The MTU we announce: verbs' IBV_MTU_1024 (3), as siw does.
 const MTU_ENUM: u8 = 3;
@@ -1040,8 +1042,16 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
         .get(..4)
         .and_then(|b| b.try_into().ok())
         .map(u32::from_be_bytes)
-        .unwrap_or(0)
-        .max(CYCLE_BUFFER);
+        .unwrap_or(0);
+    // The peer's cycle buffer sizes our registered area: bounded, so a peer cannot make us
+    // allocate gigabytes (0xFFFFFFFF asked for 8 GiB and aborted).
+    if cycle > MAX_PEER_CYCLE {
+        return fail(format!(
+            "the peer announces a cycle buffer of {cycle} bytes; at most {MAX_PEER_CYCLE} are \
+             accepted (perftest uses the page size)"
+        ));
+    }
+    let cycle = cycle.max(CYCLE_BUFFER);
     let _cache_line = comm.xchg(&rnic, &CACHE_LINE.to_be_bytes())?;
     let _mtu = comm.xchg(&rnic, &[b'0' + MTU_ENUM, 0])?;
 

@@ -374,3 +374,57 @@ fn server_does_not_spin_while_the_client_is_silent() {
         "the server used {used} ticks of CPU in 2 s waiting"
     );
 }
+
+/// A peer cannot make the server allocate what it announces: a cycle buffer of 0xFFFFFFFF
+/// octets in perftest's control exchange (it made the server try to register 8 GiB and
+/// abort) is refused with a message, and the server exits cleanly with an error.
+#[test]
+fn server_refuses_a_huge_cycle_buffer() {
+    let (mut server, port, _rest) = perf_server("write-bw", &[]);
+    let rnic = stack::Rnic::open(stack::RnicConfig::default()).unwrap();
+    let pd = rnic.alloc_pd();
+    let cq = stack::Cq::new(16);
+    let qp = rnic
+        .create_qp(stack::QpAttr::new(pd, cq.clone(), cq.clone()))
+        .unwrap();
+    let cfg = stack::mpa::Config {
+        ird: 0,
+        ord: 0,
+        ..stack::mpa::Config::default()
+    };
+    let t = std::time::Duration::from_secs(10);
+    rnic.connect_blocking(&qp, ([127, 0, 0, 1], port).into(), cfg, t)
+        .unwrap();
+    let access = stack::Access::LOCAL_WRITE;
+    let buf = rnic
+        .mem()
+        .register_new(pd, 64, stack::MrOptions::new(access))
+        .unwrap();
+    let recv = rnic
+        .mem()
+        .register_new(pd, 64, stack::MrOptions::new(access))
+        .unwrap();
+    let exchange = |msg: &[u8]| {
+        buf.buf().write_at(0, msg).unwrap();
+        qp.post_recv(stack::RecvWr::new(1, vec![recv.sge(0, 64)]))
+            .unwrap();
+        qp.post_send(stack::SendWr::send(2, vec![buf.sge(0, msg.len() as u32)]))
+            .unwrap();
+    };
+    let mut version = [0u8; 16];
+    version[..4].copy_from_slice(b"6.06");
+    exchange(&version);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    exchange(&0xFFFF_FFFFu32.to_be_bytes());
+    let status = server.wait().unwrap();
+    let mut err = String::new();
+    use std::io::Read;
+    server
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(err.contains("cycle buffer of 4294967295 bytes"), "{err}");
+}
