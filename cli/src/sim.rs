@@ -1173,14 +1173,14 @@ impl World {
         let shape = scenario.shape;
         let slots = shape.send.saturating_mul(shape.sends);
 
-        let rmem = MemTable::new();
+        let rmem = MemTable::with_seed(seed ^ 0x5254);
         let rpd = rmem.alloc_pd();
         let remote = ResponderRegions {
             write_dst: register(&rmem, rpd, shape.write),
             read_src: register(&rmem, rpd, shape.read),
             recv: register(&rmem, rpd, slots),
         };
-        let imem = MemTable::new();
+        let imem = MemTable::with_seed(seed ^ 0x494e);
         let ipd = imem.alloc_pd();
         let local = InitiatorRegions {
             write_src: register(&imem, ipd, shape.write),

@@ -210,8 +210,9 @@ struct Host {
 use std::sync::Arc;
 
 impl Host {
-    fn new(id: u32, setup: Setup) -> Host {
-        let mem = MemTable::new();
+    fn new(id: u32, setup: Setup, seed: u64) -> Host {
+        // Reproducible STags: a run is a function of its seed.
+        let mem = MemTable::with_seed(seed ^ u64::from(id));
         let pd = mem.alloc_pd();
         let cq = Cq::new(4096);
         let cfg = QpConfig::new(QpId(id), pd, cq.clone(), cq.clone());
@@ -410,8 +411,9 @@ pub fn run_captured(
     let a = Rc::new(RefCell::new(Host::new(
         1,
         Setup::SctpInitiator(llp.clone()),
+        seed,
     )));
-    let b = Rc::new(RefCell::new(Host::new(2, Setup::SctpResponder(llp))));
+    let b = Rc::new(RefCell::new(Host::new(2, Setup::SctpResponder(llp), seed)));
     let rounds = s.bytes.div_ceil(ROUND);
     let work = Rc::new(RefCell::new(Work {
         seed,

@@ -599,28 +599,99 @@ impl Entry {
     }
 }
 
+/// STag indices that cannot be guessed (RFC 5042 §5.1.3, "STag guessing"): registrations
+/// live in dense slots, and a slot's STag index is a keyed permutation of the slot number —
+/// a 4-round Feistel network on the two 12-bit halves of the 24-bit index — so the index of
+/// the next registration says nothing to a peer who holds some, while a lookup stays a few
+/// arithmetic operations. The default consumer key of a registration is random too (and
+/// differs from the key last used in that slot, so a stale STag stays dead).
+#[derive(Debug, Default, Clone)]
+struct IndexPerm {
+    keys: [u32; 4],
+    /// Generator state for default keys (SplitMix64).
+    state: u64,
+}
+
+impl IndexPerm {
+    fn from_seed(mut seed: u64) -> IndexPerm {
+        let mut next = || {
+            seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        IndexPerm {
+            keys: [next() as u32, next() as u32, next() as u32, next() as u32],
+            state: next(),
+        }
+    }
+
+    fn round(k: u32, x: u32) -> u32 {
+        let mut h = (x ^ k).wrapping_mul(0x9E37_79B1);
+        h ^= h >> 15;
+        h = h.wrapping_mul(0x85EB_CA6B);
+        h ^= h >> 13;
+        h & 0xFFF
+    }
+
+    /// The STag index of `slot`.
+    fn index(&self, slot: u32) -> u32 {
+        let (mut l, mut r) = ((slot >> 12) & 0xFFF, slot & 0xFFF);
+        for k in self.keys {
+            let t = l ^ Self::round(k, r);
+            l = r;
+            r = t;
+        }
+        (l << 12) | r
+    }
+
+    /// The slot of STag index `index`.
+    fn slot(&self, index: u32) -> u32 {
+        let (mut l, mut r) = ((index >> 12) & 0xFFF, index & 0xFFF);
+        for k in self.keys.iter().rev() {
+            let t = r ^ Self::round(*k, l);
+            r = l;
+            l = t;
+        }
+        (l << 12) | r
+    }
+
+    fn next_key(&mut self) -> u8 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 56) as u8
+    }
+}
+
 #[derive(Debug, Default)]
 struct Table {
-    /// Slot `i` holds index `i`; slot 0 is never used.
+    /// Registrations by slot; slot 0, and the slot whose index is 0, are never used.
     entries: Vec<Option<Entry>>,
-    /// Default key per index: bumped whenever the index is released.
+    /// The key last used per slot (a new default key differs from it).
     generation: Vec<u8>,
-    /// Released indices, reused oldest first.
+    /// Released slots, reused oldest first.
     free: VecDeque<u32>,
     next_pd: u32,
+    perm: IndexPerm,
 }
 
 impl Table {
+    fn slot_of(&self, stag: u32) -> usize {
+        self.perm.slot(stag_index(stag)) as usize
+    }
+
     fn get(&self, stag: u32) -> Option<&Entry> {
         self.entries
-            .get(stag_index(stag) as usize)
+            .get(self.slot_of(stag))
             .and_then(|e| e.as_ref())
     }
 
     fn get_mut(&mut self, stag: u32) -> Option<&mut Entry> {
-        self.entries
-            .get_mut(stag_index(stag) as usize)
-            .and_then(|e| e.as_mut())
+        let slot = self.slot_of(stag);
+        self.entries.get_mut(slot).and_then(|e| e.as_mut())
     }
 
     /// The entry if the STag's key matches too.
@@ -918,9 +989,28 @@ pub struct MemTable {
 }
 
 impl MemTable {
-    /// An empty table.
+    /// An empty table whose STag indices and keys come from a secret drawn from the OS's
+    /// generator (they cannot be guessed; RFC 5042 §5.1.3).
     pub fn new() -> Arc<MemTable> {
-        Arc::new(MemTable::default())
+        let seed = getrandom::u64().unwrap_or_else(|_| {
+            // No OS generator: the address of a fresh allocation and the time still differ
+            // per table; the STags work either way.
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            t ^ (Box::into_raw(Box::new(0u8)) as usize as u64)
+        });
+        MemTable::with_seed(seed)
+    }
+
+    /// A table whose STags follow from `seed`: reproducible runs (the simulator, tests).
+    pub fn with_seed(seed: u64) -> Arc<MemTable> {
+        Arc::new(MemTable {
+            inner: Mutex::new(Table {
+                perm: IndexPerm::from_seed(seed),
+                ..Table::default()
+            }),
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Table> {
@@ -966,21 +1056,38 @@ impl MemTable {
             return Err(MemError::ToWrap { base: base_to, len });
         }
         let mut t = self.lock();
-        let index = match t.free.pop_front() {
-            Some(i) => i,
-            None => {
-                let next = t.entries.len().max(1);
-                if next > MAX_STAG_INDEX as usize {
-                    return Err(MemError::TableFull);
+        let slot = loop {
+            let slot = match t.free.pop_front() {
+                Some(i) => i,
+                None => {
+                    let next = t.entries.len().max(1);
+                    if next > MAX_STAG_INDEX as usize {
+                        return Err(MemError::TableFull);
+                    }
+                    t.entries.resize_with(next + 1, || None);
+                    t.generation.resize(next + 1, 0);
+                    next as u32
                 }
-                t.entries.resize_with(next + 1, || None);
-                t.generation.resize(next + 1, 0);
-                next as u32
+            };
+            // Index 0 stays unused (STags of index 0 name no region, e.g. the RTR's).
+            if t.perm.index(slot) != 0 {
+                break slot;
             }
         };
-        let key = opts
-            .key
-            .unwrap_or_else(|| t.generation.get(index as usize).copied().unwrap_or(0));
+        let index = t.perm.index(slot);
+        let last = t.generation.get(slot as usize).copied().unwrap_or(0);
+        let key = match opts.key {
+            Some(k) => k,
+            None => loop {
+                let k = t.perm.next_key();
+                if k != last {
+                    break k;
+                }
+            },
+        };
+        if let Some(g) = t.generation.get_mut(slot as usize) {
+            *g = key;
+        }
         let entry = Entry {
             key,
             pd,
@@ -992,8 +1099,8 @@ impl MemTable {
             valid: true,
             invalidatable: opts.invalidatable,
         };
-        if let Some(slot) = t.entries.get_mut(index as usize) {
-            *slot = Some(entry);
+        if let Some(s) = t.entries.get_mut(slot as usize) {
+            *s = Some(entry);
         }
         Ok(MemoryRegion {
             stag: make_stag(index, key),
@@ -1023,14 +1130,11 @@ impl MemTable {
         if t.exact(stag).is_none() {
             return Err(MemError::UnknownStag { stag });
         }
-        let i = stag_index(stag) as usize;
+        let i = t.slot_of(stag);
         if let Some(slot) = t.entries.get_mut(i) {
             *slot = None;
         }
-        if let Some(g) = t.generation.get_mut(i) {
-            *g = g.wrapping_add(1);
-        }
-        t.free.push_back(stag_index(stag));
+        t.free.push_back(i as u32);
         Ok(())
     }
 
@@ -1367,9 +1471,10 @@ mod tests {
             .register(pd, &b, MrOptions::new(rw()).key(0x5a))
             .expect("ok");
         assert_eq!(stag_key(a.stag()), 0x5a);
-        assert_eq!(stag_index(a.stag()), 1, "index 0 is never used");
+        assert_ne!(stag_index(a.stag()), 0, "index 0 is never used");
         let b2 = t.register(pd, &b, MrOptions::new(rw())).expect("ok");
-        assert_eq!(stag_index(b2.stag()), 2);
+        assert_ne!(stag_index(b2.stag()), 0);
+        assert_ne!(stag_index(b2.stag()), stag_index(a.stag()));
         t.deregister(b2.stag()).expect("registered");
         assert_eq!(
             t.deregister(b2.stag()),
@@ -1377,7 +1482,7 @@ mod tests {
         );
         // The index is reused with a different default key: the stale STag stays dead.
         let c = t.register(pd, &b, MrOptions::new(rw())).expect("ok");
-        assert_eq!(stag_index(c.stag()), 2);
+        assert_eq!(stag_index(c.stag()), stag_index(b2.stag()));
         assert_ne!(c.stag(), b2.stag());
         assert!(t.query(b2.stag()).is_none());
         assert!(t.query(c.stag()).is_some());
@@ -1599,5 +1704,33 @@ mod tests {
         assert!(b.atomic_u64(4).is_none());
         assert!(b.atomic_u64(9).is_none());
         assert!(b.atomic_u64(16).is_none());
+    }
+
+    /// RFC 5042 §5.1.3: STags cannot be guessed — consecutive registrations get indices that
+    /// are not consecutive (a keyed permutation) in tables keyed differently, every index
+    /// maps back to its slot, index 0 is never handed out, and the default keys vary.
+    #[test]
+    fn rfc5042_5_1_3_stags_are_not_guessable() {
+        let p = IndexPerm::from_seed(42);
+        for slot in [1u32, 2, 3, 4095, 4096, 0x00ff_fffe, 0x00ff_ffff] {
+            assert_eq!(p.slot(p.index(slot)), slot);
+        }
+        let stags = |t: &MemTable| -> Vec<u32> {
+            let pd = t.alloc_pd();
+            let b = RegisteredBuf::new(64);
+            (0..64)
+                .map(|_| t.register(pd, &b, MrOptions::new(rw())).expect("ok").stag())
+                .collect()
+        };
+        let a = stags(&MemTable::with_seed(1));
+        let b = stags(&MemTable::with_seed(2));
+        assert_eq!(a, stags(&MemTable::with_seed(1)), "reproducible per seed");
+        assert_ne!(a, b);
+        let idx: Vec<u32> = a.iter().map(|s| stag_index(*s)).collect();
+        assert!(idx.iter().all(|&i| i != 0));
+        let consecutive = idx.windows(2).filter(|w| w[1] == w[0] + 1).count();
+        assert!(consecutive < 4, "indices look sequential: {idx:?}");
+        let keys: std::collections::BTreeSet<u8> = a.iter().map(|s| stag_key(*s)).collect();
+        assert!(keys.len() > 16, "default keys barely vary: {keys:?}");
     }
 }
