@@ -235,6 +235,9 @@ const MIN_PEER_VERSION: f64 = 5.70;
 const VERSION_LEN: usize = 16;
 /// Our cycle buffer (perftest: the page size) and cache line size.
 const CYCLE_BUFFER: u32 = 4096;
+/// Most iterations of one test (perftest's counters are 64-bit; this keeps the per-run
+/// bookkeeping bounded).
+const MAX_ITERS: u64 = 1 << 40;
 /// Largest cycle buffer a peer may announce (perftest announces the page size).
 const MAX_PEER_CYCLE: u32 = 1 << 20;
 const CACHE_LINE: u32 = 64;
@@ -428,12 +431,16 @@ impl Plan {
         }
         let size = a.size.unwrap_or(if test.is_bw() { 65536 } else { 2 });
         if size == 0 || size > u64::from(u32::MAX) {
-            return Err(PerfError::Usage("size must be 1 .. 2^32-1".into()));
+            return Err(PerfError::Usage(format!(
+                "-s {size}: the message size must be 1 .. 4294967295 bytes (a DDP message is shorter than 2^32)"
+            )));
         }
-        let iters = a
-            .iters
-            .unwrap_or(if test.is_bw() { 5000 } else { 1000 })
-            .max(1);
+        let iters = a.iters.unwrap_or(if test.is_bw() { 5000 } else { 1000 });
+        if iters == 0 || iters > MAX_ITERS {
+            return Err(PerfError::Usage(format!(
+                "-n {iters}: the number of iterations must be 1 .. {MAX_ITERS}"
+            )));
+        }
         let tx_depth =
             u64::from(a.tx_depth.unwrap_or(if test.is_bw() { 128 } else { 1 })).clamp(1, iters);
         let cq_mod = if test.is_bw() {

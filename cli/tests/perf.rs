@@ -428,3 +428,23 @@ fn server_refuses_a_huge_cycle_buffer() {
     assert_eq!(status.code(), Some(1), "{err}");
     assert!(err.contains("cycle buffer of 4294967295 bytes"), "{err}");
 }
+
+/// Zero and nonsense values are refused with exit 2 and a message naming the option and
+/// its range (`-n 0` used to run one iteration).
+#[test]
+fn zero_and_nonsense_values_are_refused() {
+    for (args, needle) in [
+        (&["-n", "0"][..], "-n 0: the number of iterations must be 1"),
+        (&["-s", "0"][..], "-s 0: the message size must be 1"),
+        (&["-s", "4294967296"][..], "must be 1 .. 4294967295"),
+    ] {
+        let out = bin()
+            .args(["write-bw", "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
