@@ -1574,7 +1574,7 @@ pub struct Plan {
     bases: Vec<Scenario>,
     count: u64,
     first_seed: u64,
-    loss: Option<(f64, f64)>,
+    overrides: Overrides,
 }
 
 impl Plan {
@@ -1595,18 +1595,104 @@ impl Plan {
         self.bases.iter().flat_map(move |b| {
             (0..count).map(move |i| {
                 let mut s = b.clone();
-                if let Some((a, z)) = self.loss {
-                    s.link.loss = if count > 1 {
-                        a + (z - a) * i as f64 / (count - 1) as f64
-                    } else {
-                        a
-                    };
+                if let Some(l) = self.overrides.loss_of(i, count) {
+                    s.link.loss = l;
                 }
                 PlannedRun {
                     scenario: s,
                     seed: self.first_seed.wrapping_add(i),
                 }
             })
+        })
+    }
+}
+
+/// The link and workload values given on the command line, checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Overrides {
+    loss: Option<(f64, f64)>,
+    delay: Option<Duration>,
+    reorder: Option<f64>,
+    duplicate: Option<f64>,
+    corrupt: Option<f64>,
+    bandwidth: Option<u64>,
+    bytes: Option<u64>,
+    shape: Option<RoundShape>,
+}
+
+impl Overrides {
+    fn parse(args: &SimArgs) -> Result<Overrides, ArgError> {
+        Ok(Overrides {
+            loss: args
+                .loss
+                .as_deref()
+                .map(|s| parse_percent_range("loss", s))
+                .transpose()?,
+            delay: args
+                .delay
+                .as_deref()
+                .map(|s| parse_duration("delay", s))
+                .transpose()?,
+            reorder: args
+                .reorder
+                .as_deref()
+                .map(|s| parse_percent("reorder", s))
+                .transpose()?,
+            duplicate: args
+                .duplicate
+                .as_deref()
+                .map(|s| parse_percent("duplicate", s))
+                .transpose()?,
+            corrupt: args
+                .corrupt
+                .as_deref()
+                .map(|s| parse_percent("corrupt", s))
+                .transpose()?,
+            bandwidth: args
+                .bandwidth
+                .as_deref()
+                .map(|s| parse_rate("bandwidth", s))
+                .transpose()?,
+            bytes: args
+                .bytes
+                .as_deref()
+                .map(|s| parse_bytes("bytes", s))
+                .transpose()?,
+            shape: args.mix.as_deref().map(parse_mix).transpose()?,
+        })
+    }
+
+    /// Applies the link values (a reordered frame is held back `reorder_delay` unless the
+    /// scenario has its own).
+    fn apply_link(&self, link: &mut LinkParams, reorder_delay: Duration) {
+        if let Some(d) = self.delay {
+            link.delay = d;
+        }
+        if let Some(p) = self.reorder {
+            link.reorder = p;
+            if link.reorder_delay.is_zero() {
+                link.reorder_delay = reorder_delay;
+            }
+        }
+        if let Some(p) = self.duplicate {
+            link.duplicate = p;
+        }
+        if let Some(p) = self.corrupt {
+            link.corrupt = p;
+        }
+        if let Some(b) = self.bandwidth {
+            link.bandwidth_bps = Some(b);
+        }
+    }
+
+    /// The loss of run `i` of `count`: a range is spread evenly over the runs.
+    fn loss_of(&self, i: u64, count: u64) -> Option<f64> {
+        self.loss.map(|(a, z)| {
+            if count > 1 {
+                a + (z - a) * i as f64 / (count - 1) as f64
+            } else {
+                a
+            }
         })
     }
 }
@@ -1618,67 +1704,15 @@ pub fn plan(args: &SimArgs) -> Result<Plan, SimCmdError> {
     } else {
         vec![args.scenario.as_str()]
     };
-    let loss = args
-        .loss
-        .as_deref()
-        .map(|s| parse_percent_range("loss", s))
-        .transpose()?;
-    let delay = args
-        .delay
-        .as_deref()
-        .map(|s| parse_duration("delay", s))
-        .transpose()?;
-    let reorder = args
-        .reorder
-        .as_deref()
-        .map(|s| parse_percent("reorder", s))
-        .transpose()?;
-    let duplicate = args
-        .duplicate
-        .as_deref()
-        .map(|s| parse_percent("duplicate", s))
-        .transpose()?;
-    let corrupt = args
-        .corrupt
-        .as_deref()
-        .map(|s| parse_percent("corrupt", s))
-        .transpose()?;
-    let bandwidth = args
-        .bandwidth
-        .as_deref()
-        .map(|s| parse_rate("bandwidth", s))
-        .transpose()?;
-    let bytes = args
-        .bytes
-        .as_deref()
-        .map(|s| parse_bytes("bytes", s))
-        .transpose()?;
-    let shape = args.mix.as_deref().map(parse_mix).transpose()?;
+    let o = Overrides::parse(args)?;
     let mut bases = Vec::new();
     for name in names {
         let mut s = Scenario::named(name)?;
-        if let Some(d) = delay {
-            s.link.delay = d;
-        }
-        if let Some(p) = reorder {
-            s.link.reorder = p;
-            if s.link.reorder_delay.is_zero() {
-                s.link.reorder_delay = Duration::from_micros(300);
-            }
-        }
-        if let Some(p) = duplicate {
-            s.link.duplicate = p;
-        }
-        if let Some(p) = corrupt {
-            s.link.corrupt = p;
-        }
-        if let Some(b) = bandwidth {
-            s.link.bandwidth_bps = Some(b);
-        }
-        if let Some(b) = bytes {
+        o.apply_link(&mut s.link, Duration::from_micros(300));
+        if let Some(b) = o.bytes {
             s.bytes = b;
         }
-        if let Some(m) = shape {
+        if let Some(m) = o.shape {
             s.shape = m;
         }
         bases.push(s);
@@ -1687,7 +1721,7 @@ pub fn plan(args: &SimArgs) -> Result<Plan, SimCmdError> {
         bases,
         count: args.seeds.unwrap_or(1).max(1),
         first_seed: args.seed,
-        loss,
+        overrides: o,
     })
 }
 
@@ -1857,36 +1891,8 @@ fn run_sctp_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
     } else {
         vec![args.scenario.as_str()]
     };
-    let parsed = (|| -> Result<_, ArgError> {
-        Ok((
-            args.loss
-                .as_deref()
-                .map(|s| parse_percent_range("loss", s))
-                .transpose()?,
-            args.delay
-                .as_deref()
-                .map(|s| parse_duration("delay", s))
-                .transpose()?,
-            args.reorder
-                .as_deref()
-                .map(|s| parse_percent("reorder", s))
-                .transpose()?,
-            args.duplicate
-                .as_deref()
-                .map(|s| parse_percent("duplicate", s))
-                .transpose()?,
-            args.bandwidth
-                .as_deref()
-                .map(|s| parse_rate("bandwidth", s))
-                .transpose()?,
-            args.bytes
-                .as_deref()
-                .map(|s| parse_bytes("bytes", s))
-                .transpose()?,
-        ))
-    })();
-    let (loss, delay, reorder, duplicate, bandwidth, bytes) = match parsed {
-        Ok(p) => p,
+    let o = match Overrides::parse(args) {
+        Ok(o) => o,
         Err(e) => {
             eprintln!("softrnic sim: {e}");
             return 2;
@@ -1907,29 +1913,11 @@ fn run_sctp_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         // Runs are produced and reported one by one: memory does not grow with the seeds.
         for i in 0..count {
             let mut s = base.clone();
-            if let Some((a, b)) = loss {
-                s.link.loss = if count > 1 {
-                    a + (b - a) * i as f64 / (count - 1) as f64
-                } else {
-                    a
-                };
+            if let Some(l) = o.loss_of(i, count) {
+                s.link.loss = l;
             }
-            if let Some(d) = delay {
-                s.link.delay = d;
-            }
-            if let Some(p) = reorder {
-                s.link.reorder = p;
-                if s.link.reorder_delay.is_zero() {
-                    s.link.reorder_delay = Duration::from_millis(3);
-                }
-            }
-            if let Some(p) = duplicate {
-                s.link.duplicate = p;
-            }
-            if let Some(b) = bandwidth {
-                s.link.bandwidth_bps = Some(b);
-            }
-            if let Some(b) = bytes {
+            o.apply_link(&mut s.link, Duration::from_millis(3));
+            if let Some(b) = o.bytes {
                 s.bytes = b;
             }
             let seed = args.seed.wrapping_add(i);

@@ -118,41 +118,9 @@ impl PacketIo {
 
     /// Sends every packet `ep` has for the network.
     pub fn flush(&mut self, ep: &mut Endpoint, now: sctp::Instant) {
-        self.batch.clear();
-        while let Some(t) = ep.poll_transmit(now) {
-            let (local, remote) = (t.local.ip(), t.remote.ip());
-            let idx = self
-                .socks
-                .iter()
-                .position(|(ip, _)| *ip == local)
-                .or_else(|| {
-                    self.socks
-                        .iter()
-                        .position(|(ip, _)| ip.is_ipv4() == remote.is_ipv4())
-                });
-            let Some(idx) = idx else {
-                self.stats.send_failures += 1;
-                continue;
-            };
-            let port = if self.udp {
-                self.ports.port_for(remote, net::sctp_ports(&t.bytes).1)
-            } else {
-                0
-            };
-            self.batch
-                .push((idx, SocketAddr::new(remote, port), t.bytes));
-        }
-        let mut start = 0;
-        while start < self.batch.len() {
-            let idx = self.batch[start].0;
-            let end = self.batch[start..]
-                .iter()
-                .position(|b| b.0 != idx)
-                .map_or(self.batch.len(), |n| start + n);
-            let (sent, failed) = net::send_batch(&self.socks[idx].1, &self.batch[start..end]);
-            self.stats.packets_out += sent;
-            self.stats.send_failures += failed;
-            start = end;
-        }
+        let ports = self.udp.then_some(&self.ports);
+        let r = net::transmit(ep, now, &self.socks, ports, &[], &mut self.batch);
+        self.stats.packets_out += r.sent;
+        self.stats.send_failures += r.failed;
     }
 }

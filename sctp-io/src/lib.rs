@@ -207,49 +207,21 @@ fn engine_addr(ip: IpAddr) -> SocketAddr {
 impl Inner {
     /// Sends everything the engine has queued, in batches of one `sendmmsg` per socket.
     fn flush(&mut self, now: sctp::Instant) {
-        let mut batch: Vec<(usize, SocketAddr, Vec<u8>)> = Vec::new();
-        while let Some(t) = self.ep.poll_transmit(now) {
-            let local = t.local.ip();
-            let remote = t.remote.ip();
-            if self.blackhole.contains(&local) {
-                self.io.blackholed += 1;
-                continue;
-            }
-            let idx = self
-                .socks
-                .iter()
-                .position(|(ip, _)| *ip == local)
-                .or_else(|| {
-                    self.socks
-                        .iter()
-                        .position(|(ip, _)| ip.is_ipv4() == remote.is_ipv4())
-                });
-            let Some(idx) = idx else {
-                self.io.send_failures += 1;
-                continue;
-            };
-            let port = if self.udp {
-                self.ports.port_for(remote, net::sctp_ports(&t.bytes).1)
-            } else {
-                0
-            };
-            batch.push((idx, SocketAddr::new(remote, port), t.bytes));
-        }
-        let mut start = 0;
-        while start < batch.len() {
-            let idx = batch[start].0;
-            let end = batch[start..]
-                .iter()
-                .position(|b| b.0 != idx)
-                .map_or(batch.len(), |n| start + n);
-            let (sent, failed) = net::send_batch(&self.socks[idx].1, &batch[start..end]);
-            self.io.packets_out += sent;
-            self.io.send_failures += failed;
-            start = end;
-        }
+        let mut batch = Vec::new();
+        let ports = self.udp.then_some(&self.ports);
+        let r = net::transmit(
+            &mut self.ep,
+            now,
+            &self.socks,
+            ports,
+            &self.blackhole,
+            &mut batch,
+        );
+        self.io.packets_out += r.sent;
+        self.io.send_failures += r.failed;
+        self.io.blackholed += r.blackholed;
     }
 
-    /// Moves engine events into notifications; returns whether anything changed.
     fn drain_events(&mut self) -> bool {
         let mut any = false;
         while let Some((id, e)) = self.ep.poll_event() {

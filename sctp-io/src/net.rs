@@ -415,6 +415,61 @@ pub(crate) fn send_batch(sock: &LocalSocket, pkts: &[(usize, SocketAddr, Vec<u8>
     (sent, failed)
 }
 
+/// What [`transmit`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Sent {
+    pub sent: u64,
+    pub failed: u64,
+    pub blackholed: u64,
+}
+
+/// Sends every packet `ep` has: each from the socket of its local address (or one of the
+/// same IP version), to the peer's UDP encapsulation port when `ports` is given, in batches
+/// of one `sendmmsg` per socket; packets from a `blackhole` address are dropped (a path
+/// taken down on purpose). `batch` is scratch space.
+pub(crate) fn transmit(
+    ep: &mut Endpoint,
+    now: sctp::Instant,
+    socks: &[(IpAddr, LocalSocket)],
+    ports: Option<&UdpPortMap>,
+    blackhole: &[IpAddr],
+    batch: &mut Vec<(usize, SocketAddr, Vec<u8>)>,
+) -> Sent {
+    let mut r = Sent::default();
+    batch.clear();
+    while let Some(t) = ep.poll_transmit(now) {
+        let (local, remote) = (t.local.ip(), t.remote.ip());
+        if blackhole.contains(&local) {
+            r.blackholed += 1;
+            continue;
+        }
+        let idx = socks.iter().position(|(ip, _)| *ip == local).or_else(|| {
+            socks
+                .iter()
+                .position(|(ip, _)| ip.is_ipv4() == remote.is_ipv4())
+        });
+        let Some(idx) = idx else {
+            r.failed += 1;
+            continue;
+        };
+        let port = ports.map_or(0, |p| p.port_for(remote, sctp_ports(&t.bytes).1));
+        batch.push((idx, SocketAddr::new(remote, port), t.bytes));
+    }
+    let mut start = 0;
+    while start < batch.len() {
+        let idx = batch[start].0;
+        let end = batch[start..]
+            .iter()
+            .position(|b| b.0 != idx)
+            .map_or(batch.len(), |n| start + n);
+        let (sent, failed) = send_batch(&socks[idx].1, &batch[start..end]);
+        r.sent += sent;
+        r.failed += failed;
+        start = end;
+    }
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1201,36 +1201,26 @@ impl Rnic {
     pub fn wait_tx_acked(&self, qp: &Qp, timeout: Duration) -> Result<(), RnicError> {
         self.check_qp(qp)?;
         let start = Instant::now();
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        self.shared.command(Cmd::SocketInode(qp.inner.clone(), tx));
-        self.kick();
         let not_connected = || {
             RnicError::Io(std::io::Error::new(
                 std::io::ErrorKind::NotConnected,
-                format!("QP {:?} has no TCP connection", qp.id()),
+                format!("QP {:?} has no TCP connection or SCTP association", qp.id()),
             ))
         };
-        let ino = loop {
-            match rx.recv_timeout(Duration::from_millis(2)) {
-                Ok(Some(ino)) => break ino,
-                Ok(None) => return self.wait_sctp_acked(qp, start, timeout),
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(RnicError::Closed);
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            }
-            if start.elapsed() >= timeout {
-                return Err(RnicError::Timeout);
-            }
-            self.kick();
-        };
+        // Over TCP the kernel's socket knows what the peer has acknowledged; over SCTP the
+        // association does.
+        let ino = self.ask_core(start, timeout, |tx| Cmd::SocketInode(qp.inner.clone(), tx))?;
         loop {
-            if qp.sq_outstanding() == 0 {
-                match crate::transport::tcp_unacked(ino)? {
-                    Some(0) => return Ok(()),
-                    Some(_) => {}
-                    None => return Err(not_connected()),
+            let unacked = match ino {
+                Some(ino) => crate::transport::tcp_unacked(ino)?,
+                None => {
+                    self.ask_core(start, timeout, |tx| Cmd::SctpUnacked(qp.inner.clone(), tx))?
                 }
+            };
+            match unacked {
+                None => return Err(not_connected()),
+                Some(0) if qp.sq_outstanding() == 0 => return Ok(()),
+                Some(_) => {}
             }
             if start.elapsed() >= timeout {
                 return Err(RnicError::Timeout);
@@ -1243,44 +1233,29 @@ impl Rnic {
         }
     }
 
-    /// [`Rnic::wait_tx_acked`] for a QP over SCTP: every message the association took is
-    /// acknowledged.
-    fn wait_sctp_acked(&self, qp: &Qp, start: Instant, timeout: Duration) -> Result<(), RnicError> {
+    /// Sends the progress core the command `cmd` makes with a reply channel and waits for
+    /// the reply (driving progress in manual mode), at most until `start + timeout`.
+    fn ask_core<T>(
+        &self,
+        start: Instant,
+        timeout: Duration,
+        cmd: impl FnOnce(std::sync::mpsc::SyncSender<T>) -> Cmd,
+    ) -> Result<T, RnicError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.shared.command(cmd(tx));
+        self.kick();
         loop {
-            let (tx, rx) = std::sync::mpsc::sync_channel(1);
-            self.shared.command(Cmd::SctpUnacked(qp.inner.clone(), tx));
-            self.kick();
-            let unacked = loop {
-                match rx.recv_timeout(Duration::from_millis(2)) {
-                    Ok(u) => break u,
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                        return Err(RnicError::Closed);
-                    }
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            match rx.recv_timeout(Duration::from_millis(2)) {
+                Ok(v) => return Ok(v),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(RnicError::Closed);
                 }
-                if start.elapsed() >= timeout {
-                    return Err(RnicError::Timeout);
-                }
-                self.kick();
-            };
-            match unacked {
-                None => {
-                    return Err(RnicError::Io(std::io::Error::new(
-                        std::io::ErrorKind::NotConnected,
-                        format!("QP {:?} has no TCP connection or SCTP association", qp.id()),
-                    )));
-                }
-                Some(0) if qp.sq_outstanding() == 0 => return Ok(()),
-                Some(_) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             }
             if start.elapsed() >= timeout {
                 return Err(RnicError::Timeout);
             }
-            if self.shared.manual() {
-                let _ = self.shared.advance(Duration::from_millis(1));
-            } else {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            self.kick();
         }
     }
 

@@ -401,6 +401,21 @@ impl Core {
         }
     }
 
+    /// The endpoint, association and held messages (the Initiate) of SCTP connection
+    /// request `req`, taken out of the request.
+    fn take_request(&mut self, req: ConnReqId) -> Option<(Token, AssocId, Vec<Message>)> {
+        let key = self.sctp_with(|e| e.has_request(req))?;
+        let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
+            return None;
+        };
+        e.assocs.iter_mut().find_map(|(id, r)| match r {
+            AssocRole::Requested { req: q, held } if *q == req => {
+                Some((key, *id, std::mem::take(held)))
+            }
+            _ => None,
+        })
+    }
+
     /// Accepts request `req` on `qp` if it is an SCTP one; false if no endpoint has it.
     pub(super) fn accept_sctp(
         &mut self,
@@ -409,17 +424,11 @@ impl Core {
         qp: &Arc<QpShared>,
         cfg: &mpa::Config,
     ) -> bool {
-        let Some(key) = self.sctp_with(|e| e.has_request(req)) else {
+        let Some((key, id, held)) = self.take_request(req) else {
             return false;
         };
         let now = self.now();
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
-            return false;
-        };
-        let Some((id, held)) = e.assocs.iter_mut().find_map(|(id, r)| match r {
-            AssocRole::Requested { req: q, held } if *q == req => Some((*id, std::mem::take(held))),
-            _ => None,
-        }) else {
             return false;
         };
         let v6 =
@@ -459,17 +468,11 @@ impl Core {
     /// Rejects request `req` if it is an SCTP one (Session Reject with `pd`, then SCTP
     /// SHUTDOWN); false if no endpoint has it.
     pub(super) fn reject_sctp(&mut self, shared: &Shared, req: ConnReqId, pd: &[u8]) -> bool {
-        let Some(key) = self.sctp_with(|e| e.has_request(req)) else {
+        let Some((key, id, held)) = self.take_request(req) else {
             return false;
         };
         let now = self.now();
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
-            return false;
-        };
-        let Some((id, held)) = e.assocs.iter_mut().find_map(|(id, r)| match r {
-            AssocRole::Requested { req: q, held } if *q == req => Some((*id, std::mem::take(held))),
-            _ => None,
-        }) else {
             return false;
         };
         // A session of its own answers the Initiate: Reject (enhanced if the Initiate was,
