@@ -542,6 +542,7 @@ fn resolve(a: &RpingArgs) -> Result<TransportAddr, String> {
             l.addrs = match a.mpa.connect_addr(h, a.port, resolve_tcp)? {
                 TransportAddr::Sctp(x) => x.addrs,
                 TransportAddr::Tcp(x) => vec![x.ip()],
+                TransportAddr::Dev(x) => vec![IpAddr::V4(*x.addr.ip())],
             };
             Ok(TransportAddr::Sctp(l))
         }

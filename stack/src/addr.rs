@@ -6,6 +6,8 @@
 //! | `HOST:PORT` or `tcp://HOST:PORT` | MPA over the kernel's TCP |
 //! | `sctp+udp://A[,B...]:PORT` | DDP over softrnic's SCTP (RFC 5043), UDP encapsulation (RFC 6951), no privileges |
 //! | `sctp://A[,B...]:PORT` | DDP over softrnic's SCTP directly on IPv4 (protocol 132; root or CAP_NET_RAW) |
+//! | `tap://IFACE/HOST:PORT` | MPA over softrnic's own TCP/IP on the TAP device IFACE (kernel bypass) |
+//! | `dev://NAME/HOST:PORT` | the same on a device attached with [`crate::Rnic::attach_device`] |
 //!
 //! Several addresses make the SCTP association multihomed: a connect names the peer's
 //! addresses (the first is tried; the peer announces all of its own), a listener its local
@@ -14,6 +16,13 @@
 //! connect, the peer's), `local=A[,B...]` (a connect's local addresses; by default the
 //! ones the host routes the peer's addresses from), `mtu=N` (path MTU at the IP level,
 //! default 1500: DDP segments are sized to fit it, RFC 5043 §9).
+//!
+//! On a device (`tap://`, `dev://`) softrnic's stack owns its own IPv4 address. A listener
+//! names that address (`tap://tap0/10.0.0.2:7174`); a connect names the peer and gives its
+//! own address with `local=` (`tap://tap0/10.0.0.1:7174?local=10.0.0.2`), unless the device
+//! already has one. Options: `prefix=N` (the on-link prefix length of the stack's address,
+//! default 24), `gw=A` (default gateway), `mtu=N` (IP MTU, default the device's),
+//! `mac=aa:bb:cc:dd:ee:ff` (default a random locally administered one).
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
@@ -49,6 +58,39 @@ pub struct SctpAddr {
     pub mtu: usize,
 }
 
+/// Which raw-Ethernet device carries softrnic's own TCP/IP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DevKind {
+    /// A TAP device, opened by name (created if missing).
+    Tap,
+    /// A device attached to the RNIC by the application ([`crate::Rnic::attach_device`]).
+    Attached,
+}
+
+/// An MPA/TCP address on a raw-Ethernet device.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct DevAddr {
+    /// The kind of device.
+    pub kind: DevKind,
+    /// Its name (interface name for TAP).
+    pub device: String,
+    /// The peer (connect) or the stack's own address (listen).
+    pub addr: std::net::SocketAddrV4,
+    /// A connect's own address (`None`: the device's first).
+    pub local: Option<std::net::Ipv4Addr>,
+    /// Prefix length of the stack's address.
+    pub prefix: u8,
+    /// Default gateway.
+    pub gateway: Option<std::net::Ipv4Addr>,
+    /// IP MTU (`None`: the device's).
+    pub mtu: Option<usize>,
+    /// MAC address (`None`: random).
+    pub mac: Option<[u8; 6]>,
+}
+
+/// Default prefix length of a device address.
+pub const DEFAULT_DEV_PREFIX: u8 = 24;
+
 /// Where a connection goes and over which lower layer. See the [module documentation](self).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum TransportAddr {
@@ -56,12 +98,14 @@ pub enum TransportAddr {
     Tcp(SocketAddr),
     /// DDP over softrnic's SCTP.
     Sctp(SctpAddr),
+    /// MPA over softrnic's own TCP/IP on a raw-Ethernet device.
+    Dev(DevAddr),
 }
 
 /// A transport spec that does not parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "bad transport address {spec:?}: {why} (forms: HOST:PORT, tcp://HOST:PORT, sctp+udp://A[,B]:PORT[?udp-port=N&local=A,B&mtu=N], sctp://A[,B]:PORT)"
+    "bad transport address {spec:?}: {why} (forms: HOST:PORT, tcp://HOST:PORT, sctp+udp://A[,B]:PORT[?udp-port=N&local=A,B&mtu=N], sctp://A[,B]:PORT, tap://IFACE/IPV4:PORT[?local=A&prefix=N&gw=A&mtu=N&mac=M], dev://NAME/IPV4:PORT)"
 )]
 pub struct AddrError {
     /// The spec.
@@ -71,10 +115,14 @@ pub struct AddrError {
 }
 
 impl TransportAddr {
-    /// The lower layer's name: "tcp", "sctp+udp" or "sctp".
+    /// The lower layer's name: "tcp", "sctp+udp", "sctp", "tap" or "dev".
     pub fn scheme(&self) -> &'static str {
         match self {
             TransportAddr::Tcp(_) => "tcp",
+            TransportAddr::Dev(d) => match d.kind {
+                DevKind::Tap => "tap",
+                DevKind::Attached => "dev",
+            },
             TransportAddr::Sctp(s) => match s.encap {
                 SctpEncap::Udp(_) => "sctp+udp",
                 SctpEncap::RawIpv4 => "sctp",
@@ -92,6 +140,9 @@ impl TransportAddr {
             Some((s, r)) => (s, r),
             None => ("tcp", spec),
         };
+        if scheme == "tap" || scheme == "dev" {
+            return parse_dev(scheme, rest, default_port).map_err(|w| err(&w));
+        }
         let (hostport, query) = rest.split_once('?').unwrap_or((rest, ""));
         let (hosts, port) = split_port(hostport, default_port).map_err(|w| err(&w))?;
         match scheme {
@@ -150,7 +201,7 @@ impl TransportAddr {
                 Ok(TransportAddr::Sctp(s))
             }
             other => Err(err(&format!(
-                "unknown scheme {other:?} (tcp, sctp+udp or sctp)"
+                "unknown scheme {other:?} (tcp, sctp+udp, sctp, tap or dev)"
             ))),
         }
     }
@@ -181,6 +232,30 @@ impl fmt::Display for TransportAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TransportAddr::Tcp(a) => write!(f, "tcp://{a}"),
+            TransportAddr::Dev(d) => {
+                write!(f, "{}://{}/{}", self.scheme(), d.device, d.addr)?;
+                let mut opts = Vec::new();
+                if let Some(l) = d.local {
+                    opts.push(format!("local={l}"));
+                }
+                if d.prefix != DEFAULT_DEV_PREFIX {
+                    opts.push(format!("prefix={}", d.prefix));
+                }
+                if let Some(g) = d.gateway {
+                    opts.push(format!("gw={g}"));
+                }
+                if let Some(m) = d.mtu {
+                    opts.push(format!("mtu={m}"));
+                }
+                if let Some(m) = d.mac {
+                    let h: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
+                    opts.push(format!("mac={}", h.join(":")));
+                }
+                if !opts.is_empty() {
+                    write!(f, "?{}", opts.join("&"))?;
+                }
+                Ok(())
+            }
             TransportAddr::Sctp(s) => {
                 let ips: Vec<String> = s.addrs.iter().map(fmt_ip).collect();
                 write!(f, "{}://{}:{}", self.scheme(), ips.join(","), s.port)?;
@@ -204,6 +279,76 @@ impl fmt::Display for TransportAddr {
             }
         }
     }
+}
+
+/// Parses the part after `tap://` or `dev://`: `NAME/IPV4[:PORT][?options]`.
+fn parse_dev(scheme: &str, rest: &str, default_port: u16) -> Result<TransportAddr, String> {
+    let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (device, hostport) = main
+        .split_once('/')
+        .ok_or("a device address is DEVICE/IPV4:PORT (e.g. tap0/10.0.0.2:7174)")?;
+    if device.is_empty() || device.len() > 15 {
+        return Err(format!("{device:?} is not a device name (1-15 characters)"));
+    }
+    let (host, port) = split_port(hostport, default_port)?;
+    let ip: std::net::Ipv4Addr = host
+        .parse()
+        .map_err(|_| format!("{host:?} is not an IPv4 address (the device stack speaks IPv4)"))?;
+    let mut d = DevAddr {
+        kind: if scheme == "tap" {
+            DevKind::Tap
+        } else {
+            DevKind::Attached
+        },
+        device: device.to_string(),
+        addr: std::net::SocketAddrV4::new(ip, port),
+        local: None,
+        prefix: DEFAULT_DEV_PREFIX,
+        gateway: None,
+        mtu: None,
+        mac: None,
+    };
+    for opt in query.split('&').filter(|o| !o.is_empty()) {
+        let (k, v) = opt.split_once('=').ok_or("option without '='")?;
+        let ipv4 = |v: &str| {
+            v.parse::<std::net::Ipv4Addr>()
+                .map_err(|_| format!("{k} takes an IPv4 address, not {v:?}"))
+        };
+        match k {
+            "local" => d.local = Some(ipv4(v)?),
+            "gw" => d.gateway = Some(ipv4(v)?),
+            "prefix" => {
+                d.prefix = v
+                    .parse()
+                    .ok()
+                    .filter(|p| (1..=32).contains(p))
+                    .ok_or("prefix takes 1-32")?;
+            }
+            "mtu" => {
+                let m: usize = v.parse().map_err(|_| "mtu takes a number")?;
+                if !(576..=65_535).contains(&m) {
+                    return Err("mtu must be 576-65535".into());
+                }
+                d.mtu = Some(m);
+            }
+            "mac" => {
+                let b: Vec<u8> = v
+                    .split(':')
+                    .map(|x| u8::from_str_radix(x, 16))
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| "mac takes six hex octets, aa:bb:cc:dd:ee:ff")?;
+                let m: [u8; 6] = b
+                    .try_into()
+                    .map_err(|_| "mac takes six hex octets, aa:bb:cc:dd:ee:ff")?;
+                if m[0] & 1 == 1 {
+                    return Err("mac must be a unicast address (first octet even)".into());
+                }
+                d.mac = Some(m);
+            }
+            _ => return Err(format!("unknown option {k:?}")),
+        }
+    }
+    Ok(TransportAddr::Dev(d))
 }
 
 /// Splits "HOSTS:PORT" (IPv6 in brackets); no port: `default`.
@@ -289,6 +434,33 @@ mod tests {
     }
 
     #[test]
+    fn device_specs_parse_and_print_back() {
+        let t: TransportAddr = "tap://tap0/10.0.0.1:7174?local=10.0.0.2&prefix=30&mtu=9000"
+            .parse()
+            .unwrap();
+        let TransportAddr::Dev(d) = &t else { panic!() };
+        assert_eq!((d.kind, d.device.as_str()), (DevKind::Tap, "tap0"));
+        assert_eq!(d.addr, "10.0.0.1:7174".parse().unwrap());
+        assert_eq!(d.local, Some("10.0.0.2".parse().unwrap()));
+        assert_eq!((d.prefix, d.mtu), (30, Some(9000)));
+        assert_eq!(
+            t.to_string(),
+            "tap://tap0/10.0.0.1:7174?local=10.0.0.2&prefix=30&mtu=9000"
+        );
+        let a: TransportAddr = "dev://pipe0/10.1.0.1:5?mac=02:00:00:00:00:01&gw=10.1.0.254"
+            .parse()
+            .unwrap();
+        assert_eq!(a.scheme(), "dev");
+        assert_eq!(a.to_string().parse::<TransportAddr>().unwrap(), a);
+        assert_eq!(
+            TransportAddr::parse_with_port("tap://t/10.0.0.1", 7174)
+                .unwrap()
+                .to_string(),
+            "tap://t/10.0.0.1:7174"
+        );
+    }
+
+    #[test]
     fn bad_specs_say_why() {
         for bad in [
             "quic://1.2.3.4:5",
@@ -297,6 +469,11 @@ mod tests {
             "sctp+udp://1.2.3.4:5?mtu=10",
             "sctp+udp://1.2.3.4:5?x=1",
             "sctp+udp://1.2.3.4:99999",
+            "tap://10.0.0.1:5",
+            "tap://tap0/host.example:5",
+            "tap://tap0/10.0.0.1:5?prefix=33",
+            "tap://tap0/10.0.0.1:5?mac=01:00:00:00:00:01",
+            "dev://averyveryverylongname/10.0.0.1:5",
             "",
         ] {
             let e = bad.parse::<TransportAddr>().unwrap_err();

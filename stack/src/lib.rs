@@ -75,6 +75,7 @@
 
 pub mod addr;
 pub mod cq;
+pub mod device;
 pub mod engine;
 pub mod fuzz;
 pub mod llp;

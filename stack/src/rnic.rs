@@ -103,7 +103,7 @@
 //! can carry), so on an Ethernet path FPDUs fit one TCP segment (RFC 5044 §6) and on
 //! loopback they are large.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -434,6 +434,9 @@ pub enum RnicError {
     /// The RNIC was closed.
     #[error("the RNIC is closed")]
     Closed,
+    /// A raw-Ethernet device cannot be used.
+    #[error("{0}")]
+    Device(#[from] crate::device::DeviceError),
     /// [`Rnic::advance`] called while a progress thread runs.
     #[error("rnic_advance needs ProgressMode::Manual (a progress thread is running)")]
     NotManual,
@@ -643,9 +646,19 @@ pub(crate) enum Cmd {
     ListenSctp(ListenerId, Box<SctpListen>),
     /// Connect over SCTP from an opened endpoint.
     ConnectSctp(Arc<QpShared>, Box<SctpConnect>, mpa::Config),
-    /// Answer the octets of the QP's SCTP association not yet acknowledged (`None`: no
-    /// association).
+    /// Answer the octets of the QP's SCTP association (or device TCP connection) not yet
+    /// acknowledged (`None`: no such connection).
     SctpUnacked(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),
+    /// Listen on a device's TCP port.
+    ListenDev(ListenerId, crate::device::SharedDev, u16),
+    /// Connect over a device's TCP to the peer, from a local address of the device.
+    ConnectDev(
+        Arc<QpShared>,
+        crate::device::SharedDev,
+        std::net::SocketAddrV4,
+        Option<std::net::Ipv4Addr>,
+        mpa::Config,
+    ),
 }
 
 /// State shared by the application threads and the progress core.
@@ -668,6 +681,8 @@ pub(crate) struct Shared {
     pub(crate) pending: Mutex<HashSet<ConnReqId>>,
     pub(crate) qps: Mutex<Vec<Arc<QpShared>>>,
     pub(crate) core: Mutex<Option<Core>>,
+    /// Raw-Ethernet devices with softrnic's TCP/IP, by name.
+    pub(crate) devs: Mutex<HashMap<String, crate::device::SharedDev>>,
     next_qp: AtomicU32,
     next_listener: AtomicU32,
     pub(crate) next_req: AtomicU64,
@@ -837,6 +852,7 @@ impl Rnic {
             pending: Mutex::new(HashSet::new()),
             qps: Mutex::new(Vec::new()),
             core: Mutex::new(Some(core)),
+            devs: Mutex::new(HashMap::new()),
             next_qp: AtomicU32::new(1),
             next_listener: AtomicU32::new(1),
             next_req: AtomicU64::new(1),
@@ -966,6 +982,7 @@ impl Rnic {
     pub fn listen_on(&self, at: &TransportAddr) -> Result<Listener, RnicError> {
         let s = match at {
             TransportAddr::Tcp(a) => return self.listen(*a),
+            TransportAddr::Dev(d) => return self.listen_dev(d),
             TransportAddr::Sctp(s) => s,
         };
         let (l, bound) = SctpListen::open(s, &self.shared.cfg)?;
@@ -991,6 +1008,15 @@ impl Rnic {
     ) -> Result<(), RnicError> {
         let s = match to {
             TransportAddr::Tcp(a) => return self.connect(qp, *a, cfg),
+            TransportAddr::Dev(d) => {
+                mpa::request(&cfg)?;
+                let dev = self.device_for(d, d.local)?;
+                self.claim(qp)?;
+                self.shared
+                    .command(Cmd::ConnectDev(qp.inner.clone(), dev, d.addr, d.local, cfg));
+                self.kick();
+                return Ok(());
+            }
             TransportAddr::Sctp(s) => s,
         };
         let c = SctpConnect::open(s, &self.shared.cfg)?;
@@ -1011,6 +1037,115 @@ impl Rnic {
     ) -> Result<Session, RnicError> {
         self.connect_to(qp, to, cfg)?;
         self.wait_established(qp, timeout)
+    }
+
+    /// Attaches a raw-Ethernet device under `name`: softrnic's own TCP/IP runs on it with
+    /// the address in `cfg`, and `dev://NAME/...` transport addresses use it.
+    pub fn attach_device(
+        &self,
+        name: &str,
+        link: crate::device::Link,
+        cfg: &crate::device::DeviceConfig,
+    ) -> Result<(), RnicError> {
+        let mut devs = self.shared.devs.lock().unwrap_or_else(|p| p.into_inner());
+        if devs.contains_key(name) {
+            return Err(RnicError::Device(crate::device::DeviceError::Conflict {
+                name: name.to_string(),
+                why: "a device of that name is attached already".into(),
+            }));
+        }
+        let stack = crate::device::DevStack::new(name, link, cfg, Duration::ZERO);
+        devs.insert(name.to_string(), Arc::new(Mutex::new(stack)));
+        Ok(())
+    }
+
+    /// Frame counters of the device `name`, if attached or opened.
+    pub fn device_stats(&self, name: &str) -> Option<crate::device::DeviceStats> {
+        let devs = self.shared.devs.lock().unwrap_or_else(|p| p.into_inner());
+        devs.get(name).map(|d| crate::device::lock(d).stats())
+    }
+
+    /// The device a device address names, opened (TAP) on first use, with `own` (the
+    /// stack's address for this use) added to its addresses.
+    fn device_for(
+        &self,
+        d: &crate::addr::DevAddr,
+        own: Option<std::net::Ipv4Addr>,
+    ) -> Result<crate::device::SharedDev, RnicError> {
+        use crate::device::{DevStack, DeviceConfig, DeviceError, Link, lock};
+        let mut devs = self.shared.devs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(dev) = devs.get(&d.device) {
+            let mut s = lock(dev);
+            match own {
+                Some(ip) if !s.add_addr(ip, d.prefix) => {
+                    return Err(RnicError::Device(DeviceError::Conflict {
+                        name: d.device.clone(),
+                        why: format!("no room for another address ({ip})"),
+                    }));
+                }
+                Some(_) => {}
+                None if s.first_addr().is_none() => {
+                    return Err(RnicError::Device(DeviceError::Conflict {
+                        name: d.device.clone(),
+                        why: "it has no address yet: give the connect one with local=A".into(),
+                    }));
+                }
+                None => {}
+            }
+            if d.mtu.is_some_and(|m| m != s.mtu()) {
+                return Err(RnicError::Device(DeviceError::Conflict {
+                    name: d.device.clone(),
+                    why: format!("it is in use with MTU {}", s.mtu()),
+                }));
+            }
+            return Ok(dev.clone());
+        }
+        if d.kind == crate::addr::DevKind::Attached {
+            return Err(RnicError::Device(DeviceError::Open(format!(
+                "no device {:?} is attached to this RNIC (Rnic::attach_device; tap://IFACE/... opens a TAP device)",
+                d.device
+            ))));
+        }
+        let Some(ip) = own else {
+            return Err(RnicError::Device(DeviceError::Open(format!(
+                "device {}: a connect needs the stack's own address: add ?local=A (an address on the device's subnet that the host does not use)",
+                d.device
+            ))));
+        };
+        let link = Link::open_tap(&d.device)?;
+        let cfg = DeviceConfig {
+            addr: ip,
+            prefix: d.prefix,
+            gateway: d.gateway,
+            mtu: d.mtu,
+            mac: d.mac,
+        };
+        let dev = Arc::new(Mutex::new(DevStack::new(
+            &d.device,
+            link,
+            &cfg,
+            Duration::ZERO,
+        )));
+        devs.insert(d.device.clone(), dev.clone());
+        Ok(dev)
+    }
+
+    fn listen_dev(&self, d: &crate::addr::DevAddr) -> Result<Listener, RnicError> {
+        let dev = self.device_for(d, Some(*d.addr.ip()))?;
+        let port = match d.addr.port() {
+            0 => crate::device::lock(&dev).listen_port(),
+            p => p,
+        };
+        let id = ListenerId(self.shared.next_listener.fetch_add(1, Ordering::Relaxed));
+        self.shared.command(Cmd::ListenDev(id, dev, port));
+        self.kick();
+        let mut bound = d.clone();
+        bound.addr.set_port(port);
+        Ok(Listener {
+            id,
+            local_addr: SocketAddr::V4(bound.addr),
+            transport: TransportAddr::Dev(bound),
+        })
     }
 
     /// Stops listening. Requests already reported stay pending.

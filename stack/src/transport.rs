@@ -16,6 +16,10 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Token};
 use mpa::{ConnFrame, FrameError};
+use smoltcp::iface::SocketHandle;
+use smoltcp::socket::tcp;
+
+use crate::device::{self, DevSock, SharedDev};
 
 use crate::engine::{CloseReason, QpConfig, QpEngine, QpEvent, QpState, Setup};
 use crate::rnic::{
@@ -44,9 +48,118 @@ const MIN_EMSS: u32 = 128;
 /// MPA Request frames longer than this (header + 512 octets of private data) cannot be.
 const MAX_REQUEST_BYTES: usize = 4096;
 
+/// A connection's byte stream: a kernel TCP socket, or a TCP connection of softrnic's own
+/// stack on a raw-Ethernet device. Both read and write like non-blocking sockets.
+#[derive(Debug)]
+enum Stream {
+    Kernel(TcpStream),
+    Dev(DevSock),
+}
+
+impl Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Kernel(s) => s.read(buf),
+            Stream::Dev(d) => d.read(buf),
+        }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Kernel(s) => s.write(buf),
+            Stream::Dev(d) => d.write(buf),
+        }
+    }
+
+    /// One gather write (payloads straight from registered memory on a kernel socket).
+    fn write_parts(&self, parts: &[crate::mem::TxPart<'_>]) -> io::Result<usize> {
+        match self {
+            Stream::Kernel(s) => crate::mem::write_parts(s.as_fd(), parts),
+            Stream::Dev(d) => d.write_parts(parts),
+        }
+    }
+
+    /// `Write`: FIN after what is queued; `Both`: abortive (a reset once dropped).
+    fn shutdown(&mut self, how: Shutdown) {
+        match self {
+            Stream::Kernel(s) => {
+                let _ = s.shutdown(how);
+            }
+            Stream::Dev(d) if how == Shutdown::Write => d.shutdown_write(),
+            Stream::Dev(d) => d.set_abort(),
+        }
+    }
+
+    fn local_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Stream::Kernel(s) => s.local_addr().ok(),
+            Stream::Dev(d) => d.local_addr(),
+        }
+    }
+
+    fn peer_addr(&self) -> Option<SocketAddr> {
+        match self {
+            Stream::Kernel(s) => s.peer_addr().ok(),
+            Stream::Dev(d) => d.peer_addr(),
+        }
+    }
+
+    fn deregister(&mut self, r: &mio::Registry) {
+        if let Stream::Kernel(s) = self {
+            let _ = r.deregister(s);
+        }
+    }
+
+    /// `Ok(true)`: connected; `Ok(false)`: still connecting; `Err`: the connect failed.
+    fn connect_status(&self) -> Result<bool, String> {
+        match self {
+            Stream::Kernel(sock) => match sock.take_error() {
+                Ok(Some(e)) => Err(e.to_string()),
+                Err(e) => Err(e.to_string()),
+                Ok(None) => match sock.peer_addr() {
+                    Ok(_) => Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+                    Err(e) => Err(e.to_string()),
+                },
+            },
+            Stream::Dev(d) => d.connect_status(),
+        }
+    }
+
+    /// Socket options of a data connection (kernel sockets only).
+    fn prepare(&self, buffers: Option<usize>) {
+        if let Stream::Kernel(s) = self {
+            let _ = s.set_nodelay(true);
+            set_buffers(s, buffers);
+        }
+    }
+
+    fn emss(&self, cap: Option<u32>) -> u32 {
+        match self {
+            Stream::Kernel(s) => emss_of(s, cap),
+            Stream::Dev(d) => {
+                let mss = d.emss().clamp(MIN_EMSS, MAX_EMSS);
+                cap.map_or(mss, |c| mss.min(c.max(MIN_EMSS)))
+            }
+        }
+    }
+
+    /// The lower layer, for logs.
+    fn llp(&self) -> String {
+        match self {
+            Stream::Kernel(_) => "MPA/TCP".into(),
+            Stream::Dev(d) => format!("MPA/TCP on device {}", device::lock(&d.dev).name()),
+        }
+    }
+
+    fn on_dev(&self, dev: &SharedDev) -> bool {
+        matches!(self, Stream::Dev(d) if Arc::ptr_eq(&d.dev, dev))
+    }
+}
+
 #[derive(Debug)]
 struct Active {
-    sock: TcpStream,
+    sock: Stream,
     qp: Arc<QpShared>,
     /// The socket accepted our last write without blocking.
     writable: bool,
@@ -106,9 +219,17 @@ enum Conn {
         id: ListenerId,
         sock: TcpListener,
     },
+    /// A listener on a device: a few listening sockets, each replaced once it has taken a
+    /// connection.
+    DevListener {
+        id: ListenerId,
+        dev: SharedDev,
+        port: u16,
+        backlog: Vec<SocketHandle>,
+    },
     /// Passive side: reading the MPA Request.
     Incoming {
-        sock: TcpStream,
+        sock: Stream,
         listener: ListenerId,
         peer: SocketAddr,
         buf: Vec<u8>,
@@ -117,13 +238,13 @@ enum Conn {
     },
     /// Active side: TCP connect in progress.
     Connecting {
-        sock: TcpStream,
+        sock: Stream,
         qp: Arc<QpShared>,
         cfg: mpa::Config,
     },
     /// Writing a reject Reply, then lingering.
     Rejecting {
-        sock: TcpStream,
+        sock: Stream,
         out: Vec<u8>,
         shut: Option<Duration>,
         deadline: Duration,
@@ -152,7 +273,12 @@ pub(crate) struct Core {
     timers_checked: Duration,
     /// The tokens of an SCTP endpoint's further sockets → its key token.
     aliases: HashMap<Token, Token>,
+    /// Raw-Ethernet devices with softrnic's TCP/IP, under their epoll tokens.
+    devs: Vec<(Token, SharedDev)>,
 }
+
+/// Listening sockets a device listener keeps ready (connections arriving together).
+const DEV_BACKLOG: usize = 4;
 
 /// Runs the progress thread until the RNIC stops.
 pub(crate) fn run_thread(shared: &Shared) {
@@ -231,6 +357,7 @@ impl Core {
             read_closed: false,
             timers_checked: Duration::ZERO,
             aliases: HashMap::new(),
+            devs: Vec::new(),
         }
     }
 
@@ -275,6 +402,9 @@ impl Core {
                 _ => {}
             }
         }
+        for (_, d) in &self.devs {
+            consider(device::lock(d).poll_at(now));
+        }
         next.map(|d| d.saturating_sub(now))
     }
 
@@ -283,7 +413,7 @@ impl Core {
     /// readiness, which epoll keeps until then). Returns how many pieces of work were done.
     pub(crate) fn kick(&mut self, shared: &Shared) -> usize {
         if shared.rung.swap(false, Ordering::SeqCst) {
-            self.commands(shared) + self.doorbells(shared)
+            self.commands(shared) + self.doorbells(shared) + self.pump_devs(shared)
         } else {
             0
         }
@@ -319,7 +449,7 @@ impl Core {
         let mut ready = std::mem::take(&mut self.ready);
         ready.clear();
         for ev in self.events.iter() {
-            if ev.token() == WAKER {
+            if ev.token() == WAKER || self.devs.iter().any(|(t, _)| *t == ev.token()) {
                 continue;
             }
             let closed = ev.is_read_closed() || ev.is_error();
@@ -334,6 +464,8 @@ impl Core {
             self.read_closed = false;
         }
         self.ready = ready;
+        // Frames in and out of the devices, and the connections they concern.
+        work += self.pump_devs(shared);
         // Timers have millisecond granularity at most; look at them that often.
         let now = self.now();
         if now.saturating_sub(self.timers_checked) >= TIMER_GRANULARITY
@@ -383,6 +515,26 @@ impl Core {
                     .map(|(t, _)| *t);
                 if let Some(t) = t {
                     self.remove(t);
+                } else if let Some(t) = self.conns.iter().find_map(|(t, c)| match c {
+                    Conn::DevListener { id: i, .. } if *i == id => Some(*t),
+                    _ => None,
+                }) {
+                    self.remove(t);
+                }
+            }
+            Cmd::ListenDev(id, dev, port) => self.listen_dev(shared, id, dev, port),
+            Cmd::ConnectDev(qp, dev, peer, local, cfg) => {
+                self.watch_dev(&dev);
+                let r = device::lock(&dev).connect(peer, local);
+                match r {
+                    Ok((h, _)) => {
+                        tracing::debug!(qp = qp.id.0, %peer, "connecting over a device's TCP");
+                        let t = self.token();
+                        let sock = Stream::Dev(DevSock::new(dev, h));
+                        self.conns.insert(t, Conn::Connecting { sock, qp, cfg });
+                        self.pump_devs(shared);
+                    }
+                    Err(e) => fail_connect(shared, &qp, CmError::Tcp(e)),
                 }
             }
             Cmd::Connect(qp, addr, cfg) => match TcpStream::connect(addr) {
@@ -395,6 +547,7 @@ impl Core {
                         Interest::READABLE | Interest::WRITABLE,
                     ) {
                         Ok(()) => {
+                            let sock = Stream::Kernel(sock);
                             self.conns.insert(t, Conn::Connecting { sock, qp, cfg });
                         }
                         Err(e) => fail_connect(shared, &qp, CmError::Tcp(e.to_string())),
@@ -462,11 +615,14 @@ impl Core {
                     fail_connect(shared, &qp, CmError::Tcp(e.to_string()));
                     return;
                 }
-                self.start_active(shared, t, sock, qp, setup, None);
+                self.start_active(shared, t, Stream::Kernel(sock), qp, setup, None);
             }
             Cmd::SocketInode(qp, reply) => {
                 let ino = self.find_qp(&qp).and_then(|t| match self.conns.get(&t) {
-                    Some(Conn::Active(a)) => socket_inode(&a.sock),
+                    Some(Conn::Active(Active {
+                        sock: Stream::Kernel(s),
+                        ..
+                    })) => socket_inode(s),
                     _ => None,
                 });
                 let _ = reply.try_send(ino);
@@ -474,7 +630,14 @@ impl Core {
             Cmd::ListenSctp(id, l) => self.listen_sctp(shared, id, *l),
             Cmd::ConnectSctp(qp, c, cfg) => self.connect_sctp(shared, qp, *c, cfg),
             Cmd::SctpUnacked(qp, reply) => {
-                let _ = reply.try_send(self.sctp_unacked(&qp));
+                let dev = self.find_qp(&qp).and_then(|t| match self.conns.get(&t) {
+                    Some(Conn::Active(Active {
+                        sock: Stream::Dev(d),
+                        ..
+                    })) => Some(d.unacked()),
+                    _ => None,
+                });
+                let _ = reply.try_send(dev.or_else(|| self.sctp_unacked(&qp)));
             }
             Cmd::Disconnect(qp) => {
                 let t = self.find_qp(&qp);
@@ -505,9 +668,9 @@ impl Core {
                 let now = self.now();
                 match t.and_then(|t| self.conns.remove(&t).map(|c| (t, c))) {
                     Some((_, Conn::Active(mut a))) => {
-                        let _ = self.poll.registry().deregister(&mut a.sock);
+                        a.sock.deregister(self.poll.registry());
                         // Unread data makes the kernel send a reset: an abortive close.
-                        let _ = a.sock.shutdown(Shutdown::Both);
+                        a.sock.shutdown(Shutdown::Both);
                         let mut s = qp.lock();
                         if let Some(e) = s.engine.as_mut() {
                             // Rings closed and drained; the close below flushes it all.
@@ -519,7 +682,8 @@ impl Core {
                         drain_events(shared, &qp, s.engine.as_mut());
                     }
                     Some((_, Conn::Connecting { mut sock, .. })) => {
-                        let _ = self.poll.registry().deregister(&mut sock);
+                        sock.deregister(self.poll.registry());
+                        sock.shutdown(Shutdown::Both);
                         fail_connect(shared, &qp, CmError::Aborted);
                     }
                     Some((t, other)) => {
@@ -565,18 +729,25 @@ impl Core {
     fn remove(&mut self, t: Token) {
         if let Some(c) = self.conns.remove(&t) {
             let r = self.poll.registry();
-            let _ = match c {
-                Conn::Listener { mut sock, .. } => r.deregister(&mut sock),
+            match c {
+                Conn::Listener { mut sock, .. } => {
+                    let _ = r.deregister(&mut sock);
+                }
+                Conn::DevListener { dev, backlog, .. } => {
+                    let mut d = device::lock(&dev);
+                    for h in backlog {
+                        d.release(h, true);
+                    }
+                }
                 Conn::Incoming { mut sock, .. }
                 | Conn::Connecting { mut sock, .. }
-                | Conn::Rejecting { mut sock, .. } => r.deregister(&mut sock),
-                Conn::Active(mut a) => r.deregister(&mut a.sock),
+                | Conn::Rejecting { mut sock, .. } => sock.deregister(r),
+                Conn::Active(mut a) => a.sock.deregister(r),
                 Conn::Sctp(e) => {
                     self.conns.insert(t, Conn::Sctp(e));
                     self.remove_sctp(t);
-                    Ok(())
                 }
-            };
+            }
         }
     }
 
@@ -585,20 +756,19 @@ impl Core {
         &mut self,
         shared: &Shared,
         t: Token,
-        sock: TcpStream,
+        sock: Stream,
         qp: Arc<QpShared>,
         setup: Setup,
         already_read: Option<Vec<u8>>,
     ) {
-        let _ = sock.set_nodelay(true);
-        set_buffers(&sock, shared.cfg.socket_buffer);
+        sock.prepare(shared.cfg.socket_buffer);
         let now = self.now();
-        let cfg = qp_config(shared, &qp, emss_of(&sock, shared.cfg.max_emss));
+        let cfg = qp_config(shared, &qp, sock.emss(shared.cfg.max_emss));
         let mut engine = match QpEngine::new(cfg, shared.mem.clone(), setup, now) {
             Ok(e) => e,
             Err(e) => {
                 let mut sock = sock;
-                let _ = self.poll.registry().deregister(&mut sock);
+                sock.deregister(self.poll.registry());
                 qp.flush_early();
                 fail_connect(shared, &qp, CmError::Tcp(format!("engine: {e}")));
                 return;
@@ -617,9 +787,9 @@ impl Core {
         let span = tracing::info_span!(
             "qp",
             qp = qp.id.0,
-            llp = "MPA/TCP",
-            local = %sock.local_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
-            peer = %sock.peer_addr().map_or_else(|e| e.to_string(), |a| a.to_string()),
+            llp = %sock.llp(),
+            local = %sock.local_addr().map_or_else(|| "?".into(), |a| a.to_string()),
+            peer = %sock.peer_addr().map_or_else(|| "?".into(), |a| a.to_string()),
         );
         span.in_scope(|| tracing::debug!("TCP connection up, MPA setup starts"));
         self.conns.insert(
@@ -660,7 +830,7 @@ impl Core {
                     self.conns.insert(
                         nt,
                         Conn::Incoming {
-                            sock: s,
+                            sock: Stream::Kernel(s),
                             listener,
                             peer,
                             buf: Vec::new(),
@@ -686,6 +856,7 @@ impl Core {
             Conn::Rejecting { .. } => 3,
             Conn::Active(_) => 4,
             Conn::Sctp(_) => 5,
+            Conn::DevListener { .. } => 6,
         }) else {
             return;
         };
@@ -695,7 +866,8 @@ impl Core {
             2 => self.service_connecting(shared, t),
             3 => self.service_rejecting(t),
             4 => self.service_active(shared, t, readable, writable),
-            _ => self.service_sctp(shared, t),
+            5 => self.service_sctp(shared, t),
+            _ => self.accept_dev(shared, t),
         }
     }
 
@@ -788,14 +960,10 @@ impl Core {
         let Some(Conn::Connecting { sock, qp, .. }) = self.conns.get(&t) else {
             return;
         };
-        let err = match sock.take_error() {
-            Ok(Some(e)) => Some(e.to_string()),
-            Err(e) => Some(e.to_string()),
-            Ok(None) => match sock.peer_addr() {
-                Ok(_) => None,
-                Err(e) if e.kind() == io::ErrorKind::NotConnected => return,
-                Err(e) => Some(e.to_string()),
-            },
+        let err = match sock.connect_status() {
+            Ok(true) => None,
+            Ok(false) => return,
+            Err(e) => Some(e),
         };
         let qp = qp.clone();
         if let Some(e) = err {
@@ -833,7 +1001,7 @@ impl Core {
             }
         }
         if out.is_empty() && shut.is_none() {
-            let _ = sock.shutdown(Shutdown::Write);
+            sock.shutdown(Shutdown::Write);
             *shut = Some(now + LINGER);
         }
         if shut.is_some() {
@@ -923,7 +1091,7 @@ impl Core {
         // batch, payloads straight from registered memory (zero-copy transmit).
         while a.writable && a.shut.is_none() && !reset {
             let sock = &a.sock;
-            match eng.transmit_with(|parts| crate::mem::write_parts(sock.as_fd(), parts)) {
+            match eng.transmit_with(|parts| sock.write_parts(parts)) {
                 None => break,
                 Some(Ok(_)) => {}
                 Some(Err(e)) if e.kind() == io::ErrorKind::WouldBlock => a.writable = false,
@@ -937,7 +1105,7 @@ impl Core {
             finished = true;
         }
         if !a.closed && a.shut.is_none() && eng.should_close_transport() {
-            let _ = a.sock.shutdown(Shutdown::Write);
+            a.sock.shutdown(Shutdown::Write);
             a.shut = Some(now + LINGER);
         }
         if eof && !a.closed {
@@ -1010,7 +1178,7 @@ impl Core {
                 _ => {}
             }
         }
-        n
+        n + self.pump_devs(shared)
     }
 
     /// Aborts every connection (RNIC close). Commands still queued run first, so a reject
@@ -1022,8 +1190,8 @@ impl Core {
         for t in tokens {
             match self.conns.remove(&t) {
                 Some(Conn::Active(mut a)) => {
-                    let _ = self.poll.registry().deregister(&mut a.sock);
-                    let _ = a.sock.shutdown(Shutdown::Both);
+                    a.sock.deregister(self.poll.registry());
+                    a.sock.shutdown(Shutdown::Both);
                     let mut s = a.qp.lock();
                     if let Some(e) = s.engine.as_mut() {
                         a.qp.publish_engine(e, false);
@@ -1034,10 +1202,10 @@ impl Core {
                     drain_events(shared, &a.qp, s.engine.as_mut());
                 }
                 Some(Conn::Connecting { qp, .. }) => fail_connect(shared, &qp, CmError::Aborted),
-                Some(Conn::Rejecting { sock, out, .. }) => {
+                Some(Conn::Rejecting { mut sock, out, .. }) => {
                     // Best effort: the reject Reply is small and fits the socket buffer.
-                    let _ = (&sock).write(&out);
-                    let _ = sock.shutdown(Shutdown::Write);
+                    let _ = sock.write(&out);
+                    sock.shutdown(Shutdown::Write);
                 }
                 Some(c @ Conn::Sctp(_)) => {
                     self.conns.insert(t, c);
@@ -1046,6 +1214,145 @@ impl Core {
                 _ => {}
             }
         }
+        // What the connections queued last goes out; devices stay open while the RNIC is.
+        self.pump_devs(shared);
+    }
+
+    /// Starts watching a device's frames (once per device).
+    fn watch_dev(&mut self, dev: &SharedDev) {
+        if self.devs.iter().any(|(_, d)| Arc::ptr_eq(d, dev)) {
+            return;
+        }
+        let t = self.token();
+        let fd = device::lock(dev).fd();
+        let mut src = mio::unix::SourceFd(&fd);
+        if let Err(e) = self
+            .poll
+            .registry()
+            .register(&mut src, t, Interest::READABLE)
+        {
+            tracing::warn!(error = %e, "cannot watch the device: it is polled on timers only");
+        }
+        self.devs.push((t, dev.clone()));
+    }
+
+    fn listen_dev(&mut self, shared: &Shared, id: ListenerId, dev: SharedDev, port: u16) {
+        self.watch_dev(&dev);
+        let mut backlog = Vec::new();
+        {
+            let mut d = device::lock(&dev);
+            for _ in 0..DEV_BACKLOG {
+                match d.listen(port) {
+                    Ok(h) => backlog.push(h),
+                    Err(e) => tracing::warn!(port, error = %e, "device listen failed"),
+                }
+            }
+        }
+        let t = self.token();
+        self.conns.insert(
+            t,
+            Conn::DevListener {
+                id,
+                dev,
+                port,
+                backlog,
+            },
+        );
+        self.pump_devs(shared);
+    }
+
+    /// Takes the connections a device listener's sockets have established.
+    fn accept_dev(&mut self, shared: &Shared, t: Token) {
+        let Some(Conn::DevListener {
+            id,
+            dev,
+            port,
+            backlog,
+        }) = self.conns.get_mut(&t)
+        else {
+            return;
+        };
+        let (listener, dev) = (*id, dev.clone());
+        let mut taken = Vec::new();
+        {
+            let mut d = device::lock(&dev);
+            for h in backlog.iter_mut() {
+                let s = d.socket(*h);
+                match s.state() {
+                    tcp::State::Listen | tcp::State::SynReceived => {}
+                    tcp::State::Closed | tcp::State::TimeWait => {
+                        // A handshake that failed: listen again on the same socket.
+                        s.abort();
+                        let _ = s.listen(*port);
+                    }
+                    _ => {
+                        taken.push(*h);
+                        match d.listen(*port) {
+                            Ok(n) => *h = n,
+                            Err(e) => tracing::warn!(error = %e, "device listen failed"),
+                        }
+                    }
+                }
+            }
+        }
+        for h in taken {
+            let sock = Stream::Dev(DevSock::new(dev.clone(), h));
+            let Some(peer) = sock.peer_addr() else {
+                continue;
+            };
+            tracing::debug!(%peer, listener = listener.0, "device TCP connection accepted");
+            let nt = self.token();
+            let deadline = Some(self.now() + shared.cfg.mpa_request_timeout);
+            self.conns.insert(
+                nt,
+                Conn::Incoming {
+                    sock,
+                    listener,
+                    peer,
+                    buf: Vec::new(),
+                    deadline,
+                    req: None,
+                },
+            );
+            self.service(shared, nt, true, false);
+        }
+    }
+
+    /// Polls every device's stack (frames in and out, its timers) and services the
+    /// connections on a device where something changed, until nothing does. Returns how
+    /// many services ran.
+    fn pump_devs(&mut self, shared: &Shared) -> usize {
+        let mut work = 0;
+        for _ in 0..8 {
+            let now = self.now();
+            let mut due = Vec::new();
+            for (_, dev) in &self.devs {
+                if !device::lock(dev).poll(now) {
+                    continue;
+                }
+                for (t, c) in &self.conns {
+                    let on = match c {
+                        Conn::DevListener { dev: d, .. } => Arc::ptr_eq(d, dev),
+                        Conn::Incoming { sock, .. }
+                        | Conn::Connecting { sock, .. }
+                        | Conn::Rejecting { sock, .. } => sock.on_dev(dev),
+                        Conn::Active(a) => a.sock.on_dev(dev),
+                        _ => false,
+                    };
+                    if on {
+                        due.push(*t);
+                    }
+                }
+            }
+            if due.is_empty() {
+                break;
+            }
+            work += due.len();
+            for t in due {
+                self.service(shared, t, true, true);
+            }
+        }
+        work
     }
 }
 

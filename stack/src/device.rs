@@ -1,0 +1,713 @@
+//! Raw-Ethernet devices under softrnic's own TCP/IP: kernel bypass for MPA/TCP.
+//!
+//! A device is a source and sink of Ethernet frames ([`Link`]): a TAP device, or one end of
+//! a datagram socket pair (each datagram one frame; two RNICs in one process, or a frame
+//! pipe to another program). On it the progress core runs an IPv4/TCP stack of its own
+//! (smoltcp, the one netsim drives in virtual time): it answers ARP, owns its IP address and
+//! carries the QPs' TCP connections, whose MPA/DDP/RDMAP bytes are the same as over the
+//! kernel's TCP. The kernel's TCP never sees these connections: the device's address is not
+//! one of the host's, so nothing on the host answers (or resets) them.
+//!
+//! A device is named; a transport address picks it (`tap://tap0/10.0.0.2:7174`, see
+//! [`crate::addr`]). [`crate::Rnic::attach_device`] adds a device made by the application
+//! (for example a [`Link::datagram_pair`] end).
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixDatagram;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
+use smoltcp::phy::{self, DeviceCapabilities, Medium};
+use smoltcp::socket::tcp;
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Cidr};
+
+use crate::mem::TxPart;
+
+/// Ethernet header length (the MTU counts the IP packet only).
+const ETH_HEADER: usize = 14;
+
+/// Largest frame read from a device: a 64 KiB IP packet (jumbo frames and more) with its
+/// Ethernet header and a VLAN tag.
+const MAX_FRAME: usize = 65_535 + ETH_HEADER + 4;
+
+/// TCP socket buffers of device connections (the receive buffer bounds the advertised
+/// window; window scaling follows).
+const SOCKET_BUFFER: usize = 1024 * 1024;
+
+/// A device's connections closed by their QPs stay in its stack at most this long to
+/// finish their FIN exchange; then they are aborted.
+const CLOSE_LINGER: Duration = Duration::from_secs(10);
+
+/// An active connection gives up when the peer answers nothing for this long.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A device cannot be opened or configured.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// Opening or configuring the device failed; the message says what to do.
+    #[error("{0}")]
+    Open(String),
+    /// The device exists with another configuration.
+    #[error("device {name}: {why}")]
+    Conflict {
+        /// The device name.
+        name: String,
+        /// What conflicts.
+        why: String,
+    },
+}
+
+/// Where a device's Ethernet frames go.
+pub enum Link {
+    /// A TAP device (layer 2 tun/tap).
+    Tap(tun_rs::SyncDevice),
+    /// A datagram socket: one datagram per frame.
+    Datagram(UnixDatagram),
+}
+
+impl Link {
+    /// Opens the TAP device `name` (creating it, up, when it does not exist).
+    ///
+    /// Needs `CAP_NET_ADMIN`, unless `name` is a persistent TAP device owned by the
+    /// calling user (`ip tuntap add NAME mode tap user USER`), which any process of that
+    /// user may open.
+    pub fn open_tap(name: &str) -> Result<Link, DeviceError> {
+        if name.is_empty() || name.len() > 15 || name.contains('/') {
+            return Err(DeviceError::Open(format!(
+                "{name:?} is not an interface name (1-15 characters, no '/')"
+            )));
+        }
+        let dev = tun_rs::DeviceBuilder::new()
+            .name(name)
+            .layer(tun_rs::Layer::L2)
+            .build_sync()
+            .map_err(|e| DeviceError::Open(tap_error(name, &e)))?;
+        dev.set_nonblocking(true)
+            .map_err(|e| DeviceError::Open(format!("TAP device {name}: non-blocking mode: {e}")))?;
+        Ok(Link::Tap(dev))
+    }
+
+    /// Two connected datagram links: what one sends, the other receives (a cable).
+    pub fn datagram_pair() -> io::Result<(Link, Link)> {
+        let (a, b) = UnixDatagram::pair()?;
+        a.set_nonblocking(true)?;
+        b.set_nonblocking(true)?;
+        Ok((Link::Datagram(a), Link::Datagram(b)))
+    }
+
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Link::Tap(d) => d.recv(buf),
+            Link::Datagram(s) => s.recv(buf),
+        }
+    }
+
+    fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        match self {
+            Link::Tap(d) => d.send(frame),
+            Link::Datagram(s) => s.send(frame),
+        }
+    }
+
+    /// The interface MTU a TAP device reports.
+    fn mtu(&self) -> Option<usize> {
+        match self {
+            Link::Tap(d) => d.mtu().ok().map(usize::from),
+            Link::Datagram(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Link::Tap(d) => write!(f, "Tap({:?})", d.name().ok()),
+            Link::Datagram(s) => write!(f, "Datagram({s:?})"),
+        }
+    }
+}
+
+impl AsRawFd for Link {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            Link::Tap(d) => d.as_raw_fd(),
+            Link::Datagram(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+/// What went wrong opening a TAP device, and what to do about it.
+fn tap_error(name: &str, e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EPERM) | Some(libc::EACCES) => format!(
+            "TAP device {name}: permission denied: opening a TAP device needs CAP_NET_ADMIN \
+             (run as root), or create a persistent one for your user first: \
+             `sudo ip tuntap add {name} mode tap user $USER && sudo ip link set {name} up`"
+        ),
+        Some(libc::ENOENT) | Some(libc::ENODEV) => format!(
+            "TAP device {name}: /dev/net/tun is missing: load the tun module (`modprobe tun`) \
+             or, in a container, pass the device in (--device /dev/net/tun)"
+        ),
+        Some(libc::EBUSY) => format!(
+            "TAP device {name}: busy: another process holds it (a TAP device has one owner \
+             at a time; close the other program or pick another name)"
+        ),
+        Some(libc::EINVAL) => format!(
+            "TAP device {name}: an interface of that name exists and is not a TAP device \
+             (pick another name)"
+        ),
+        _ => format!("TAP device {name}: {e}"),
+    }
+}
+
+/// A device's IP configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceConfig {
+    /// The stack's IPv4 address on the device.
+    pub addr: Ipv4Addr,
+    /// Its prefix length (the on-link subnet).
+    pub prefix: u8,
+    /// The default gateway, for peers off the subnet.
+    pub gateway: Option<Ipv4Addr>,
+    /// IP MTU (`None`: what the device reports, else 1500).
+    pub mtu: Option<usize>,
+    /// MAC address (`None`: a random locally administered one).
+    pub mac: Option<[u8; 6]>,
+}
+
+impl DeviceConfig {
+    /// `addr/prefix`, no gateway, the device's MTU, a random MAC.
+    pub fn new(addr: Ipv4Addr, prefix: u8) -> DeviceConfig {
+        DeviceConfig {
+            addr,
+            prefix,
+            gateway: None,
+            mtu: None,
+            mac: None,
+        }
+    }
+}
+
+/// Frame counters of a device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Frames sent.
+    pub tx_frames: u64,
+    /// Frames the device refused (queue full, link down): TCP retransmits them.
+    pub tx_dropped: u64,
+}
+
+/// One device and the TCP/IP stack on it, owned by the progress core.
+pub(crate) struct DevStack {
+    name: String,
+    link: Link,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    mtu: usize,
+    rx: Vec<u8>,
+    tx: Vec<u8>,
+    stats: DeviceStats,
+    /// Connections their QPs closed: finishing their FIN exchange until the deadline.
+    closing: Vec<(SocketHandle, Duration)>,
+    /// Local ports in use (listeners and connections).
+    ports: HashMap<u16, usize>,
+    /// The time of the last poll.
+    now: Duration,
+    next_port: u16,
+}
+
+impl std::fmt::Debug for DevStack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DevStack")
+            .field("name", &self.name)
+            .field("mtu", &self.mtu)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The phy::Device view of a link for one poll.
+struct Phy<'a> {
+    link: &'a Link,
+    rx: &'a mut Vec<u8>,
+    tx: &'a mut Vec<u8>,
+    mtu: usize,
+    stats: &'a mut DeviceStats,
+}
+
+struct RxTok<'a> {
+    frame: &'a [u8],
+}
+
+struct TxTok<'a> {
+    link: &'a Link,
+    buf: &'a mut Vec<u8>,
+    stats: &'a mut DeviceStats,
+}
+
+impl phy::RxToken for RxTok<'_> {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(self.frame)
+    }
+}
+
+impl phy::TxToken for TxTok<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        self.buf.resize(len, 0);
+        let r = f(self.buf.get_mut(..len).unwrap_or_default());
+        match self.link.send(self.buf.get(..len).unwrap_or_default()) {
+            Ok(_) => self.stats.tx_frames += 1,
+            Err(e) => {
+                // A full queue or a link that is down: the frame is lost, as on a wire.
+                self.stats.tx_dropped += 1;
+                tracing::debug!(error = %e, "device refused a frame");
+            }
+        }
+        r
+    }
+}
+
+impl phy::Device for Phy<'_> {
+    type RxToken<'b>
+        = RxTok<'b>
+    where
+        Self: 'b;
+    type TxToken<'b>
+        = TxTok<'b>
+    where
+        Self: 'b;
+
+    fn receive(
+        &mut self,
+        _now: smoltcp::time::Instant,
+    ) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
+        let n = match self.link.recv(self.rx) {
+            Ok(n) => n,
+            Err(e) => {
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    tracing::debug!(error = %e, "device read failed");
+                }
+                return None;
+            }
+        };
+        self.stats.rx_frames += 1;
+        Some((
+            RxTok {
+                frame: self.rx.get(..n).unwrap_or_default(),
+            },
+            TxTok {
+                link: self.link,
+                buf: self.tx,
+                stats: self.stats,
+            },
+        ))
+    }
+
+    fn transmit(&mut self, _now: smoltcp::time::Instant) -> Option<Self::TxToken<'_>> {
+        Some(TxTok {
+            link: self.link,
+            buf: self.tx,
+            stats: self.stats,
+        })
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut caps = DeviceCapabilities::default();
+        caps.medium = Medium::Ethernet;
+        caps.max_transmission_unit = self.mtu + ETH_HEADER;
+        caps
+    }
+}
+
+fn instant(now: Duration) -> smoltcp::time::Instant {
+    smoltcp::time::Instant::from_micros(i64::try_from(now.as_micros()).unwrap_or(i64::MAX))
+}
+
+fn random_mac() -> [u8; 6] {
+    let mut m = [0u8; 6];
+    if getrandom::fill(&mut m).is_err() {
+        m = [0, 0x16, 0x3e, 0x5a, 0x17, 0x01];
+    }
+    // Locally administered, unicast.
+    m[0] = (m[0] & 0xfc) | 0x02;
+    m
+}
+
+impl DevStack {
+    /// A stack on `link` configured by `cfg`.
+    pub(crate) fn new(name: &str, link: Link, cfg: &DeviceConfig, now: Duration) -> DevStack {
+        let mtu = cfg
+            .mtu
+            .or_else(|| link.mtu())
+            .unwrap_or(1500)
+            .clamp(576, 65_535);
+        let mac = cfg.mac.unwrap_or_else(random_mac);
+        let mut seed = [0u8; 8];
+        let _ = getrandom::fill(&mut seed);
+        let mut icfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
+        icfg.random_seed = u64::from_le_bytes(seed);
+        let mut rx = vec![0u8; MAX_FRAME];
+        let mut tx = Vec::new();
+        let mut stats = DeviceStats::default();
+        let iface = {
+            let mut phy = Phy {
+                link: &link,
+                rx: &mut rx,
+                tx: &mut tx,
+                mtu,
+                stats: &mut stats,
+            };
+            Interface::new(icfg, &mut phy, instant(now))
+        };
+        let mut port = [0u8; 2];
+        let _ = getrandom::fill(&mut port);
+        let mut s = DevStack {
+            name: name.to_string(),
+            link,
+            iface,
+            sockets: SocketSet::new(Vec::new()),
+            mtu,
+            rx,
+            tx,
+            stats,
+            closing: Vec::new(),
+            ports: HashMap::new(),
+            now,
+            next_port: 49_152 + u16::from_le_bytes(port) % 16_384,
+        };
+        s.add_addr(cfg.addr, cfg.prefix);
+        if let Some(gw) = cfg.gateway {
+            let _ = s.iface.routes_mut().add_default_ipv4_route(gw);
+        }
+        s
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    pub(crate) fn stats(&self) -> DeviceStats {
+        self.stats
+    }
+
+    pub(crate) fn fd(&self) -> RawFd {
+        self.link.as_raw_fd()
+    }
+
+    /// Whether `ip` is one of the stack's addresses.
+    pub(crate) fn has_addr(&self, ip: Ipv4Addr) -> bool {
+        self.iface.has_ip_addr(IpAddress::Ipv4(ip))
+    }
+
+    /// Adds `ip/prefix` (no effect if present). `false`: the interface holds no more.
+    pub(crate) fn add_addr(&mut self, ip: Ipv4Addr, prefix: u8) -> bool {
+        if self.has_addr(ip) {
+            return true;
+        }
+        let mut ok = true;
+        self.iface.update_ip_addrs(|a| {
+            ok = a
+                .push(IpCidr::Ipv4(Ipv4Cidr::new(ip, prefix.min(32))))
+                .is_ok();
+        });
+        ok
+    }
+
+    /// The first address (a connect's source when none is named).
+    pub(crate) fn first_addr(&self) -> Option<Ipv4Addr> {
+        self.iface.ipv4_addr()
+    }
+
+    fn new_socket(&mut self) -> SocketHandle {
+        let mut s = tcp::Socket::new(
+            tcp::SocketBuffer::new(vec![0; SOCKET_BUFFER]),
+            tcp::SocketBuffer::new(vec![0; SOCKET_BUFFER]),
+        );
+        // MPA frames its own messages (as TCP_NODELAY on kernel sockets).
+        s.set_nagle_enabled(false);
+        s.set_ack_delay(Some(smoltcp::time::Duration::from_millis(1)));
+        s.set_congestion_control(tcp::CongestionControl::Reno);
+        self.sockets.add(s)
+    }
+
+    /// A socket listening on `port`.
+    pub(crate) fn listen(&mut self, port: u16) -> Result<SocketHandle, tcp::ListenError> {
+        let h = self.new_socket();
+        let r = self.sockets.get_mut::<tcp::Socket>(h).listen(port);
+        match r {
+            Ok(()) => {
+                *self.ports.entry(port).or_default() += 1;
+                Ok(h)
+            }
+            Err(e) => {
+                self.sockets.remove(h);
+                Err(e)
+            }
+        }
+    }
+
+    /// A free local port from the dynamic range.
+    pub(crate) fn listen_port(&mut self) -> u16 {
+        for _ in 0..16_384 {
+            let p = self.next_port;
+            self.next_port = if p == u16::MAX { 49_152 } else { p + 1 };
+            if !self.ports.contains_key(&p) {
+                return p;
+            }
+        }
+        self.next_port
+    }
+
+    /// An active open to `peer` from `local` (an address of the stack, or its first).
+    pub(crate) fn connect(
+        &mut self,
+        peer: SocketAddrV4,
+        local: Option<Ipv4Addr>,
+    ) -> Result<(SocketHandle, u16), String> {
+        let src = local
+            .or_else(|| self.first_addr())
+            .ok_or_else(|| format!("device {} has no IPv4 address", self.name))?;
+        let port = self.listen_port();
+        let h = self.new_socket();
+        let ctx = self.iface.context();
+        let sock = self.sockets.get_mut::<tcp::Socket>(h);
+        sock.set_timeout(Some(smoltcp::time::Duration::from_millis(
+            CONNECT_TIMEOUT.as_millis() as u64,
+        )));
+        let r = sock.connect(
+            ctx,
+            IpEndpoint::new(IpAddress::Ipv4(*peer.ip()), peer.port()),
+            IpEndpoint::new(IpAddress::Ipv4(src), port),
+        );
+        match r {
+            Ok(()) => {
+                *self.ports.entry(port).or_default() += 1;
+                Ok((h, port))
+            }
+            Err(e) => {
+                self.sockets.remove(h);
+                Err(format!("connect to {peer} on device {}: {e}", self.name))
+            }
+        }
+    }
+
+    pub(crate) fn socket(&mut self, h: SocketHandle) -> &mut tcp::Socket<'static> {
+        self.sockets.get_mut::<tcp::Socket>(h)
+    }
+
+    /// Frees a socket's port reservation and lets it finish closing (`abort`: reset at
+    /// once).
+    pub(crate) fn release(&mut self, h: SocketHandle, abort: bool) {
+        let now = self.now;
+        let sock = self.sockets.get_mut::<tcp::Socket>(h);
+        let port = sock.local_endpoint().map(|e| e.port);
+        if let Some(p) = port
+            && let Some(n) = self.ports.get_mut(&p)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.ports.remove(&p);
+            }
+        }
+        if abort {
+            sock.abort();
+        } else {
+            sock.close();
+        }
+        self.closing.push((h, now + CLOSE_LINGER));
+    }
+
+    /// Receives and sends what there is. `true` if any socket may have changed.
+    pub(crate) fn poll(&mut self, now: Duration) -> bool {
+        self.now = now;
+        let changed = {
+            let mut phy = Phy {
+                link: &self.link,
+                rx: &mut self.rx,
+                tx: &mut self.tx,
+                mtu: self.mtu,
+                stats: &mut self.stats,
+            };
+            self.iface.poll(instant(now), &mut phy, &mut self.sockets)
+        };
+        // Connections closed by their QPs leave once closed (or at their deadline).
+        let sockets = &mut self.sockets;
+        self.closing.retain(|&(h, deadline)| {
+            let s = sockets.get_mut::<tcp::Socket>(h);
+            let done = matches!(s.state(), tcp::State::Closed | tcp::State::TimeWait);
+            if done || now >= deadline {
+                s.abort();
+                sockets.remove(h);
+                false
+            } else {
+                true
+            }
+        });
+        changed == PollResult::SocketStateChanged
+    }
+
+    /// When the stack next needs a poll.
+    pub(crate) fn poll_at(&mut self, now: Duration) -> Option<Duration> {
+        let d = self.iface.poll_delay(instant(now), &self.sockets)?;
+        Some(now + Duration::from_micros(d.total_micros()))
+    }
+}
+
+/// A device shared by the RNIC's API (which opens and configures it) and its progress core.
+pub(crate) type SharedDev = Arc<Mutex<DevStack>>;
+
+pub(crate) fn lock(d: &SharedDev) -> MutexGuard<'_, DevStack> {
+    d.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A TCP connection on a device: what a kernel `TcpStream` is to the kernel path.
+#[derive(Debug)]
+pub(crate) struct DevSock {
+    pub(crate) dev: SharedDev,
+    pub(crate) h: SocketHandle,
+    /// Abort (reset) rather than close when dropped.
+    abort: bool,
+}
+
+impl DevSock {
+    pub(crate) fn new(dev: SharedDev, h: SocketHandle) -> DevSock {
+        DevSock {
+            dev,
+            h,
+            abort: false,
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut tcp::Socket<'static>) -> R) -> R {
+        let mut d = lock(&self.dev);
+        f(d.socket(self.h))
+    }
+
+    pub(crate) fn state(&self) -> tcp::State {
+        self.with(|s| s.state())
+    }
+
+    /// Reads like a non-blocking socket: `WouldBlock` when nothing is there, `Ok(0)` at the
+    /// peer's FIN, `ConnectionReset` when the connection is gone.
+    pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.with(|s| match s.recv_slice(buf) {
+            Ok(0) if !buf.is_empty() => Err(io::ErrorKind::WouldBlock.into()),
+            Ok(n) => Ok(n),
+            Err(tcp::RecvError::Finished) => Ok(0),
+            Err(tcp::RecvError::InvalidState) => Err(io::ErrorKind::ConnectionReset.into()),
+        })
+    }
+
+    /// Writes like a non-blocking socket.
+    pub(crate) fn write(&self, buf: &[u8]) -> io::Result<usize> {
+        self.with(|s| match s.send_slice(buf) {
+            Ok(0) if !buf.is_empty() => Err(io::ErrorKind::WouldBlock.into()),
+            Ok(n) => Ok(n),
+            Err(_) => Err(io::ErrorKind::BrokenPipe.into()),
+        })
+    }
+
+    /// Copies gathered pieces into the send buffer as far as they fit.
+    pub(crate) fn write_parts(&self, parts: &[TxPart<'_>]) -> io::Result<usize> {
+        self.with(|s| {
+            if !s.may_send() {
+                return Err(io::ErrorKind::BrokenPipe.into());
+            }
+            let mut total = 0;
+            for part in parts {
+                let want = part.len();
+                let took = match *part {
+                    TxPart::Bytes(b) => s
+                        .send_slice(b)
+                        .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?,
+                    TxPart::Mem { buf, offset, len } => s
+                        .send(|room| {
+                            let n = room.len().min(len);
+                            let ok = room
+                                .get_mut(..n)
+                                .is_some_and(|r| buf.read_at(offset, r).is_ok());
+                            if ok { (n, Some(n)) } else { (0, None) }
+                        })
+                        .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?
+                        .ok_or_else(|| {
+                            io::Error::new(
+                                io::ErrorKind::InvalidInput,
+                                "registered range out of bounds",
+                            )
+                        })?,
+                };
+                total += took;
+                if took < want {
+                    break;
+                }
+            }
+            if total == 0 && !parts.is_empty() {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(total)
+        })
+    }
+
+    /// Shuts the write half (FIN after what is queued).
+    pub(crate) fn shutdown_write(&self) {
+        self.with(|s| s.close());
+    }
+
+    /// Closes with a reset when dropped.
+    pub(crate) fn set_abort(&mut self) {
+        self.abort = true;
+    }
+
+    /// `Ok(true)` connected, `Ok(false)` still connecting, `Err` failed.
+    pub(crate) fn connect_status(&self) -> Result<bool, String> {
+        match self.state() {
+            tcp::State::SynSent | tcp::State::SynReceived => Ok(false),
+            tcp::State::Closed | tcp::State::TimeWait | tcp::State::Listen => {
+                Err("connection refused or timed out (no answer from the peer, or a reset)".into())
+            }
+            _ => Ok(true),
+        }
+    }
+
+    pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
+        self.with(|s| s.local_endpoint()).and_then(endpoint_addr)
+    }
+
+    pub(crate) fn peer_addr(&self) -> Option<SocketAddr> {
+        self.with(|s| s.remote_endpoint()).and_then(endpoint_addr)
+    }
+
+    /// Bytes sent or queued and not yet acknowledged by the peer.
+    pub(crate) fn unacked(&self) -> u64 {
+        self.with(|s| s.send_queue() as u64)
+    }
+
+    /// The EMSS for MPA: the device MTU less IPv4 and TCP headers with room for options.
+    pub(crate) fn emss(&self) -> u32 {
+        let mtu = lock(&self.dev).mtu();
+        u32::try_from(mtu.saturating_sub(20 + 20 + 12)).unwrap_or(u32::MAX)
+    }
+}
+
+impl Drop for DevSock {
+    fn drop(&mut self) {
+        let mut d = lock(&self.dev);
+        d.release(self.h, self.abort);
+    }
+}
+
+fn endpoint_addr(e: IpEndpoint) -> Option<SocketAddr> {
+    match e.addr {
+        IpAddress::Ipv4(a) => Some(SocketAddr::V4(SocketAddrV4::new(a, e.port))),
+    }
+}

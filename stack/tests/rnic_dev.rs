@@ -1,0 +1,431 @@
+//! The runtime on softrnic's own TCP/IP over raw-Ethernet devices (kernel bypass): two RNICs
+//! joined by a datagram "cable" (one Ethernet frame per datagram), or through a relay that
+//! records and drops frames. Every operation with data verified, reject, Terminate and
+//! disconnect; the frames on the cable carry the same MPA as over the kernel's TCP; a lossy
+//! cable loses nothing.
+
+use std::os::unix::net::UnixDatagram;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use stack::addr::TransportAddr;
+use stack::device::{DeviceConfig, Link};
+use stack::rdmap::TermCause;
+use stack::{
+    Access, CloseReason, CmError, Cq, Event, MemoryRegion, MrOptions, Pd, ProgressMode, Qp, QpAttr,
+    RecvWr, Rnic, RnicConfig, SendOp, SendWr, Wc, WcStatus, mpa,
+};
+
+const T: Duration = Duration::from_secs(20);
+
+fn all_access() -> Access {
+    Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC
+}
+
+struct Node {
+    rnic: Rnic,
+    pd: Pd,
+    scq: Cq,
+    rcq: Cq,
+    qp: Qp,
+}
+
+impl Node {
+    fn new(progress: ProgressMode, link: Link, ip: [u8; 4]) -> Node {
+        let rnic = Rnic::open(RnicConfig {
+            progress,
+            ..RnicConfig::default()
+        })
+        .unwrap();
+        rnic.attach_device("cable0", link, &DeviceConfig::new(ip.into(), 24))
+            .unwrap();
+        let pd = rnic.alloc_pd();
+        let scq = Cq::new(1024);
+        let rcq = Cq::new(1024);
+        let qp = rnic
+            .create_qp(QpAttr::new(pd, scq.clone(), rcq.clone()))
+            .unwrap();
+        Node {
+            rnic,
+            pd,
+            scq,
+            rcq,
+            qp,
+        }
+    }
+
+    fn mr(&self, len: usize) -> MemoryRegion {
+        self.rnic
+            .mem()
+            .register_new(self.pd, len, MrOptions::new(all_access()))
+            .unwrap()
+    }
+
+    fn tick(&self) {
+        if self.rnic.config().progress == ProgressMode::Manual {
+            let _ = self.rnic.advance(Duration::from_millis(1));
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+}
+
+fn drive(nodes: &[&Node]) {
+    for n in nodes {
+        n.tick();
+    }
+}
+
+#[track_caller]
+fn wait_wc(nodes: &[&Node], cq: &Cq) -> Wc {
+    let start = Instant::now();
+    loop {
+        if let Some(wc) = cq.poll_one() {
+            return wc;
+        }
+        assert!(start.elapsed() < T, "no completion");
+        drive(nodes);
+    }
+}
+
+#[track_caller]
+fn wait_event(nodes: &[&Node], n: &Node, f: impl Fn(&Event) -> bool) -> Event {
+    let start = Instant::now();
+    loop {
+        while let Some(e) = n.rnic.poll_event() {
+            if f(&e) {
+                return e;
+            }
+        }
+        assert!(start.elapsed() < T, "no such event");
+        drive(nodes);
+    }
+}
+
+/// Frames relayed between two cables: recorded, and every `drop_every`-th dropped.
+struct Relay {
+    stop: Arc<AtomicBool>,
+    frames: Arc<Mutex<Vec<Vec<u8>>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    /// Links for node a and node b, joined through the relay.
+    fn new(drop_every: Option<u64>) -> (Relay, Link, Link) {
+        let (a, ra) = UnixDatagram::pair().unwrap();
+        let (b, rb) = UnixDatagram::pair().unwrap();
+        for s in [&a, &b] {
+            s.set_nonblocking(true).unwrap();
+        }
+        ra.set_nonblocking(true).unwrap();
+        rb.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let frames = Arc::new(Mutex::new(Vec::new()));
+        let (st, fr) = (stop.clone(), frames.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 70_000];
+            let mut n = 0u64;
+            while !st.load(Ordering::Relaxed) {
+                let mut idle = true;
+                for (from, to) in [(&ra, &rb), (&rb, &ra)] {
+                    while let Ok(len) = from.recv(&mut buf) {
+                        idle = false;
+                        n += 1;
+                        let frame = buf[..len].to_vec();
+                        let drop = drop_every.is_some_and(|k| n.is_multiple_of(k));
+                        fr.lock().unwrap().push(frame);
+                        if !drop {
+                            let _ = to.send(&buf[..len]);
+                        }
+                    }
+                }
+                if idle {
+                    std::thread::sleep(Duration::from_micros(20));
+                }
+            }
+        });
+        (
+            Relay {
+                stop,
+                frames,
+                thread: Some(thread),
+            },
+            Link::Datagram(a),
+            Link::Datagram(b),
+        )
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Node b listens on 10.9.0.2, node a connects from 10.9.0.1 over the device "cable0".
+fn connected(progress: ProgressMode, la: Link, lb: Link) -> (Node, Node) {
+    let a = Node::new(progress, la, [10, 9, 0, 1]);
+    let b = Node::new(progress, lb, [10, 9, 0, 2]);
+    let at: TransportAddr = "dev://cable0/10.9.0.2:7174".parse().unwrap();
+    let l = b.rnic.listen_on(&at).unwrap();
+    assert_eq!(l.transport, at);
+    let to: TransportAddr = "dev://cable0/10.9.0.2:7174".parse().unwrap();
+    let cfg = mpa::Config {
+        private_data: b"from-a".to_vec(),
+        ..mpa::Config::default()
+    };
+    a.rnic.connect_to(&a.qp, &to, cfg).unwrap();
+    let req = match wait_event(&[&a, &b], &b, |e| matches!(e, Event::ConnectRequest(_))) {
+        Event::ConnectRequest(r) => r,
+        _ => unreachable!(),
+    };
+    assert_eq!(req.private_data(), b"from-a");
+    assert_eq!(req.peer.ip().to_string(), "10.9.0.1");
+    assert!(req.request.is_some(), "an MPA Request");
+    let bcfg = mpa::Config {
+        private_data: b"from-b".to_vec(),
+        ..mpa::Config::default()
+    };
+    b.rnic.accept(req.id, &b.qp, bcfg).unwrap();
+    wait_event(&[&a, &b], &a, |e| matches!(e, Event::Established { .. }));
+    wait_event(&[&a, &b], &b, |e| matches!(e, Event::Established { .. }));
+    assert_eq!(a.qp.session().unwrap().peer_private_data, b"from-b");
+    (a, b)
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+/// Send, RDMA Write, RDMA Read, an atomic and Send with Invalidate over the device stack;
+/// every byte checked; then a graceful disconnect both sides see.
+fn every_operation(a: &Node, b: &Node, len: usize) {
+    let n = &[a, b];
+    let data = pattern(len, 9);
+    let src = a.mr(len);
+    src.buf().write_at(0, &data).unwrap();
+    let rbuf = b.mr(len);
+    b.qp.post_recv(RecvWr::new(1, vec![rbuf.sge(0, len as u32)]))
+        .unwrap();
+    a.qp.post_send(SendWr::send(10, vec![src.sge(0, len as u32)]))
+        .unwrap();
+    let wdst = b.mr(len);
+    a.qp.post_send(SendWr::write(
+        11,
+        vec![src.sge(0, len as u32)],
+        wdst.stag(),
+        wdst.to_at(0),
+    ))
+    .unwrap();
+    let rsrc = b.mr(len);
+    let rdata = pattern(len, 77);
+    rsrc.buf().write_at(0, &rdata).unwrap();
+    let sink = a.mr(len);
+    a.qp.post_send(SendWr::read(
+        12,
+        vec![sink.sge(0, len as u32)],
+        rsrc.stag(),
+        rsrc.to_at(0),
+    ))
+    .unwrap();
+    let word = b.mr(8);
+    word.buf().write_at(0, &40u64.to_ne_bytes()).unwrap();
+    let orig = a.mr(8);
+    a.qp.post_send(SendWr::new(
+        13,
+        SendOp::FetchAdd {
+            remote_stag: word.stag(),
+            remote_to: word.to_at(0),
+            add: 2,
+            add_mask: 0,
+        },
+        vec![orig.sge(0, 8)],
+    ))
+    .unwrap();
+    let victim = b.mr(64);
+    let r2 = b.mr(8);
+    b.qp.post_recv(RecvWr::new(2, vec![r2.sge(0, 8)])).unwrap();
+    a.qp.post_send(SendWr::new(
+        14,
+        SendOp::Send {
+            solicited: false,
+            invalidate: Some(victim.stag()),
+        },
+        vec![src.sge(0, 8)],
+    ))
+    .unwrap();
+    for id in 10..=14 {
+        let w = wait_wc(n, &a.scq);
+        assert_eq!((w.wr_id, w.status), (id, WcStatus::Success));
+    }
+    let r = wait_wc(n, &b.rcq);
+    assert_eq!((r.wr_id, r.byte_len as usize), (1, len));
+    let r = wait_wc(n, &b.rcq);
+    assert_eq!((r.wr_id, r.invalidated_stag), (2, Some(victim.stag())));
+    assert!(rbuf.buf().to_vec() == data, "Send payload");
+    assert!(wdst.buf().to_vec() == data, "Write payload");
+    assert!(sink.buf().to_vec() == rdata, "Read payload");
+    assert_eq!(orig.buf().to_vec(), 40u64.to_ne_bytes());
+    assert_eq!(word.buf().to_vec(), 42u64.to_ne_bytes());
+    a.rnic.disconnect(&a.qp).unwrap();
+    let e = wait_event(n, b, |e| matches!(e, Event::Disconnected { .. }));
+    assert!(matches!(
+        e,
+        Event::Disconnected {
+            reason: CloseReason::PeerClosed,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn every_operation_over_a_device_cable() {
+    for progress in [ProgressMode::Thread, ProgressMode::Manual] {
+        let (la, lb) = Link::datagram_pair().unwrap();
+        let (a, b) = connected(progress, la, lb);
+        every_operation(&a, &b, 300_000);
+        let sa = a.rnic.device_stats("cable0").unwrap();
+        assert!(sa.tx_frames > 200 && sa.rx_frames > 100, "{sa:?}");
+    }
+}
+
+/// The frames on the cable are Ethernet/IPv4/TCP with the MPA Request and Reply of RFC 5044
+/// §7.1 at the start of each direction's byte stream, as over the kernel's TCP.
+#[test]
+fn rfc5044_7_1_the_cable_carries_mpa_over_tcp() {
+    let (relay, la, lb) = Relay::new(None);
+    let (a, b) = connected(ProgressMode::Thread, la, lb);
+    every_operation(&a, &b, 20_000);
+    let frames = relay.frames.lock().unwrap().clone();
+    let mut req = false;
+    let mut rep = false;
+    let mut arp = false;
+    for f in &frames {
+        let Ok(p) = etherparse::SlicedPacket::from_ethernet(f) else {
+            continue;
+        };
+        if matches!(p.net, Some(etherparse::NetSlice::Arp(_))) {
+            arp = true;
+        }
+        if let Some(etherparse::TransportSlice::Tcp(t)) = p.transport {
+            let pl = t.payload();
+            req |= pl.starts_with(mpa::frame::REQUEST_KEY);
+            rep |= pl.starts_with(mpa::frame::REPLY_KEY);
+        }
+    }
+    assert!(arp, "the stack resolves its peer with ARP");
+    assert!(req && rep, "MPA Request and Reply on the wire");
+}
+
+/// A cable that loses every 23rd frame: TCP on the device stacks retransmits, and every
+/// operation still places every byte where it belongs.
+#[test]
+fn a_lossy_cable_loses_nothing() {
+    let (relay, la, lb) = Relay::new(Some(23));
+    let (a, b) = connected(ProgressMode::Thread, la, lb);
+    every_operation(&a, &b, 200_000);
+    let n = relay.frames.lock().unwrap().len();
+    assert!(n > 23 * 5, "{n} frames relayed");
+}
+
+/// RFC 5040 §7 on the device stack: an RDMA Read of an STag the peer does not have draws
+/// the peer's Terminate; the Read completes with a remote access error.
+#[test]
+fn rfc5040_7_terminate_over_a_device_cable() {
+    let (la, lb) = Link::datagram_pair().unwrap();
+    let (a, b) = connected(ProgressMode::Thread, la, lb);
+    let n = &[&a, &b];
+    let sink = a.mr(4096);
+    a.qp.post_send(SendWr::read(1, vec![sink.sge(0, 4096)], 0xdead_be00, 0))
+        .unwrap();
+    let w = wait_wc(n, &a.scq);
+    assert_eq!(w.status, WcStatus::RemoteAccess);
+    let t = match wait_event(n, &b, |e| matches!(e, Event::TerminateSent { .. })) {
+        Event::TerminateSent { terminate, .. } => terminate,
+        _ => unreachable!(),
+    };
+    assert!(matches!(t.cause, TermCause::Rdmap(_)), "{t:?}");
+    wait_event(n, &a, |e| matches!(e, Event::TerminateReceived { .. }));
+}
+
+/// RFC 5044 §7.1.2 on the device stack: the listener's reject reaches the connecting side
+/// with its private data; a connect to a port nobody listens on fails (TCP reset).
+#[test]
+fn rfc5044_7_1_2_reject_and_refused_over_a_device_cable() {
+    let (la, lb) = Link::datagram_pair().unwrap();
+    let a = Node::new(ProgressMode::Thread, la, [10, 9, 0, 1]);
+    let b = Node::new(ProgressMode::Thread, lb, [10, 9, 0, 2]);
+    let n = &[&a, &b];
+    let l = b
+        .rnic
+        .listen_on(&"dev://cable0/10.9.0.2:0".parse().unwrap())
+        .unwrap();
+    a.rnic
+        .connect_to(&a.qp, &l.transport, mpa::Config::default())
+        .unwrap();
+    let req = match wait_event(n, &b, |e| matches!(e, Event::ConnectRequest(_))) {
+        Event::ConnectRequest(r) => r,
+        _ => unreachable!(),
+    };
+    b.rnic.reject(req.id, b"busy").unwrap();
+    let e = wait_event(n, &a, |e| matches!(e, Event::Rejected { .. }));
+    match e {
+        Event::Rejected { private_data, .. } => assert_eq!(private_data, b"busy"),
+        other => panic!("{other:?}"),
+    }
+    let qp2 = a
+        .rnic
+        .create_qp(QpAttr::new(a.pd, a.scq.clone(), a.rcq.clone()))
+        .unwrap();
+    a.rnic
+        .connect_to(
+            &qp2,
+            &"dev://cable0/10.9.0.2:9".parse().unwrap(),
+            mpa::Config::default(),
+        )
+        .unwrap();
+    let e = wait_event(n, &a, |e| matches!(e, Event::ConnectFailed { .. }));
+    assert!(
+        matches!(
+            e,
+            Event::ConnectFailed {
+                error: CmError::Tcp(_),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+}
+
+/// Device addresses that cannot work are refused with a reason.
+#[test]
+fn device_errors_say_what_to_do() {
+    let rnic = Rnic::open(RnicConfig::default()).unwrap();
+    let pd = rnic.alloc_pd();
+    let cq = Cq::new(16);
+    let qp = rnic.create_qp(QpAttr::new(pd, cq.clone(), cq)).unwrap();
+    let e = rnic
+        .connect_to(
+            &qp,
+            &"dev://nosuch/10.0.0.1:1".parse().unwrap(),
+            mpa::Config::default(),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("attach_device"), "{e}");
+    let (l, _) = Link::datagram_pair().unwrap();
+    rnic.attach_device("c", l, &DeviceConfig::new([10, 0, 0, 1].into(), 24))
+        .unwrap();
+    let (l2, _) = Link::datagram_pair().unwrap();
+    let e = rnic
+        .attach_device("c", l2, &DeviceConfig::new([10, 0, 0, 1].into(), 24))
+        .unwrap_err();
+    assert!(e.to_string().contains("attached already"), "{e}");
+    let e = Link::open_tap("a/b").unwrap_err();
+    assert!(e.to_string().contains("interface name"), "{e}");
+}
