@@ -7,101 +7,15 @@
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+mod common;
+
+use common::node::{Node, every_operation, wait_event, wait_wc};
 use stack::addr::TransportAddr;
 use stack::device::{DeviceConfig, Link};
 use stack::rdmap::TermCause;
-use stack::{
-    Access, CloseReason, CmError, Cq, Event, MemoryRegion, MrOptions, Pd, ProgressMode, Qp, QpAttr,
-    RecvWr, Rnic, RnicConfig, SendOp, SendWr, Wc, WcStatus, mpa,
-};
-
-const T: Duration = Duration::from_secs(20);
-
-fn all_access() -> Access {
-    Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC
-}
-
-struct Node {
-    rnic: Rnic,
-    pd: Pd,
-    scq: Cq,
-    rcq: Cq,
-    qp: Qp,
-}
-
-impl Node {
-    fn new(progress: ProgressMode, link: Link, ip: [u8; 4]) -> Node {
-        let rnic = Rnic::open(RnicConfig {
-            progress,
-            ..RnicConfig::default()
-        })
-        .unwrap();
-        rnic.attach_device("cable0", link, &DeviceConfig::new(ip.into(), 24))
-            .unwrap();
-        let pd = rnic.alloc_pd();
-        let scq = Cq::new(1024);
-        let rcq = Cq::new(1024);
-        let qp = rnic
-            .create_qp(QpAttr::new(pd, scq.clone(), rcq.clone()))
-            .unwrap();
-        Node {
-            rnic,
-            pd,
-            scq,
-            rcq,
-            qp,
-        }
-    }
-
-    fn mr(&self, len: usize) -> MemoryRegion {
-        self.rnic
-            .mem()
-            .register_new(self.pd, len, MrOptions::new(all_access()))
-            .unwrap()
-    }
-
-    fn tick(&self) {
-        if self.rnic.config().progress == ProgressMode::Manual {
-            let _ = self.rnic.advance(Duration::from_millis(1));
-        } else {
-            std::thread::sleep(Duration::from_micros(50));
-        }
-    }
-}
-
-fn drive(nodes: &[&Node]) {
-    for n in nodes {
-        n.tick();
-    }
-}
-
-#[track_caller]
-fn wait_wc(nodes: &[&Node], cq: &Cq) -> Wc {
-    let start = Instant::now();
-    loop {
-        if let Some(wc) = cq.poll_one() {
-            return wc;
-        }
-        assert!(start.elapsed() < T, "no completion");
-        drive(nodes);
-    }
-}
-
-#[track_caller]
-fn wait_event(nodes: &[&Node], n: &Node, f: impl Fn(&Event) -> bool) -> Event {
-    let start = Instant::now();
-    loop {
-        while let Some(e) = n.rnic.poll_event() {
-            if f(&e) {
-                return e;
-            }
-        }
-        assert!(start.elapsed() < T, "no such event");
-        drive(nodes);
-    }
-}
+use stack::{CmError, Cq, Event, ProgressMode, QpAttr, Rnic, RnicConfig, SendWr, WcStatus, mpa};
 
 /// Frames relayed between two cables: recorded, and every `drop_every`-th dropped.
 struct Relay {
@@ -166,10 +80,18 @@ impl Drop for Relay {
     }
 }
 
+fn node(progress: ProgressMode, link: Link, ip: [u8; 4]) -> Node {
+    let n = Node::new(progress);
+    n.rnic
+        .attach_device("cable0", link, &DeviceConfig::new(ip.into(), 24))
+        .unwrap();
+    n
+}
+
 /// Node b listens on 10.9.0.2, node a connects from 10.9.0.1 over the device "cable0".
 fn connected(progress: ProgressMode, la: Link, lb: Link) -> (Node, Node) {
-    let a = Node::new(progress, la, [10, 9, 0, 1]);
-    let b = Node::new(progress, lb, [10, 9, 0, 2]);
+    let a = node(progress, la, [10, 9, 0, 1]);
+    let b = node(progress, lb, [10, 9, 0, 2]);
     let at: TransportAddr = "dev://cable0/10.9.0.2:7174".parse().unwrap();
     let l = b.rnic.listen_on(&at).unwrap();
     assert_eq!(l.transport, at);
@@ -195,93 +117,6 @@ fn connected(progress: ProgressMode, la: Link, lb: Link) -> (Node, Node) {
     wait_event(&[&a, &b], &b, |e| matches!(e, Event::Established { .. }));
     assert_eq!(a.qp.session().unwrap().peer_private_data, b"from-b");
     (a, b)
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect()
-}
-
-/// Send, RDMA Write, RDMA Read, an atomic and Send with Invalidate over the device stack;
-/// every byte checked; then a graceful disconnect both sides see.
-fn every_operation(a: &Node, b: &Node, len: usize) {
-    let n = &[a, b];
-    let data = pattern(len, 9);
-    let src = a.mr(len);
-    src.buf().write_at(0, &data).unwrap();
-    let rbuf = b.mr(len);
-    b.qp.post_recv(RecvWr::new(1, vec![rbuf.sge(0, len as u32)]))
-        .unwrap();
-    a.qp.post_send(SendWr::send(10, vec![src.sge(0, len as u32)]))
-        .unwrap();
-    let wdst = b.mr(len);
-    a.qp.post_send(SendWr::write(
-        11,
-        vec![src.sge(0, len as u32)],
-        wdst.stag(),
-        wdst.to_at(0),
-    ))
-    .unwrap();
-    let rsrc = b.mr(len);
-    let rdata = pattern(len, 77);
-    rsrc.buf().write_at(0, &rdata).unwrap();
-    let sink = a.mr(len);
-    a.qp.post_send(SendWr::read(
-        12,
-        vec![sink.sge(0, len as u32)],
-        rsrc.stag(),
-        rsrc.to_at(0),
-    ))
-    .unwrap();
-    let word = b.mr(8);
-    word.buf().write_at(0, &40u64.to_ne_bytes()).unwrap();
-    let orig = a.mr(8);
-    a.qp.post_send(SendWr::new(
-        13,
-        SendOp::FetchAdd {
-            remote_stag: word.stag(),
-            remote_to: word.to_at(0),
-            add: 2,
-            add_mask: 0,
-        },
-        vec![orig.sge(0, 8)],
-    ))
-    .unwrap();
-    let victim = b.mr(64);
-    let r2 = b.mr(8);
-    b.qp.post_recv(RecvWr::new(2, vec![r2.sge(0, 8)])).unwrap();
-    a.qp.post_send(SendWr::new(
-        14,
-        SendOp::Send {
-            solicited: false,
-            invalidate: Some(victim.stag()),
-        },
-        vec![src.sge(0, 8)],
-    ))
-    .unwrap();
-    for id in 10..=14 {
-        let w = wait_wc(n, &a.scq);
-        assert_eq!((w.wr_id, w.status), (id, WcStatus::Success));
-    }
-    let r = wait_wc(n, &b.rcq);
-    assert_eq!((r.wr_id, r.byte_len as usize), (1, len));
-    let r = wait_wc(n, &b.rcq);
-    assert_eq!((r.wr_id, r.invalidated_stag), (2, Some(victim.stag())));
-    assert!(rbuf.buf().to_vec() == data, "Send payload");
-    assert!(wdst.buf().to_vec() == data, "Write payload");
-    assert!(sink.buf().to_vec() == rdata, "Read payload");
-    assert_eq!(orig.buf().to_vec(), 40u64.to_ne_bytes());
-    assert_eq!(word.buf().to_vec(), 42u64.to_ne_bytes());
-    a.rnic.disconnect(&a.qp).unwrap();
-    let e = wait_event(n, b, |e| matches!(e, Event::Disconnected { .. }));
-    assert!(matches!(
-        e,
-        Event::Disconnected {
-            reason: CloseReason::PeerClosed,
-            ..
-        }
-    ));
 }
 
 #[test]
@@ -359,8 +194,8 @@ fn rfc5040_7_terminate_over_a_device_cable() {
 #[test]
 fn rfc5044_7_1_2_reject_and_refused_over_a_device_cable() {
     let (la, lb) = Link::datagram_pair().unwrap();
-    let a = Node::new(ProgressMode::Thread, la, [10, 9, 0, 1]);
-    let b = Node::new(ProgressMode::Thread, lb, [10, 9, 0, 2]);
+    let a = node(ProgressMode::Thread, la, [10, 9, 0, 1]);
+    let b = node(ProgressMode::Thread, lb, [10, 9, 0, 2]);
     let n = &[&a, &b];
     let l = b
         .rnic

@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod node;
 pub mod sctp;
 
 use std::sync::Arc;
