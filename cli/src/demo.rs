@@ -4,7 +4,9 @@
 //! progress thread), connects them through 127.0.0.1 — MPA over kernel TCP on an ephemeral
 //! port with full MPA setup, or (`--transport sctp`) DDP over softrnic's own SCTP (RFC 5043)
 //! with RFC 6951 UDP encapsulation on an ephemeral UDP port, or (`--transport sctp-raw`,
-//! root) SCTP directly on IPv4 — registers memory and runs every kind of operation,
+//! root) SCTP directly on IPv4, or (`--transport dev`) MPA over softrnic's own TCP/IP on
+//! two raw-Ethernet devices joined by an in-process cable (the kernel bypass path, without
+//! a TAP device or privileges) — registers memory and runs every kind of operation,
 //! verifying every byte:
 //!
 //! 1. Send / Receive, 64 KiB messages;
@@ -45,16 +47,21 @@ pub enum DemoTransport {
     /// DDP over softrnic's SCTP directly on IPv4 (protocol 132): needs root or CAP_NET_RAW
     /// and a host without kernel SCTP.
     SctpRaw,
+    /// MPA over softrnic's own TCP/IP on two raw-Ethernet devices joined by an in-process
+    /// cable (10.99.0.1 and 10.99.0.2, MTU `--mtu`): no privileges.
+    Dev,
 }
 
 /// `softrnic demo` options.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct DemoArgs {
-    /// Lower layer: `tcp` (MPA over kernel TCP), `sctp` (softrnic's SCTP over UDP) or
-    /// `sctp-raw` (softrnic's SCTP over raw IPv4, root).
+    /// Lower layer: `tcp` (MPA over kernel TCP), `sctp` (softrnic's SCTP over UDP),
+    /// `sctp-raw` (softrnic's SCTP over raw IPv4, root) or `dev` (softrnic's own TCP/IP on
+    /// an in-process Ethernet cable).
     #[arg(long, value_enum, default_value_t = DemoTransport::Tcp)]
     pub transport: DemoTransport,
-    /// Path MTU for SCTP (DDP segments are sized to fit it, RFC 5043 §9): 576-65535.
+    /// Path MTU for SCTP (DDP segments are sized to fit it, RFC 5043 §9) and the device MTU
+    /// of `dev`: 576-65535.
     #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u16).range(576..))]
     pub mtu: u16,
 }
@@ -180,6 +187,17 @@ fn connect(args: &DemoArgs) -> Result<(Side, Side), DemoError> {
         DemoTransport::SctpRaw => format!("sctp://127.0.0.1:7174?mtu={}", args.mtu)
             .parse()
             .map_err(|e| DemoError::Failed(format!("{e}")))?,
+        DemoTransport::Dev => {
+            let (la, lb) = stack::device::Link::datagram_pair().map_err(stack::RnicError::from)?;
+            for (side, link, ip) in [(&a, la, [10, 99, 0, 1]), (&b, lb, [10, 99, 0, 2])] {
+                let mut cfg = stack::device::DeviceConfig::new(ip.into(), 24);
+                cfg.mtu = Some(usize::from(args.mtu));
+                side.rnic.attach_device("cable0", link, &cfg)?;
+            }
+            "dev://cable0/10.99.0.2:7174"
+                .parse()
+                .map_err(|e| DemoError::Failed(format!("{e}")))?
+        }
     };
     let l = b.rnic.listen_on(&at)?;
     let cfg_a = mpa::Config {
@@ -233,7 +251,12 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<Report, DemoError> {
         let _ = match (s.mpa(), s.sctp()) {
             (Some(m), _) => writeln!(
                 out,
-                "connected over loopback: MPA/TCP rev {}, CRC {}, markers {}, IRD {} ORD {}, MULPDU {}",
+                "connected over {}: MPA/TCP rev {}, CRC {}, markers {}, IRD {} ORD {}, MULPDU {}",
+                if args.transport == DemoTransport::Dev {
+                    "softrnic's own TCP/IP on an in-process Ethernet cable"
+                } else {
+                    "loopback"
+                },
                 m.revision,
                 if m.crc { "on" } else { "off" },
                 if m.markers_tx { "on" } else { "off" },

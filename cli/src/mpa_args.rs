@@ -8,12 +8,14 @@
 //! base is the `rfc` profile. Over SCTP (RFC 5043) only IRD/ORD and the private data
 //! apply; the MPA-only options are refused there.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::time::Duration;
 
 use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
-use stack::addr::{DEFAULT_SCTP_MTU, SCTP_UDP_PORT, SctpAddr, SctpEncap, TransportAddr};
+use stack::addr::{
+    DEFAULT_SCTP_MTU, DevAddr, DevKind, SCTP_UDP_PORT, SctpAddr, SctpEncap, TransportAddr,
+};
 use stack::mpa::{self, CrcPolicy, Profile, Role, RtrSet, RtrType};
 
 /// `--transport` values.
@@ -28,6 +30,10 @@ pub enum TransportArg {
     /// DDP over softrnic's SCTP on raw IPv4 (protocol 132; root or CAP_NET_RAW, and a host
     /// without kernel SCTP).
     Sctp,
+    /// MPA over softrnic's own TCP/IP on a TAP device (kernel bypass; `--device`, and
+    /// `--bind` for the stack's own IPv4 address; CAP_NET_ADMIN or a TAP device owned by
+    /// the user).
+    Tap,
 }
 
 /// RTR message type for `--rtr`.
@@ -108,15 +114,27 @@ pub struct MpaArgs {
     #[arg(long)]
     pub ord: Option<u16>,
     /// Lower layer: `tcp` (MPA over kernel TCP), `sctp+udp` (DDP over softrnic's SCTP,
-    /// UDP-encapsulated, no privileges) or `sctp` (softrnic's SCTP on raw IPv4, root). Over
-    /// SCTP a client names the server's addresses comma-separated for multihoming.
+    /// UDP-encapsulated, no privileges), `sctp` (softrnic's SCTP on raw IPv4, root) or `tap`
+    /// (MPA over softrnic's own TCP/IP on the TAP device `--device`, with the address
+    /// `--bind`). Over SCTP a client names the server's addresses comma-separated for
+    /// multihoming.
     #[arg(long, value_enum, default_value_t = TransportArg::Tcp)]
     pub transport: TransportArg,
     /// SCTP: our local addresses, comma-separated (a server listens and a client sends
     /// from them; all are announced to the peer) [default: server 127.0.0.1; client the
     /// address the host routes the server's from].
+    ///
+    /// TAP: the one IPv4 address softrnic's stack takes on the device (an address of the
+    /// device's subnet that the host does not use), with `/PREFIX` in `--prefix`.
     #[arg(long, value_delimiter = ',', value_name = "ADDR[,ADDR]")]
     pub bind: Vec<IpAddr>,
+    /// TAP: the device (opened, or created when missing).
+    #[arg(long, value_name = "IFACE")]
+    pub device: Option<String>,
+    /// TAP: the prefix length of `--bind`'s subnet.
+    #[arg(long, default_value_t = stack::addr::DEFAULT_DEV_PREFIX,
+          value_parser = clap::value_parser!(u8).range(1..=32))]
+    pub prefix: u8,
     /// SCTP over UDP: the UDP encapsulation port (a server's own, a client's peer's).
     #[arg(long = "udp-port", default_value_t = SCTP_UDP_PORT)]
     pub udp_port: u16,
@@ -179,14 +197,36 @@ impl MpaArgs {
 
     /// Whether the connection runs over SCTP.
     pub fn sctp(&self) -> bool {
-        self.transport != TransportArg::Tcp
+        matches!(self.transport, TransportArg::SctpUdp | TransportArg::Sctp)
     }
 
-    /// Refuses MPA-only options over SCTP (they would be silently meaningless).
+    /// Whether the connection runs on a raw-Ethernet device with softrnic's TCP/IP.
+    pub fn device(&self) -> bool {
+        self.transport == TransportArg::Tap
+    }
+
+    /// Refuses MPA-only options over SCTP (they would be silently meaningless), and
+    /// device options without a device.
     pub fn check(&self) -> Result<(), String> {
+        if self.device() {
+            if self.device.is_none() {
+                return Err("--transport tap needs --device IFACE (the TAP device)".into());
+            }
+            return match self.bind.as_slice() {
+                [IpAddr::V4(_)] => Ok(()),
+                _ => Err(
+                    "--transport tap needs --bind with the one IPv4 address softrnic's \
+                          stack takes on the device (one the host does not use)"
+                        .into(),
+                ),
+            };
+        }
+        if self.device.is_some() {
+            return Err("--device applies to --transport tap only".into());
+        }
         if !self.sctp() {
             if !self.bind.is_empty() {
-                return Err("--bind applies to --transport sctp+udp|sctp only".into());
+                return Err("--bind applies to --transport sctp+udp|sctp|tap only".into());
             }
             return Ok(());
         }
@@ -210,6 +250,27 @@ impl MpaArgs {
         }
     }
 
+    /// The device address: the listener's own (`peer` None) or the peer's with `--bind` as
+    /// the local address.
+    fn dev_addr(&self, peer: Option<Ipv4Addr>, port: u16) -> Option<TransportAddr> {
+        let (Some(dev), [IpAddr::V4(own)]) = (&self.device, self.bind.as_slice()) else {
+            return None;
+        };
+        if !self.device() {
+            return None;
+        }
+        Some(TransportAddr::Dev(DevAddr {
+            kind: DevKind::Tap,
+            device: dev.clone(),
+            addr: SocketAddrV4::new(peer.unwrap_or(*own), port),
+            local: peer.map(|_| *own),
+            prefix: self.prefix,
+            gateway: None,
+            mtu: None,
+            mac: None,
+        }))
+    }
+
     fn sctp_addr(&self, addrs: Vec<IpAddr>, port: u16, encap_port: u16) -> SctpAddr {
         SctpAddr {
             addrs,
@@ -226,6 +287,9 @@ impl MpaArgs {
     /// Where a server listens on `port`: TCP on every address, or SCTP on `--bind`'s
     /// addresses (127.0.0.1 without it).
     pub fn listen_addr(&self, port: u16) -> TransportAddr {
+        if let Some(d) = self.dev_addr(None, port) {
+            return d;
+        }
         if !self.sctp() {
             return SocketAddr::from(([0, 0, 0, 0], port)).into();
         }
@@ -245,6 +309,14 @@ impl MpaArgs {
         port: u16,
         tcp: impl FnOnce(&str, u16) -> Result<SocketAddr, String>,
     ) -> Result<TransportAddr, String> {
+        if self.device() {
+            let peer: Ipv4Addr = host.trim().parse().map_err(|_| {
+                format!("{host:?}: over --transport tap the server is named by IPv4 address")
+            })?;
+            return self
+                .dev_addr(Some(peer), port)
+                .ok_or_else(|| "--transport tap needs --device and --bind".to_string());
+        }
         if !self.sctp() {
             return tcp(host, port).map(TransportAddr::from);
         }

@@ -532,9 +532,12 @@ fn resolve(a: &RpingArgs) -> Result<TransportAddr, String> {
     a.mpa.check()?;
     match &a.addr {
         None if a.client => Err("the client needs the server's address (-a ADDR)".into()),
-        None if a.mpa.sctp() => Ok(a.mpa.listen_addr(a.port)),
+        None if a.mpa.sctp() || a.mpa.device() => Ok(a.mpa.listen_addr(a.port)),
         None => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), a.port).into()),
         Some(h) if a.client => a.mpa.connect_addr(h, a.port, resolve_tcp),
+        Some(_) if a.mpa.device() => {
+            Err("over --transport tap the server listens on its --bind address (no -a)".into())
+        }
         Some(h) if a.mpa.sctp() => {
             let TransportAddr::Sctp(mut l) = a.mpa.listen_addr(a.port) else {
                 return Err("not an SCTP address".into());

@@ -199,9 +199,17 @@ pub struct DeviceStats {
     pub rx_frames: u64,
     /// Frames sent.
     pub tx_frames: u64,
-    /// Frames the device refused (queue full, link down): TCP retransmits them.
+    /// Frames the device refused (link down, or its queue full while the backlog was
+    /// too): TCP retransmits them.
     pub tx_dropped: u64,
+    /// Times the device's queue was full: frames waited in the backlog and the stack
+    /// stopped sending until the device took them.
+    pub tx_full: u64,
 }
+
+/// Frames kept while the device's queue is full (a NIC ring's worth): the stack sends
+/// nothing new until they are out, so a burst waits instead of being lost.
+const TX_BACKLOG: usize = 256;
 
 /// One device and the TCP/IP stack on it, owned by the progress core.
 pub(crate) struct DevStack {
@@ -213,6 +221,8 @@ pub(crate) struct DevStack {
     rx: Vec<u8>,
     tx: Vec<u8>,
     stats: DeviceStats,
+    /// Frames the device's full queue refused, oldest first.
+    backlog: std::collections::VecDeque<Vec<u8>>,
     /// Connections their QPs closed: finishing their FIN exchange until the deadline.
     closing: Vec<(SocketHandle, Duration)>,
     /// Local ports in use (listeners and connections).
@@ -239,6 +249,7 @@ struct Phy<'a> {
     tx: &'a mut Vec<u8>,
     mtu: usize,
     stats: &'a mut DeviceStats,
+    backlog: &'a mut std::collections::VecDeque<Vec<u8>>,
 }
 
 struct RxTok<'a> {
@@ -249,6 +260,7 @@ struct TxTok<'a> {
     link: &'a Link,
     buf: &'a mut Vec<u8>,
     stats: &'a mut DeviceStats,
+    backlog: &'a mut std::collections::VecDeque<Vec<u8>>,
 }
 
 impl phy::RxToken for RxTok<'_> {
@@ -261,10 +273,26 @@ impl phy::TxToken for TxTok<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
         self.buf.resize(len, 0);
         let r = f(self.buf.get_mut(..len).unwrap_or_default());
-        match self.link.send(self.buf.get(..len).unwrap_or_default()) {
+        let frame = self.buf.get(..len).unwrap_or_default();
+        if !self.backlog.is_empty() {
+            // Frames already wait: this one goes after them (ACKs and ARP replies made
+            // while receiving).
+            if self.backlog.len() < TX_BACKLOG {
+                self.backlog.push_back(frame.to_vec());
+            } else {
+                self.stats.tx_dropped += 1;
+            }
+            return r;
+        }
+        match self.link.send(frame) {
             Ok(_) => self.stats.tx_frames += 1,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // The queue is full: keep the frame and stop sending until it drains.
+                self.stats.tx_full += 1;
+                self.backlog.push_back(frame.to_vec());
+            }
             Err(e) => {
-                // A full queue or a link that is down: the frame is lost, as on a wire.
+                // A link that is down: the frame is lost, as on a wire.
                 self.stats.tx_dropped += 1;
                 tracing::debug!(error = %e, "device refused a frame");
             }
@@ -305,15 +333,21 @@ impl phy::Device for Phy<'_> {
                 link: self.link,
                 buf: self.tx,
                 stats: self.stats,
+                backlog: self.backlog,
             },
         ))
     }
 
     fn transmit(&mut self, _now: smoltcp::time::Instant) -> Option<Self::TxToken<'_>> {
+        // A full device queue holds the stack back (as a full NIC ring does).
+        if !self.backlog.is_empty() {
+            return None;
+        }
         Some(TxTok {
             link: self.link,
             buf: self.tx,
             stats: self.stats,
+            backlog: self.backlog,
         })
     }
 
@@ -355,6 +389,7 @@ impl DevStack {
         let mut rx = vec![0u8; MAX_FRAME];
         let mut tx = Vec::new();
         let mut stats = DeviceStats::default();
+        let mut backlog = std::collections::VecDeque::new();
         let iface = {
             let mut phy = Phy {
                 link: &link,
@@ -362,6 +397,7 @@ impl DevStack {
                 tx: &mut tx,
                 mtu,
                 stats: &mut stats,
+                backlog: &mut backlog,
             };
             Interface::new(icfg, &mut phy, instant(now))
         };
@@ -376,6 +412,7 @@ impl DevStack {
             rx,
             tx,
             stats,
+            backlog,
             closing: Vec::new(),
             ports: HashMap::new(),
             now,
@@ -530,6 +567,20 @@ impl DevStack {
     /// Receives and sends what there is. `true` if any socket may have changed.
     pub(crate) fn poll(&mut self, now: Duration) -> bool {
         self.now = now;
+        // Frames the full queue refused go first, in order.
+        while let Some(f) = self.backlog.front() {
+            match self.link.send(f) {
+                Ok(_) => {
+                    self.stats.tx_frames += 1;
+                    self.backlog.pop_front();
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.stats.tx_dropped += 1;
+                    self.backlog.pop_front();
+                }
+            }
+        }
         let changed = {
             let mut phy = Phy {
                 link: &self.link,
@@ -537,6 +588,7 @@ impl DevStack {
                 tx: &mut self.tx,
                 mtu: self.mtu,
                 stats: &mut self.stats,
+                backlog: &mut self.backlog,
             };
             self.iface.poll(instant(now), &mut phy, &mut self.sockets)
         };

@@ -1226,11 +1226,9 @@ impl Core {
         let t = self.token();
         let fd = device::lock(dev).fd();
         let mut src = mio::unix::SourceFd(&fd);
-        if let Err(e) = self
-            .poll
-            .registry()
-            .register(&mut src, t, Interest::READABLE)
-        {
+        // Writable: a full device queue has room again (edge-triggered).
+        let interest = Interest::READABLE | Interest::WRITABLE;
+        if let Err(e) = self.poll.registry().register(&mut src, t, interest) {
             tracing::warn!(error = %e, "cannot watch the device: it is polled on timers only");
         }
         self.devs.push((t, dev.clone()));

@@ -49,8 +49,15 @@ impl Relay {
                         let frame = buf[..len].to_vec();
                         let drop = drop_every.is_some_and(|k| n.is_multiple_of(k));
                         fr.lock().unwrap().push(frame);
-                        if !drop {
-                            let _ = to.send(&buf[..len]);
+                        // Only the chosen frames are lost: a full queue on the far side
+                        // is waited out (the far side drains it).
+                        while !drop && !st.load(Ordering::Relaxed) {
+                            match to.send(&buf[..len]) {
+                                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                                    std::thread::sleep(Duration::from_micros(10));
+                                }
+                                _ => break,
+                            }
                         }
                     }
                 }
@@ -127,6 +134,8 @@ fn every_operation_over_a_device_cable() {
         every_operation(&a, &b, 300_000);
         let sa = a.rnic.device_stats("cable0").unwrap();
         assert!(sa.tx_frames > 200 && sa.rx_frames > 100, "{sa:?}");
+        // A full device queue holds the stack back; it never throws frames away.
+        assert_eq!(sa.tx_dropped, 0, "{sa:?}");
     }
 }
 
@@ -158,15 +167,16 @@ fn rfc5044_7_1_the_cable_carries_mpa_over_tcp() {
     assert!(req && rep, "MPA Request and Reply on the wire");
 }
 
-/// A cable that loses every 23rd frame: TCP on the device stacks retransmits, and every
-/// operation still places every byte where it belongs.
+/// A cable that loses every 41st frame: TCP on the device stacks retransmits, and every
+/// operation still places every byte where it belongs. (The stack's minimum retransmission
+/// timeout is 1 s and it has no SACK, so recovery is slow: the transfer is kept small.)
 #[test]
 fn a_lossy_cable_loses_nothing() {
-    let (relay, la, lb) = Relay::new(Some(23));
+    let (relay, la, lb) = Relay::new(Some(41));
     let (a, b) = connected(ProgressMode::Thread, la, lb);
-    every_operation(&a, &b, 200_000);
+    every_operation(&a, &b, 100_000);
     let n = relay.frames.lock().unwrap().len();
-    assert!(n > 23 * 5, "{n} frames relayed");
+    assert!(n > 41 * 4, "{n} frames relayed: too few to have lost any");
 }
 
 /// RFC 5040 §7 on the device stack: an RDMA Read of an STag the peer does not have draws
