@@ -302,6 +302,25 @@ fn mpa_options_are_refused_over_sctp() {
     assert!(err.contains("--crc") && err.contains("sctp+udp"), "{err}");
 }
 
+/// `--transport tap` says what it needs: the device and the stack's own IPv4 address.
+#[test]
+fn tap_transport_needs_a_device_and_an_address() {
+    for (args, want) in [
+        (&["--transport", "tap"][..], "--device"),
+        (&["--transport", "tap", "--device", "tap9"][..], "--bind"),
+        (&["--device", "tap9"][..], "--transport tap"),
+    ] {
+        let out = bin()
+            .args(["write-bw", "10.0.0.1"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
 /// A peer must not take the server down: a malformed MPA Request (revision 3) on the
 /// control connection is answered with a Reject and the server serves the next client.
 #[test]
