@@ -34,6 +34,20 @@ pub enum TransportArg {
     /// `--bind` for the stack's own IPv4 address; CAP_NET_ADMIN or a TAP device owned by
     /// the user).
     Tap,
+    /// MPA over softrnic's own TCP/IP on an AF_XDP socket on the interface `--device`
+    /// (kernel bypass; `--bind` for the stack's address; root; a build with the `xdp`
+    /// feature).
+    Xdp,
+}
+
+/// `--xdp-mode` values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum XdpModeArg {
+    /// Generic XDP, copy mode: every interface.
+    #[default]
+    Skb,
+    /// The driver's native XDP (zero-copy where the driver offers it).
+    Native,
 }
 
 /// RTR message type for `--rtr`.
@@ -128,10 +142,16 @@ pub struct MpaArgs {
     /// device's subnet that the host does not use), with `/PREFIX` in `--prefix`.
     #[arg(long, value_delimiter = ',', value_name = "ADDR[,ADDR]")]
     pub bind: Vec<IpAddr>,
-    /// TAP: the device (opened, or created when missing).
+    /// TAP: the device (opened, or created when missing); AF_XDP: the interface.
     #[arg(long, value_name = "IFACE")]
     pub device: Option<String>,
-    /// TAP: the prefix length of `--bind`'s subnet.
+    /// AF_XDP: the interface queue to bind.
+    #[arg(long = "xdp-queue", default_value_t = 0)]
+    pub xdp_queue: u32,
+    /// AF_XDP: generic XDP in copy mode (`skb`) or the driver's native XDP.
+    #[arg(long = "xdp-mode", value_enum, default_value_t = XdpModeArg::Skb)]
+    pub xdp_mode: XdpModeArg,
+    /// TAP and AF_XDP: the prefix length of `--bind`'s subnet.
     #[arg(long, default_value_t = stack::addr::DEFAULT_DEV_PREFIX,
           value_parser = clap::value_parser!(u8).range(1..=32))]
     pub prefix: u8,
@@ -202,31 +222,33 @@ impl MpaArgs {
 
     /// Whether the connection runs on a raw-Ethernet device with softrnic's TCP/IP.
     pub fn device(&self) -> bool {
-        self.transport == TransportArg::Tap
+        matches!(self.transport, TransportArg::Tap | TransportArg::Xdp)
     }
 
     /// Refuses MPA-only options over SCTP (they would be silently meaningless), and
     /// device options without a device.
     pub fn check(&self) -> Result<(), String> {
         if self.device() {
+            let t = self.transport_name();
             if self.device.is_none() {
-                return Err("--transport tap needs --device IFACE (the TAP device)".into());
+                return Err(format!(
+                    "--transport {t} needs --device IFACE (the TAP device or the AF_XDP interface)"
+                ));
             }
             return match self.bind.as_slice() {
                 [IpAddr::V4(_)] => Ok(()),
-                _ => Err(
-                    "--transport tap needs --bind with the one IPv4 address softrnic's \
-                          stack takes on the device (one the host does not use)"
-                        .into(),
-                ),
+                _ => Err(format!(
+                    "--transport {t} needs --bind with the one IPv4 address softrnic's stack \
+                     takes on the device (one the host does not use)"
+                )),
             };
         }
         if self.device.is_some() {
-            return Err("--device applies to --transport tap only".into());
+            return Err("--device applies to --transport tap|xdp only".into());
         }
         if !self.sctp() {
             if !self.bind.is_empty() {
-                return Err("--bind applies to --transport sctp+udp|sctp|tap only".into());
+                return Err("--bind applies to --transport sctp+udp|sctp|tap|xdp only".into());
             }
             return Ok(());
         }
@@ -260,7 +282,11 @@ impl MpaArgs {
             return None;
         }
         Some(TransportAddr::Dev(DevAddr {
-            kind: DevKind::Tap,
+            kind: if self.transport == TransportArg::Xdp {
+                DevKind::Xdp
+            } else {
+                DevKind::Tap
+            },
             device: dev.clone(),
             addr: SocketAddrV4::new(peer.unwrap_or(*own), port),
             local: peer.map(|_| *own),
@@ -268,7 +294,16 @@ impl MpaArgs {
             gateway: None,
             mtu: None,
             mac: None,
+            queue: self.xdp_queue,
+            native: self.xdp_mode == XdpModeArg::Native,
         }))
+    }
+
+    /// `--transport`'s value as the user wrote it.
+    fn transport_name(&self) -> String {
+        self.transport
+            .to_possible_value()
+            .map_or_else(String::new, |v| v.get_name().to_string())
     }
 
     fn sctp_addr(&self, addrs: Vec<IpAddr>, port: u16, encap_port: u16) -> SctpAddr {
@@ -310,12 +345,13 @@ impl MpaArgs {
         tcp: impl FnOnce(&str, u16) -> Result<SocketAddr, String>,
     ) -> Result<TransportAddr, String> {
         if self.device() {
+            let t = self.transport_name();
             let peer: Ipv4Addr = host.trim().parse().map_err(|_| {
-                format!("{host:?}: over --transport tap the server is named by IPv4 address")
+                format!("{host:?}: over --transport {t} the server is named by IPv4 address")
             })?;
             return self
                 .dev_addr(Some(peer), port)
-                .ok_or_else(|| "--transport tap needs --device and --bind".to_string());
+                .ok_or_else(|| format!("--transport {t} needs --device and --bind"));
         }
         if !self.sctp() {
             return tcp(host, port).map(TransportAddr::from);

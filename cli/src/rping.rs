@@ -536,7 +536,7 @@ fn resolve(a: &RpingArgs) -> Result<TransportAddr, String> {
         None => Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), a.port).into()),
         Some(h) if a.client => a.mpa.connect_addr(h, a.port, resolve_tcp),
         Some(_) if a.mpa.device() => {
-            Err("over --transport tap the server listens on its --bind address (no -a)".into())
+            Err("over --transport tap|xdp the server listens on its --bind address (no -a)".into())
         }
         Some(h) if a.mpa.sctp() => {
             let TransportAddr::Sctp(mut l) = a.mpa.listen_addr(a.port) else {

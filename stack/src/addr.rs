@@ -7,6 +7,7 @@
 //! | `sctp+udp://A[,B...]:PORT` | DDP over softrnic's SCTP (RFC 5043), UDP encapsulation (RFC 6951), no privileges |
 //! | `sctp://A[,B...]:PORT` | DDP over softrnic's SCTP directly on IPv4 (protocol 132; root or CAP_NET_RAW) |
 //! | `tap://IFACE/HOST:PORT` | MPA over softrnic's own TCP/IP on the TAP device IFACE (kernel bypass) |
+//! | `xdp://IFACE/HOST:PORT` | the same on an AF_XDP socket on IFACE (kernel bypass; root; builds with the `xdp` feature) |
 //! | `dev://NAME/HOST:PORT` | the same on a device attached with [`crate::Rnic::attach_device`] |
 //!
 //! Several addresses make the SCTP association multihomed: a connect names the peer's
@@ -22,7 +23,9 @@
 //! own address with `local=` (`tap://tap0/10.0.0.1:7174?local=10.0.0.2`), unless the device
 //! already has one. Options: `prefix=N` (the on-link prefix length of the stack's address,
 //! default 24), `gw=A` (default gateway), `mtu=N` (IP MTU, default the device's),
-//! `mac=aa:bb:cc:dd:ee:ff` (default a random locally administered one).
+//! `mac=aa:bb:cc:dd:ee:ff` (default a random locally administered one); for `xdp://` also
+//! `queue=N` (the interface queue, default 0) and `mode=skb|native` (generic XDP in copy
+//! mode, the default, or the driver's native XDP).
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
@@ -65,6 +68,8 @@ pub enum DevKind {
     Tap,
     /// A device attached to the RNIC by the application ([`crate::Rnic::attach_device`]).
     Attached,
+    /// An AF_XDP socket on one queue of an interface.
+    Xdp,
 }
 
 /// An MPA/TCP address on a raw-Ethernet device.
@@ -86,6 +91,10 @@ pub struct DevAddr {
     pub mtu: Option<usize>,
     /// MAC address (`None`: random).
     pub mac: Option<[u8; 6]>,
+    /// AF_XDP: the interface queue.
+    pub queue: u32,
+    /// AF_XDP: native (driver) XDP rather than generic (copy) mode.
+    pub native: bool,
 }
 
 /// Default prefix length of a device address.
@@ -105,7 +114,7 @@ pub enum TransportAddr {
 /// A transport spec that does not parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "bad transport address {spec:?}: {why} (forms: HOST:PORT, tcp://HOST:PORT, sctp+udp://A[,B]:PORT[?udp-port=N&local=A,B&mtu=N], sctp://A[,B]:PORT, tap://IFACE/IPV4:PORT[?local=A&prefix=N&gw=A&mtu=N&mac=M], dev://NAME/IPV4:PORT)"
+    "bad transport address {spec:?}: {why} (forms: HOST:PORT, tcp://HOST:PORT, sctp+udp://A[,B]:PORT[?udp-port=N&local=A,B&mtu=N], sctp://A[,B]:PORT, tap://IFACE/IPV4:PORT[?local=A&prefix=N&gw=A&mtu=N&mac=M], xdp://IFACE/IPV4:PORT[?...&queue=N&mode=skb|native], dev://NAME/IPV4:PORT)"
 )]
 pub struct AddrError {
     /// The spec.
@@ -122,6 +131,7 @@ impl TransportAddr {
             TransportAddr::Dev(d) => match d.kind {
                 DevKind::Tap => "tap",
                 DevKind::Attached => "dev",
+                DevKind::Xdp => "xdp",
             },
             TransportAddr::Sctp(s) => match s.encap {
                 SctpEncap::Udp(_) => "sctp+udp",
@@ -140,7 +150,7 @@ impl TransportAddr {
             Some((s, r)) => (s, r),
             None => ("tcp", spec),
         };
-        if scheme == "tap" || scheme == "dev" {
+        if scheme == "tap" || scheme == "dev" || scheme == "xdp" {
             return parse_dev(scheme, rest, default_port).map_err(|w| err(&w));
         }
         let (hostport, query) = rest.split_once('?').unwrap_or((rest, ""));
@@ -251,6 +261,12 @@ impl fmt::Display for TransportAddr {
                     let h: Vec<String> = m.iter().map(|b| format!("{b:02x}")).collect();
                     opts.push(format!("mac={}", h.join(":")));
                 }
+                if d.queue != 0 {
+                    opts.push(format!("queue={}", d.queue));
+                }
+                if d.native {
+                    opts.push("mode=native".into());
+                }
                 if !opts.is_empty() {
                     write!(f, "?{}", opts.join("&"))?;
                 }
@@ -281,7 +297,7 @@ impl fmt::Display for TransportAddr {
     }
 }
 
-/// Parses the part after `tap://` or `dev://`: `NAME/IPV4[:PORT][?options]`.
+/// Parses the part after `tap://`, `xdp://` or `dev://`: `NAME/IPV4[:PORT][?options]`.
 fn parse_dev(scheme: &str, rest: &str, default_port: u16) -> Result<TransportAddr, String> {
     let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
     let (device, hostport) = main
@@ -295,10 +311,10 @@ fn parse_dev(scheme: &str, rest: &str, default_port: u16) -> Result<TransportAdd
         .parse()
         .map_err(|_| format!("{host:?} is not an IPv4 address (the device stack speaks IPv4)"))?;
     let mut d = DevAddr {
-        kind: if scheme == "tap" {
-            DevKind::Tap
-        } else {
-            DevKind::Attached
+        kind: match scheme {
+            "tap" => DevKind::Tap,
+            "xdp" => DevKind::Xdp,
+            _ => DevKind::Attached,
         },
         device: device.to_string(),
         addr: std::net::SocketAddrV4::new(ip, port),
@@ -307,6 +323,8 @@ fn parse_dev(scheme: &str, rest: &str, default_port: u16) -> Result<TransportAdd
         gateway: None,
         mtu: None,
         mac: None,
+        queue: 0,
+        native: false,
     };
     for opt in query.split('&').filter(|o| !o.is_empty()) {
         let (k, v) = opt.split_once('=').ok_or("option without '='")?;
@@ -344,6 +362,16 @@ fn parse_dev(scheme: &str, rest: &str, default_port: u16) -> Result<TransportAdd
                     return Err("mac must be a unicast address (first octet even)".into());
                 }
                 d.mac = Some(m);
+            }
+            "queue" if scheme == "xdp" => {
+                d.queue = v.parse().map_err(|_| "queue takes a queue number")?;
+            }
+            "mode" if scheme == "xdp" => {
+                d.native = match v {
+                    "skb" | "generic" => false,
+                    "native" | "drv" => true,
+                    _ => return Err("mode takes skb (generic XDP, copy mode) or native".into()),
+                };
             }
             _ => return Err(format!("unknown option {k:?}")),
         }
@@ -447,6 +475,11 @@ mod tests {
             t.to_string(),
             "tap://tap0/10.0.0.1:7174?local=10.0.0.2&prefix=30&mtu=9000"
         );
+        let x: TransportAddr = "xdp://eth1/10.0.0.1:7174?local=10.0.0.2&queue=3&mode=native"
+            .parse()
+            .unwrap();
+        assert_eq!(x.scheme(), "xdp");
+        assert_eq!(x.to_string().parse::<TransportAddr>().unwrap(), x);
         let a: TransportAddr = "dev://pipe0/10.1.0.1:5?mac=02:00:00:00:00:01&gw=10.1.0.254"
             .parse()
             .unwrap();
@@ -474,6 +507,8 @@ mod tests {
             "tap://tap0/10.0.0.1:5?prefix=33",
             "tap://tap0/10.0.0.1:5?mac=01:00:00:00:00:01",
             "dev://averyveryverylongname/10.0.0.1:5",
+            "tap://t/10.0.0.1:5?queue=1",
+            "xdp://x/10.0.0.1:5?mode=turbo",
             "",
         ] {
             let e = bad.parse::<TransportAddr>().unwrap_err();

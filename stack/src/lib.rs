@@ -70,7 +70,8 @@
 //! * RFC 7306 atomics operate on 64-bit values in host byte order.
 
 #![warn(missing_docs)]
-// `unsafe` is confined to the memory module (raw-pointer copies into registered memory).
+// `unsafe` is confined to the memory module (raw-pointer copies into registered memory) and
+// the AF_XDP device (the UMEM it shares with the kernel).
 #![deny(unsafe_code)]
 
 pub mod addr;

@@ -1112,7 +1112,10 @@ impl Rnic {
                 d.device
             ))));
         };
-        let link = Link::open_tap(&d.device)?;
+        let link = match d.kind {
+            crate::addr::DevKind::Xdp => Link::open_xdp(&d.device, d.queue, d.native)?,
+            _ => Link::open_tap(&d.device)?,
+        };
         let cfg = DeviceConfig {
             addr: ip,
             prefix: d.prefix,

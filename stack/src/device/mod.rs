@@ -27,6 +27,9 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpo
 
 use crate::mem::TxPart;
 
+#[cfg(feature = "xdp")]
+pub mod xdp;
+
 /// Ethernet header length (the MTU counts the IP packet only).
 const ETH_HEADER: usize = 14;
 
@@ -67,6 +70,9 @@ pub enum Link {
     Tap(tun_rs::SyncDevice),
     /// A datagram socket: one datagram per frame.
     Datagram(UnixDatagram),
+    /// An AF_XDP socket on one queue of an interface.
+    #[cfg(feature = "xdp")]
+    Xdp(Box<std::cell::RefCell<xdp::XdpLink>>),
 }
 
 impl Link {
@@ -99,10 +105,35 @@ impl Link {
         Ok((Link::Datagram(a), Link::Datagram(b)))
     }
 
+    /// Binds an AF_XDP socket to queue `queue` of interface `name` (copy mode unless
+    /// `native`). Needs root.
+    #[cfg(feature = "xdp")]
+    pub fn open_xdp(name: &str, queue: u32, native: bool) -> Result<Link, DeviceError> {
+        let mode = if native {
+            xdp::XdpMode::Native
+        } else {
+            xdp::XdpMode::Skb
+        };
+        Ok(Link::Xdp(Box::new(std::cell::RefCell::new(
+            xdp::XdpLink::open(name, queue, mode)?,
+        ))))
+    }
+
+    /// Without AF_XDP support in this build: says how to get it.
+    #[cfg(not(feature = "xdp"))]
+    pub fn open_xdp(name: &str, _queue: u32, _native: bool) -> Result<Link, DeviceError> {
+        Err(DeviceError::Open(format!(
+            "AF_XDP on {name}: this build has no AF_XDP support: build with `--features xdp` \
+             (scripts/install-xdp-deps.sh installs the C toolchain libxdp needs)"
+        )))
+    }
+
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Link::Tap(d) => d.recv(buf),
             Link::Datagram(s) => s.recv(buf),
+            #[cfg(feature = "xdp")]
+            Link::Xdp(x) => x.borrow_mut().recv(buf),
         }
     }
 
@@ -110,14 +141,39 @@ impl Link {
         match self {
             Link::Tap(d) => d.send(frame),
             Link::Datagram(s) => s.send(frame),
+            #[cfg(feature = "xdp")]
+            Link::Xdp(x) => x.borrow_mut().send(frame),
         }
     }
 
-    /// The interface MTU a TAP device reports.
+    /// Sends what the link batched (AF_XDP: one wakeup for the frames of a poll).
+    fn flush(&self) {
+        #[cfg(feature = "xdp")]
+        if let Link::Xdp(x) = self {
+            let _ = x.borrow_mut().kick();
+        }
+    }
+
+    /// The interface MTU a TAP device or an AF_XDP interface reports.
     fn mtu(&self) -> Option<usize> {
         match self {
             Link::Tap(d) => d.mtu().ok().map(usize::from),
             Link::Datagram(_) => None,
+            #[cfg(feature = "xdp")]
+            Link::Xdp(x) => {
+                std::fs::read_to_string(format!("/sys/class/net/{}/mtu", x.borrow().name()))
+                    .ok()
+                    .and_then(|m| m.trim().parse().ok())
+            }
+        }
+    }
+
+    /// The largest MTU the link can carry.
+    fn max_mtu(&self) -> usize {
+        match self {
+            #[cfg(feature = "xdp")]
+            Link::Xdp(_) => xdp::MAX_MTU,
+            _ => 65_535,
         }
     }
 }
@@ -127,6 +183,8 @@ impl std::fmt::Debug for Link {
         match self {
             Link::Tap(d) => write!(f, "Tap({:?})", d.name().ok()),
             Link::Datagram(s) => write!(f, "Datagram({s:?})"),
+            #[cfg(feature = "xdp")]
+            Link::Xdp(x) => write!(f, "Xdp({:?})", x.borrow().name()),
         }
     }
 }
@@ -136,6 +194,8 @@ impl AsRawFd for Link {
         match self {
             Link::Tap(d) => d.as_raw_fd(),
             Link::Datagram(s) => s.as_raw_fd(),
+            #[cfg(feature = "xdp")]
+            Link::Xdp(x) => x.borrow().as_raw_fd(),
         }
     }
 }
@@ -380,7 +440,7 @@ impl DevStack {
             .mtu
             .or_else(|| link.mtu())
             .unwrap_or(1500)
-            .clamp(576, 65_535);
+            .clamp(576, link.max_mtu());
         let mac = cfg.mac.unwrap_or_else(random_mac);
         let mut seed = [0u8; 8];
         let _ = getrandom::fill(&mut seed);
@@ -592,6 +652,7 @@ impl DevStack {
             };
             self.iface.poll(instant(now), &mut phy, &mut self.sockets)
         };
+        self.link.flush();
         // Connections closed by their QPs leave once closed (or at their deadline).
         let sockets = &mut self.sockets;
         self.closing.retain(|&(h, deadline)| {

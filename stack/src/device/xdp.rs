@@ -1,0 +1,248 @@
+//! AF_XDP: frames straight between a NIC queue and the progress core, past the kernel's
+//! network stack (kernel bypass).
+//!
+//! An XSK socket is bound to one queue of an interface; its UMEM (the frame memory the
+//! kernel and the core share) is owned here. libxdp attaches its XSK program to the
+//! interface, which hands every frame arriving on that queue to the socket: the queue (on a
+//! one-queue device such as a veth, the whole interface) belongs to softrnic, and its stack
+//! answers ARP itself. The program is detached when the last socket on the interface closes
+//! (a process killed with SIGKILL leaves it attached: `ip link set IFACE xdp off`).
+//!
+//! Copy mode (generic XDP, `mode=skb`, the default) works on every interface; `mode=native`
+//! asks the driver for native XDP (and zero-copy where the driver offers it). A UMEM frame
+//! is 4 KiB, so the MTU is at most [`MAX_MTU`] (jumbo frames need multi-buffer XDP).
+
+// The UMEM is memory the kernel reads and writes: its rings and frames are touched here only.
+#![allow(unsafe_code)]
+
+use std::io::{self, Write};
+use std::num::NonZeroU32;
+use std::os::fd::{AsRawFd, RawFd};
+
+use xsk_rs::config::{
+    BindFlags, FrameSize, Interface, QueueSize, SocketConfig, UmemConfig, XdpFlags,
+};
+use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
+
+use super::DeviceError;
+
+/// UMEM frame size.
+const FRAME: u32 = 4096;
+/// Frames in the UMEM: half for receiving, half for sending.
+const FRAMES: u32 = 4096;
+/// Ring sizes (fill, completion, RX, TX).
+const RING: u32 = 2048;
+/// Frames queued on the TX ring before the kernel is asked to send them (one `sendto`
+/// per batch rather than per frame; what is left is sent at the end of the poll).
+const TX_BATCH: usize = 32;
+/// Largest MTU: a frame less the kernel's XDP headroom (256) and the Ethernet header.
+pub const MAX_MTU: usize = FRAME as usize - 256 - 14;
+
+/// How the XDP program runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum XdpMode {
+    /// Generic XDP (copy mode): every interface.
+    #[default]
+    Skb,
+    /// The driver's native XDP.
+    Native,
+}
+
+/// One AF_XDP socket and its UMEM.
+pub struct XdpLink {
+    // Field order: the queues (the socket) drop before the UMEM they use.
+    tx_q: TxQueue,
+    rx_q: RxQueue,
+    fq: FillQueue,
+    cq: CompQueue,
+    umem: Umem,
+    /// TX frames free to fill.
+    tx_free: Vec<FrameDesc>,
+    /// Descriptors the completion queue fills.
+    done: Vec<FrameDesc>,
+    /// The descriptor the RX queue fills.
+    rx_desc: FrameDesc,
+    fd: RawFd,
+    name: String,
+    /// Frames on the TX ring since the last wakeup.
+    unkicked: usize,
+}
+
+impl std::fmt::Debug for XdpLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpLink")
+            .field("name", &self.name)
+            .field("tx_free", &self.tx_free.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn open_error(name: &str, what: &str, e: impl std::fmt::Display) -> DeviceError {
+    let s = e.to_string();
+    let hint = if s.contains("Operation not permitted") || s.contains("os error 1)") {
+        " — AF_XDP needs root (CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW)"
+    } else if s.contains("No such device") || s.contains("os error 19") {
+        " — no such interface (ip link shows the names)"
+    } else if s.contains("busy") || s.contains("os error 16") {
+        " — the queue is busy: another AF_XDP socket holds it (or one just closed: try again)"
+    } else if s.contains("not supported") || s.contains("os error 95") {
+        " — the driver has no XDP in this mode: use mode=skb (generic XDP)"
+    } else {
+        ""
+    };
+    DeviceError::Open(format!("AF_XDP on {name}: {what}: {s}{hint}"))
+}
+
+impl XdpLink {
+    /// Binds an AF_XDP socket to queue `queue` of interface `name`.
+    pub fn open(name: &str, queue: u32, mode: XdpMode) -> Result<XdpLink, DeviceError> {
+        let q = |n| QueueSize::new(n).map_err(|e| open_error(name, "ring size", e));
+        let ucfg = UmemConfig::builder()
+            .frame_size(FrameSize::new(FRAME).map_err(|e| open_error(name, "frame size", e))?)
+            .fill_queue_size(q(RING)?)
+            .comp_queue_size(q(RING)?)
+            .build()
+            .map_err(|e| open_error(name, "UMEM configuration", e))?;
+        let count = NonZeroU32::new(FRAMES).ok_or_else(|| open_error(name, "UMEM", "no frames"))?;
+        let (umem, mut descs) =
+            Umem::new(ucfg, count, false).map_err(|e| open_error(name, "UMEM", e))?;
+        let scfg = SocketConfig::builder()
+            .rx_queue_size(q(RING)?)
+            .tx_queue_size(q(RING)?)
+            .xdp_flags(match mode {
+                XdpMode::Skb => XdpFlags::XDP_FLAGS_SKB_MODE,
+                XdpMode::Native => XdpFlags::XDP_FLAGS_DRV_MODE,
+            })
+            .bind_flags(match mode {
+                XdpMode::Skb => BindFlags::XDP_COPY | BindFlags::XDP_USE_NEED_WAKEUP,
+                XdpMode::Native => BindFlags::XDP_USE_NEED_WAKEUP,
+            })
+            .build();
+        let iface: Interface = name
+            .parse()
+            .map_err(|e| open_error(name, "interface name", e))?;
+        // SAFETY: the UMEM is owned by the link together with the socket's queues and
+        // outlives them (declared after them, so dropped after), as the socket requires.
+        let (tx_q, rx_q, rings) = unsafe { Socket::new(scfg, &umem, &iface, queue) }
+            .map_err(|e| open_error(name, "socket", e))?;
+        let (mut fq, cq) = rings.ok_or_else(|| open_error(name, "socket", "no fill queue"))?;
+        let rx_frames = descs.split_off(descs.len() / 2);
+        // SAFETY: these frames belong to this UMEM and nothing else uses them: the kernel
+        // owns them until it hands them back on the RX queue.
+        let given = unsafe { fq.produce(&rx_frames) };
+        if given != rx_frames.len() {
+            return Err(open_error(
+                name,
+                "fill queue",
+                "could not hand the RX frames over",
+            ));
+        }
+        let fd = rx_q.fd().as_raw_fd();
+        let rx_desc = descs
+            .first()
+            .copied()
+            .ok_or_else(|| open_error(name, "UMEM", "no frames"))?;
+        Ok(XdpLink {
+            tx_q,
+            rx_q,
+            fq,
+            cq,
+            umem,
+            done: descs.clone(),
+            tx_free: descs,
+            rx_desc,
+            fd,
+            name: name.to_string(),
+            unkicked: 0,
+        })
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// One received frame into `buf` (`WouldBlock` when none waits).
+    pub(crate) fn recv(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: the descriptor is filled by the RX queue from frames of this UMEM.
+        if unsafe { self.rx_q.consume_one(&mut self.rx_desc) } == 0 {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        // SAFETY: the kernel handed this frame over; nothing writes it until it goes back
+        // on the fill queue below.
+        let n = {
+            let data = unsafe { self.umem.data(&self.rx_desc) };
+            let frame = data.contents();
+            let n = frame.len().min(buf.len());
+            if let (Some(d), Some(s)) = (buf.get_mut(..n), frame.get(..n)) {
+                d.copy_from_slice(s);
+            }
+            n
+        };
+        // SAFETY: the frame is ours again (copied out above) and goes back to the kernel.
+        unsafe { self.fq.produce_one(&self.rx_desc) };
+        if self.fq.needs_wakeup() {
+            let _ = self.fq.wakeup(self.rx_q.fd_mut(), 0);
+        }
+        Ok(n)
+    }
+
+    /// Queues one frame for sending (`WouldBlock` while every TX frame is in flight).
+    pub(crate) fn send(&mut self, frame: &[u8]) -> io::Result<usize> {
+        self.reclaim();
+        let Some(mut desc) = self.tx_free.pop() else {
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        {
+            // SAFETY: a free TX frame of this UMEM: the kernel has completed it (or never
+            // had it), so nothing else reads or writes it.
+            let mut data = unsafe { self.umem.data_mut(&mut desc) };
+            let mut cur = data.cursor();
+            cur.set_pos(0);
+            if frame.len() > cur.buf_len() || cur.write_all(frame).is_err() {
+                self.tx_free.push(desc);
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "frame larger than a UMEM frame",
+                ));
+            }
+        }
+        // SAFETY: the frame was written above and belongs to the kernel until it comes
+        // back on the completion queue.
+        if unsafe { self.tx_q.produce_one(&desc) } == 0 {
+            self.tx_free.push(desc);
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.unkicked += 1;
+        if self.unkicked >= TX_BATCH {
+            self.kick()?;
+        }
+        Ok(frame.len())
+    }
+
+    /// Asks the kernel to send what the TX ring holds.
+    pub(crate) fn kick(&mut self) -> io::Result<()> {
+        if self.unkicked == 0 {
+            return Ok(());
+        }
+        self.unkicked = 0;
+        if self.tx_q.needs_wakeup() {
+            self.tx_q.wakeup()?;
+        }
+        Ok(())
+    }
+
+    /// TX frames the kernel has sent become free again.
+    fn reclaim(&mut self) {
+        // SAFETY: the completion queue returns frames of this UMEM that the kernel has
+        // finished sending.
+        let n = unsafe { self.cq.consume(&mut self.done) };
+        self.tx_free
+            .extend(self.done.get(..n).unwrap_or_default().iter().copied());
+    }
+}
+
+impl AsRawFd for XdpLink {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
