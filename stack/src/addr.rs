@@ -23,7 +23,8 @@
 //! own address with `local=` (`tap://tap0/10.0.0.1:7174?local=10.0.0.2`), unless the device
 //! already has one. Options: `prefix=N` (the on-link prefix length of the stack's address,
 //! default 24), `gw=A` (default gateway), `mtu=N` (IP MTU, default the device's),
-//! `mac=aa:bb:cc:dd:ee:ff` (default a random locally administered one); for `xdp://` also
+//! `mac=aa:bb:cc:dd:ee:ff` (default: an AF_XDP interface's own, otherwise 02:53 and the four
+//! octets of the stack's address); for `xdp://` also
 //! `queue=N` (the interface queue, default 0) and `mode=skb|native` (generic XDP in copy
 //! mode, the default, or the driver's native XDP).
 
@@ -89,7 +90,7 @@ pub struct DevAddr {
     pub gateway: Option<std::net::Ipv4Addr>,
     /// IP MTU (`None`: the device's).
     pub mtu: Option<usize>,
-    /// MAC address (`None`: random).
+    /// MAC address (`None`: the default of [`crate::device::DeviceConfig::mac`]).
     pub mac: Option<[u8; 6]>,
     /// AF_XDP: the interface queue.
     pub queue: u32,

@@ -168,6 +168,28 @@ impl Link {
         }
     }
 
+    /// The interface's own MAC address (AF_XDP: the stack takes the interface's identity).
+    fn mac(&self) -> Option<[u8; 6]> {
+        match self {
+            #[cfg(feature = "xdp")]
+            Link::Xdp(x) => {
+                let s = std::fs::read_to_string(format!(
+                    "/sys/class/net/{}/address",
+                    x.borrow().name()
+                ))
+                .ok()?;
+                let b: Vec<u8> = s
+                    .trim()
+                    .split(':')
+                    .map(|h| u8::from_str_radix(h, 16))
+                    .collect::<Result<_, _>>()
+                    .ok()?;
+                b.try_into().ok()
+            }
+            _ => None,
+        }
+    }
+
     /// The largest MTU the link can carry.
     fn max_mtu(&self) -> usize {
         match self {
@@ -235,7 +257,8 @@ pub struct DeviceConfig {
     pub gateway: Option<Ipv4Addr>,
     /// IP MTU (`None`: what the device reports, else 1500).
     pub mtu: Option<usize>,
-    /// MAC address (`None`: a random locally administered one).
+    /// MAC address (`None`: an AF_XDP interface's own; otherwise 02:53 followed by the four
+    /// octets of `addr`, locally administered and stable across restarts).
     pub mac: Option<[u8; 6]>,
 }
 
@@ -423,14 +446,12 @@ fn instant(now: Duration) -> smoltcp::time::Instant {
     smoltcp::time::Instant::from_micros(i64::try_from(now.as_micros()).unwrap_or(i64::MAX))
 }
 
-fn random_mac() -> [u8; 6] {
-    let mut m = [0u8; 6];
-    if getrandom::fill(&mut m).is_err() {
-        m = [0, 0x16, 0x3e, 0x5a, 0x17, 0x01];
-    }
-    // Locally administered, unicast.
-    m[0] = (m[0] & 0xfc) | 0x02;
-    m
+/// The default MAC of a stack with IPv4 address `ip`: locally administered, unicast, and the
+/// same for the same address every time, so that peers' neighbour caches stay right when a
+/// program using the address restarts.
+fn addr_mac(ip: Ipv4Addr) -> [u8; 6] {
+    let o = ip.octets();
+    [0x02, 0x53, o[0], o[1], o[2], o[3]]
 }
 
 impl DevStack {
@@ -441,7 +462,10 @@ impl DevStack {
             .or_else(|| link.mtu())
             .unwrap_or(1500)
             .clamp(576, link.max_mtu());
-        let mac = cfg.mac.unwrap_or_else(random_mac);
+        let mac = cfg
+            .mac
+            .or_else(|| link.mac())
+            .unwrap_or_else(|| addr_mac(cfg.addr));
         let mut seed = [0u8; 8];
         let _ = getrandom::fill(&mut seed);
         let mut icfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));

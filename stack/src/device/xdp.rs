@@ -93,9 +93,24 @@ fn open_error(name: &str, what: &str, e: impl std::fmt::Display) -> DeviceError 
     DeviceError::Open(format!("AF_XDP on {name}: {what}: {s}{hint}"))
 }
 
+/// Turns off libxdp's and libbpf's own messages on stderr (once per process): errors reach
+/// the caller as [`DeviceError`]s instead.
+fn quiet_libraries() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: both calls only replace a global callback pointer; `None` (NULL) is the
+        // documented way to disable printing. They run once, before any socket is made.
+        unsafe {
+            libxdp_sys::libxdp_set_print(None);
+            libbpf_sys::libbpf_set_print(None);
+        }
+    });
+}
+
 impl XdpLink {
     /// Binds an AF_XDP socket to queue `queue` of interface `name`.
     pub fn open(name: &str, queue: u32, mode: XdpMode) -> Result<XdpLink, DeviceError> {
+        quiet_libraries();
         let q = |n| QueueSize::new(n).map_err(|e| open_error(name, "ring size", e));
         let ucfg = UmemConfig::builder()
             .frame_size(FrameSize::new(FRAME).map_err(|e| open_error(name, "frame size", e))?)

@@ -193,8 +193,12 @@ lab_softrnic() {
     repo=$(cd "$LAB_ROOT/../.." && pwd)
     bin=$repo/target/release/softrnic
     if command -v cargo >/dev/null 2>&1; then
-        (cd "$repo" && cargo build --release --quiet -p softrnic >&2) ||
-            lab_log "cargo build --release -p softrnic failed"
+        # With AF_XDP (the xdp feature) when its build dependencies are there or can be
+        # installed (root); the AF_XDP scenarios are skipped otherwise.
+        local features=()
+        if bash "$repo/scripts/install-xdp-deps.sh" >&2; then features=(--features xdp); fi
+        (cd "$repo" && cargo build --release --quiet -p softrnic "${features[@]}" >&2) ||
+            lab_log "cargo build --release -p softrnic ${features[*]} failed"
     fi
     if [[ -x $bin ]]; then printf '%s\n' "$bin"; else lab_log "no softrnic binary at $bin"; fi
 }

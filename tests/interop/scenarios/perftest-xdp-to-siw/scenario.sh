@@ -1,0 +1,39 @@
+# shellcheck shell=bash disable=SC2034,SC2016 # variables read by lab.sh; the host command is expanded there
+# softrnic's perftest-style clients on AF_XDP (softrnic's own TCP/IP on the veth vx0 on the
+# lab bridge, 10.99.0.11; see tools/xdp-host.sh) -> siw's perftest servers (g1), perftest's
+# -R protocol. Runs (runs.sh): send/write/read bw and lat, sizes 2 and 65536 B, -n 10, each on
+# its own port, against `softrnic <tool> -R --profile siw --transport xdp`. Passes when every
+# run exits 0 on both sides and the capture of the bridge holds two MPA connections per run
+# from the AF_XDP address, decodes without errors and with tshark's opcode counts.
+SCENARIO_GUESTS=1
+SCENARIO_DIRECTION="softrnic(host, AF_XDP) -> siw(g1)"
+SCENARIO_TIMEOUT=420
+SCENARIO_GUEST_SCRIPT=scenarios/perftest-softrnic-to-siw/guest.sh
+SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
+
+scenario_requires() {
+    local err
+    err=$("$LAB_SOFTRNIC" rping -c -a 10.0.0.1 --transport xdp --device lab-noxdp0 --bind 10.0.0.2 --timeout 1 2>&1 >/dev/null || true)
+    if [[ $err == *"no AF_XDP support"* ]]; then
+        echo "$LAB_SOFTRNIC is built without the xdp feature (scripts/install-xdp-deps.sh, then cargo build --features xdp)"
+        return 1
+    fi
+    command -v ethtool >/dev/null || { echo "no ethtool"; return 1; }
+}
+
+scenario_check() {
+    # shellcheck source-path=SCRIPTDIR source=runs.sh
+    . "$LAB_SCENARIO_DIR/runs.sh"
+    local runs
+    runs=$(pt_runs | wc -l)
+    python3 "$LAB_TOOLS/mpa_lab.py" expect-pcap "$LAB_PCAP" --min-requests "$((2 * runs))" \
+        --min-replies "$((2 * runs))" --request-from 10.99.0.11 || return 1
+    "$LAB_TOOLS/decode-crosscheck.sh" "$LAB_PCAP" || return 1
+    local counts op
+    counts=$("$LAB_SOFTRNIC" decode --counts "$LAB_PCAP")
+    for op in 0x00 0x01 0x02 0x03; do
+        echo "$counts" | awk -v o="$op" '$1 == o && $3 > 0 { f = 1 } END { exit !f }' ||
+            { echo "FAIL: no RDMAP opcode $op in the capture"; return 1; }
+    done
+    echo "ok: $runs runs over AF_XDP passed on both sides"
+}
