@@ -7,11 +7,12 @@
 //! Needs root (network namespaces, veth): `cargo test -p softrnic-stack --test netns_sctp --
 //! --ignored`, as `.ci/run` does when it runs as root.
 
-use std::fs::File;
-use std::os::fd::AsFd;
-use std::process::Command;
+mod common;
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use common::netns::{Netns, ip};
 
 use stack::addr::TransportAddr;
 use stack::{
@@ -21,73 +22,34 @@ use stack::{
 
 const T: Duration = Duration::from_secs(20);
 
-fn ip(args: &[&str]) {
-    let s = Command::new("ip").args(args).status().expect("run ip");
-    assert!(s.success(), "ip {args:?} failed");
-}
-
-/// Two namespaces and two veth pairs; removed on drop.
+/// Two namespaces joined by two veth pairs (two paths); removed on drop.
 struct Net {
-    a: String,
-    b: String,
+    a: Netns,
+    b: Netns,
 }
 
 impl Net {
     fn new() -> Net {
-        let id = std::process::id() % 100_000;
         let n = Net {
-            a: format!("srnic-sa{id}"),
-            b: format!("srnic-sb{id}"),
+            a: Netns::new("sa"),
+            b: Netns::new("sb"),
         };
-        ip(&["netns", "add", &n.a]);
-        ip(&["netns", "add", &n.b]);
-        for ns in [&n.a, &n.b] {
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
         for p in 0..2 {
             let (va, vb) = (format!("sva{p}"), format!("svb{p}"));
-            ip(&[
-                "-n", &n.a, "link", "add", &va, "type", "veth", "peer", "name", &vb, "netns", &n.b,
+            n.a.ip(&[
+                "link", "add", &va, "type", "veth", "peer", "name", &vb, "netns", &n.b.0,
             ]);
-            ip(&[
-                "-n",
-                &n.a,
-                "addr",
-                "add",
-                &format!("10.201.{p}.1/24"),
-                "dev",
-                &va,
-            ]);
-            ip(&[
-                "-n",
-                &n.b,
-                "addr",
-                "add",
-                &format!("10.201.{p}.2/24"),
-                "dev",
-                &vb,
-            ]);
-            ip(&["-n", &n.a, "link", "set", &va, "up"]);
-            ip(&["-n", &n.b, "link", "set", &vb, "up"]);
+            n.a.ip(&["addr", "add", &format!("10.201.{p}.1/24"), "dev", &va]);
+            n.b.ip(&["addr", "add", &format!("10.201.{p}.2/24"), "dev", &vb]);
+            n.a.ip(&["link", "set", &va, "up"]);
+            n.b.ip(&["link", "set", &vb, "up"]);
         }
         n
     }
 
     /// Moves the calling thread into namespace `ns` (threads it starts inherit it).
     fn enter(ns: &str) {
-        let f = File::open(format!("/var/run/netns/{ns}")).expect("netns");
-        rustix::thread::move_into_link_name_space(
-            f.as_fd(),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .expect("setns");
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.a]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.b]).status();
+        common::netns::enter(ns);
     }
 }
 
@@ -107,7 +69,7 @@ fn rdma_writes_survive_a_path_going_down_and_up() {
     const LEN: usize = 256 << 10;
     const N: usize = 256;
     let net = Net::new();
-    let (b_name, a_name) = (net.b.clone(), net.a.clone());
+    let (b_name, a_name) = (net.b.0.clone(), net.a.0.clone());
     let (tx_ready, rx_ready) = mpsc::channel::<(u32, u64)>();
     let (tx_done, rx_done) = mpsc::channel::<()>();
     let data = pattern(LEN * N / 16, 5);
@@ -198,10 +160,10 @@ fn rdma_writes_survive_a_path_going_down_and_up() {
             assert_eq!(w.status, WcStatus::Success, "{w:?}");
             done += 1;
             if done == N / 4 {
-                ip(&["-n", &net.a, "link", "set", "sva0", "down"]);
+                ip(&["-n", &net.a.0, "link", "set", "sva0", "down"]);
             }
             if done == 3 * N / 4 {
-                ip(&["-n", &net.a, "link", "set", "sva0", "up"]);
+                ip(&["-n", &net.a.0, "link", "set", "sva0", "up"]);
             }
         } else {
             cq.wait(Duration::from_millis(10));

@@ -8,77 +8,22 @@
 
 mod common;
 
-use std::fs::File;
-use std::os::fd::AsFd;
-use std::process::Command;
-
-use common::node::{Node, every_operation, wait_event};
-use stack::addr::TransportAddr;
-use stack::{Event, ProgressMode, mpa};
-
-fn ip(args: &[&str]) {
-    let s = Command::new("ip").args(args).status().expect("run ip");
-    assert!(s.success(), "ip {args:?} failed");
-}
-
-/// A namespace with a TAP device holding the kernel's side; removed on drop.
-struct Ns(String);
-
-impl Ns {
-    fn new(tag: &str, mtu: usize) -> Ns {
-        let ns = format!("srnic-{tag}{}", std::process::id() % 100_000);
-        ip(&["netns", "add", &ns]);
-        ip(&["-n", &ns, "link", "set", "lo", "up"]);
-        ip(&["-n", &ns, "tuntap", "add", "srtap0", "mode", "tap"]);
-        ip(&["-n", &ns, "link", "set", "srtap0", "mtu", &mtu.to_string()]);
-        ip(&["-n", &ns, "addr", "add", "10.213.0.1/24", "dev", "srtap0"]);
-        ip(&["-n", &ns, "link", "set", "srtap0", "up"]);
-        Ns(ns)
-    }
-
-    /// Moves the calling thread into the namespace (threads it starts inherit it).
-    fn enter(&self) {
-        let f = File::open(format!("/var/run/netns/{}", self.0)).expect("netns");
-        rustix::thread::move_into_link_name_space(
-            f.as_fd(),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .expect("setns");
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-/// `a` connects to `b` listening on `listen`, through `to`; both see Established.
-fn connect(a: &Node, b: &Node, listen: &str, to: impl Fn(u16) -> String) {
-    let l = b.rnic.listen_on(&listen.parse().unwrap()).unwrap();
-    let to: TransportAddr = to(l.local_addr.port()).parse().unwrap();
-    a.rnic
-        .connect_to(&a.qp, &to, mpa::Config::default())
-        .unwrap();
-    let req = match wait_event(&[a, b], b, |e| matches!(e, Event::ConnectRequest(_))) {
-        Event::ConnectRequest(r) => r,
-        _ => unreachable!(),
-    };
-    b.rnic
-        .accept(req.id, &b.qp, mpa::Config::default())
-        .unwrap();
-    wait_event(&[a, b], a, |e| matches!(e, Event::Established { .. }));
-    wait_event(&[a, b], b, |e| matches!(e, Event::Established { .. }));
-}
+use common::netns::Netns;
+use common::node::{Node, connect_pair, every_operation};
+use stack::ProgressMode;
 
 fn tap_against_kernel(mtu: usize) {
-    let ns = Ns::new(if mtu > 1500 { "tj" } else { "tp" }, mtu);
+    let ns = Netns::new(if mtu > 1500 { "tj" } else { "tp" });
+    ns.ip(&["tuntap", "add", "srtap0", "mode", "tap"]);
+    ns.ip(&["link", "set", "srtap0", "mtu", &mtu.to_string()]);
+    ns.ip(&["addr", "add", "10.213.0.1/24", "dev", "srtap0"]);
+    ns.ip(&["link", "set", "srtap0", "up"]);
     let body = std::thread::spawn(move || {
         ns.enter();
         // The TAP side connects to the kernel side.
         let tap = Node::new(ProgressMode::Thread);
         let kernel = Node::new(ProgressMode::Thread);
-        connect(&tap, &kernel, "tcp://10.213.0.1:0", |p| {
+        connect_pair(&tap, &kernel, "tcp://10.213.0.1:0", |p| {
             format!("tap://srtap0/10.213.0.1:{p}?local=10.213.0.2&mtu={mtu}")
         });
         every_operation(&tap, &kernel, 1 << 20);
@@ -90,7 +35,7 @@ fn tap_against_kernel(mtu: usize) {
         // The kernel side connects to a listener on the TAP side.
         let tap2 = Node::new(ProgressMode::Thread);
         let kernel2 = Node::new(ProgressMode::Thread);
-        connect(
+        connect_pair(
             &kernel2,
             &tap2,
             &format!("tap://srtap0/10.213.0.2:7174?mtu={mtu}"),

@@ -11,91 +11,27 @@
 
 mod common;
 
-use std::fs::File;
-use std::os::fd::AsFd;
-use std::process::Command;
-
-use common::node::{Node, every_operation, wait_event};
-use stack::addr::TransportAddr;
-use stack::{Event, ProgressMode, mpa};
-
-fn run(cmd: &str, args: &[&str]) {
-    let s = Command::new(cmd).args(args).status().expect(cmd);
-    assert!(s.success(), "{cmd} {args:?} failed");
-}
-
-/// A namespace with a veth pair: the kernel's end and softrnic's; removed on drop.
-struct Ns(String);
-
-impl Ns {
-    fn new(tag: &str) -> Ns {
-        let ns = format!("srnic-{tag}{}", std::process::id() % 100_000);
-        run("ip", &["netns", "add", &ns]);
-        run("ip", &["-n", &ns, "link", "set", "lo", "up"]);
-        run(
-            "ip",
-            &[
-                "-n", &ns, "link", "add", "xk", "type", "veth", "peer", "name", "xs",
-            ],
-        );
-        run(
-            "ip",
-            &["-n", &ns, "addr", "add", "10.214.0.1/24", "dev", "xk"],
-        );
-        // The kernel's frames must carry full checksums: the device stack checks them.
-        run(
-            "ip",
-            &["netns", "exec", &ns, "ethtool", "-K", "xk", "tx", "off"],
-        );
-        run("ip", &["-n", &ns, "link", "set", "xk", "up"]);
-        run("ip", &["-n", &ns, "link", "set", "xs", "up"]);
-        Ns(ns)
-    }
-
-    fn enter(&self) {
-        let f = File::open(format!("/var/run/netns/{}", self.0)).expect("netns");
-        rustix::thread::move_into_link_name_space(
-            f.as_fd(),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .expect("setns");
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-fn connect(a: &Node, b: &Node, listen: &str, to: impl Fn(u16) -> String) {
-    let l = b.rnic.listen_on(&listen.parse().unwrap()).unwrap();
-    let to: TransportAddr = to(l.local_addr.port()).parse().unwrap();
-    a.rnic
-        .connect_to(&a.qp, &to, mpa::Config::default())
-        .unwrap();
-    let req = match wait_event(&[a, b], b, |e| matches!(e, Event::ConnectRequest(_))) {
-        Event::ConnectRequest(r) => r,
-        _ => unreachable!(),
-    };
-    b.rnic
-        .accept(req.id, &b.qp, mpa::Config::default())
-        .unwrap();
-    wait_event(&[a, b], a, |e| matches!(e, Event::Established { .. }));
-    wait_event(&[a, b], b, |e| matches!(e, Event::Established { .. }));
-}
+use common::netns::{Netns, ip};
+use common::node::{Node, connect_pair, every_operation};
+use stack::ProgressMode;
 
 /// RFC 5040 operations over MPA (RFC 5044) on softrnic's TCP/IP on AF_XDP, against the
 /// kernel's TCP, both directions of connection setup.
 #[test]
 #[ignore = "needs root: a network namespace, a veth pair and AF_XDP (run by .ci/run as root)"]
 fn xdp_stack_against_kernel_tcp() {
-    let ns = Ns::new("xd");
+    let ns = Netns::new("xd");
+    ns.ip(&["link", "add", "xk", "type", "veth", "peer", "name", "xs"]);
+    ns.ip(&["addr", "add", "10.214.0.1/24", "dev", "xk"]);
+    // The kernel's frames must carry full checksums: the device stack checks them.
+    ip(&["netns", "exec", &ns.0, "ethtool", "-K", "xk", "tx", "off"]);
+    ns.ip(&["link", "set", "xk", "up"]);
+    ns.ip(&["link", "set", "xs", "up"]);
     let body = std::thread::spawn(move || {
         ns.enter();
         let xdp = Node::new(ProgressMode::Thread);
         let kernel = Node::new(ProgressMode::Thread);
-        connect(&xdp, &kernel, "tcp://10.214.0.1:0", |p| {
+        connect_pair(&xdp, &kernel, "tcp://10.214.0.1:0", |p| {
             format!("xdp://xs/10.214.0.1:{p}?local=10.214.0.2")
         });
         every_operation(&xdp, &kernel, 1 << 20);
@@ -109,7 +45,7 @@ fn xdp_stack_against_kernel_tcp() {
         std::thread::sleep(std::time::Duration::from_millis(200));
         let xdp2 = Node::new(ProgressMode::Thread);
         let kernel2 = Node::new(ProgressMode::Thread);
-        connect(&kernel2, &xdp2, "xdp://xs/10.214.0.2:7174", |p| {
+        connect_pair(&kernel2, &xdp2, "xdp://xs/10.214.0.2:7174", |p| {
             format!("tcp://10.214.0.2:{p}")
         });
         every_operation(&kernel2, &xdp2, 1 << 20);

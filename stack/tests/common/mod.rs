@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod netns;
 pub mod node;
 pub mod sctp;
 

@@ -182,3 +182,22 @@ pub fn every_operation(a: &Node, b: &Node, len: usize) {
         }
     ));
 }
+
+/// `b` listens on `listen`; `a` connects to `to(the listener's port)`; both accept the
+/// defaults and wait until established.
+pub fn connect_pair(a: &Node, b: &Node, listen: &str, to: impl Fn(u16) -> String) {
+    let l = b.rnic.listen_on(&listen.parse().unwrap()).unwrap();
+    let to: stack::addr::TransportAddr = to(l.local_addr.port()).parse().unwrap();
+    a.rnic
+        .connect_to(&a.qp, &to, stack::mpa::Config::default())
+        .unwrap();
+    let req = match wait_event(&[a, b], b, |e| matches!(e, Event::ConnectRequest(_))) {
+        Event::ConnectRequest(r) => r,
+        _ => unreachable!(),
+    };
+    b.rnic
+        .accept(req.id, &b.qp, stack::mpa::Config::default())
+        .unwrap();
+    wait_event(&[a, b], a, |e| matches!(e, Event::Established { .. }));
+    wait_event(&[a, b], b, |e| matches!(e, Event::Established { .. }));
+}

@@ -11,15 +11,8 @@ SCENARIO_TIMEOUT=420
 SCENARIO_GUEST_SCRIPT=scenarios/perftest-softrnic-to-siw/guest.sh
 SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
 
-scenario_requires() {
-    local err
-    err=$("$LAB_SOFTRNIC" rping -c -a 10.0.0.1 --transport xdp --device lab-noxdp0 --bind 10.0.0.2 --timeout 1 2>&1 >/dev/null || true)
-    if [[ $err == *"no AF_XDP support"* ]]; then
-        echo "$LAB_SOFTRNIC is built without the xdp feature (scripts/install-xdp-deps.sh, then cargo build --features xdp)"
-        return 1
-    fi
-    command -v ethtool >/dev/null || { echo "no ethtool"; return 1; }
-}
+# shellcheck source=../../tools/xdp-requires.sh
+. "$LAB_ROOT/tools/xdp-requires.sh"
 
 scenario_check() {
     # shellcheck source-path=SCRIPTDIR source=runs.sh

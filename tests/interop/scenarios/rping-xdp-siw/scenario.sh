@@ -14,15 +14,8 @@ SCENARIO_DIRECTION="softrnic(host, AF_XDP) <-> siw(g1), both ways"
 SCENARIO_TIMEOUT=300
 SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
 
-scenario_requires() {
-    local err
-    err=$("$LAB_SOFTRNIC" rping -c -a 10.0.0.1 --transport xdp --device lab-noxdp0 --bind 10.0.0.2 --timeout 1 2>&1 >/dev/null || true)
-    if [[ $err == *"no AF_XDP support"* ]]; then
-        echo "$LAB_SOFTRNIC is built without the xdp feature (scripts/install-xdp-deps.sh, then cargo build --features xdp)"
-        return 1
-    fi
-    command -v ethtool >/dev/null || { echo "no ethtool"; return 1; }
-}
+# shellcheck source=../../tools/xdp-requires.sh
+. "$LAB_ROOT/tools/xdp-requires.sh"
 
 scenario_check() {
     "$LAB_TOOLS/decode-crosscheck.sh" "$LAB_PCAP" || return 1
