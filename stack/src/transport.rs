@@ -225,7 +225,9 @@ enum Conn {
         id: ListenerId,
         dev: SharedDev,
         port: u16,
-        backlog: Vec<SocketHandle>,
+        /// Listening sockets, each with when it took a SYN (its handshake has until
+        /// [`DEV_HANDSHAKE`] after that).
+        backlog: Vec<(SocketHandle, Option<Duration>)>,
     },
     /// Passive side: reading the MPA Request.
     Incoming {
@@ -279,6 +281,10 @@ pub(crate) struct Core {
 
 /// Listening sockets a device listener keeps ready (connections arriving together).
 const DEV_BACKLOG: usize = 4;
+
+/// How long a device listener's socket may sit in a TCP handshake (a SYN that nobody
+/// completes, e.g. from a spoofed address) before it listens again.
+const DEV_HANDSHAKE: Duration = Duration::from_secs(5);
 
 /// Runs the progress thread until the RNIC stops.
 pub(crate) fn run_thread(shared: &Shared) {
@@ -735,7 +741,7 @@ impl Core {
                 }
                 Conn::DevListener { dev, backlog, .. } => {
                     let mut d = device::lock(&dev);
-                    for h in backlog {
+                    for (h, _) in backlog {
                         d.release(h, true);
                     }
                 }
@@ -1241,7 +1247,7 @@ impl Core {
             let mut d = device::lock(&dev);
             for _ in 0..DEV_BACKLOG {
                 match d.listen(port) {
-                    Ok(h) => backlog.push(h),
+                    Ok(h) => backlog.push((h, None)),
                     Err(e) => tracing::warn!(port, error = %e, "device listen failed"),
                 }
             }
@@ -1261,6 +1267,7 @@ impl Core {
 
     /// Takes the connections a device listener's sockets have established.
     fn accept_dev(&mut self, shared: &Shared, t: Token) {
+        let now = self.now();
         let Some(Conn::DevListener {
             id,
             dev,
@@ -1270,28 +1277,43 @@ impl Core {
         else {
             return;
         };
-        let (listener, dev) = (*id, dev.clone());
+        let (listener, dev, port) = (*id, dev.clone(), *port);
         let mut taken = Vec::new();
         {
             let mut d = device::lock(&dev);
-            for h in backlog.iter_mut() {
-                let s = d.socket(*h);
+            let mut kept = Vec::with_capacity(backlog.len());
+            for (h, since) in backlog.drain(..) {
+                let s = d.socket(h);
                 match s.state() {
-                    tcp::State::Listen | tcp::State::SynReceived => {}
+                    tcp::State::Listen => kept.push((h, None)),
+                    tcp::State::SynReceived => {
+                        let t0 = since.unwrap_or(now);
+                        if now.saturating_sub(t0) >= DEV_HANDSHAKE {
+                            tracing::debug!(port, "TCP handshake not completed: listening again");
+                            s.abort();
+                            let _ = s.listen(port);
+                            kept.push((h, None));
+                        } else {
+                            kept.push((h, Some(t0)));
+                        }
+                    }
                     tcp::State::Closed | tcp::State::TimeWait => {
                         // A handshake that failed: listen again on the same socket.
                         s.abort();
-                        let _ = s.listen(*port);
+                        let _ = s.listen(port);
+                        kept.push((h, None));
                     }
-                    _ => {
-                        taken.push(*h);
-                        match d.listen(*port) {
-                            Ok(n) => *h = n,
-                            Err(e) => tracing::warn!(error = %e, "device listen failed"),
-                        }
-                    }
+                    _ => taken.push(h),
                 }
             }
+            // Every socket that took a connection is replaced by a fresh listening one.
+            for _ in &taken {
+                match d.listen(port) {
+                    Ok(n) => kept.push((n, None)),
+                    Err(e) => tracing::warn!(port, error = %e, "device listen failed"),
+                }
+            }
+            *backlog = kept;
         }
         for h in taken {
             let sock = Stream::Dev(DevSock::new(dev.clone(), h));

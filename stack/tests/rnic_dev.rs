@@ -274,3 +274,83 @@ fn device_errors_say_what_to_do() {
     let e = Link::open_tap("a/b").unwrap_err();
     assert!(e.to_string().contains("interface name"), "{e}");
 }
+
+/// Bad input from the wire never panics the device stack: thousands of random, truncated
+/// and mangled frames (garbage, and well-formed TCP segments to the stack's listening port
+/// from neighbours that never answer, with random flags, numbers and payloads) arrive on the
+/// cable of a listening RNIC; once the half-open handshakes have expired, the same cable
+/// carries a connection to it and every operation places every byte.
+#[test]
+fn hostile_frames_on_the_cable_change_nothing() {
+    use std::os::unix::net::UnixDatagram;
+    let (la, lb) = Link::datagram_pair().unwrap();
+    let b = node(ProgressMode::Thread, lb, [10, 9, 0, 2]);
+    let l = b
+        .rnic
+        .listen_on(&"dev://cable0/10.9.0.2:7174".parse().unwrap())
+        .unwrap();
+    let Link::Datagram(raw) = la else {
+        unreachable!()
+    };
+    let raw: UnixDatagram = raw;
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let b_mac = [0x02, 0x53, 10, 9, 0, 2];
+    let started = std::time::Instant::now();
+    for i in 0..5000u32 {
+        let len = (next() % 1600) as usize;
+        let mut f: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        if i % 2 == 0 {
+            // Well-formed (checksums right, so the stack's TCP sees them): to the stack's
+            // MAC, address and listening port, from neighbours that never answer, with
+            // random flags, numbers and payloads.
+            let r = next();
+            let src = [10, 9, 0, 3 + (r % 200) as u8];
+            let mut tcp = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, src[3]], b_mac)
+                .ipv4(src, [10, 9, 0, 2], 64)
+                .tcp((r >> 8) as u16 | 1024, 7174, (r >> 24) as u32, 65_535);
+            if r & 1 << 60 != 0 {
+                tcp = tcp.syn();
+            }
+            if r & 1 << 61 != 0 {
+                tcp = tcp.ack((r >> 32) as u32);
+            }
+            if r & 1 << 62 != 0 {
+                tcp = tcp.fin();
+            }
+            if r & 1 << 63 != 0 {
+                tcp = tcp.rst();
+            }
+            let payload = f[..f.len().min(1400)].to_vec();
+            f.clear();
+            let _ = tcp.write(&mut f, &payload);
+        }
+        let _ = raw.send(&f);
+        if i % 64 == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    // Half-open handshakes from the spoofed neighbours may hold the listener's sockets: they
+    // listen again 5 s after their SYN.
+    std::thread::sleep(Duration::from_millis(5_500).saturating_sub(started.elapsed()));
+    // The same cable now carries a real connection to the same stack.
+    let a = node(ProgressMode::Thread, Link::Datagram(raw), [10, 9, 0, 1]);
+    a.rnic
+        .connect_to(&a.qp, &l.transport, mpa::Config::default())
+        .unwrap();
+    let req = match wait_event(&[&a, &b], &b, |e| matches!(e, Event::ConnectRequest(_))) {
+        Event::ConnectRequest(r) => r,
+        _ => unreachable!(),
+    };
+    assert_eq!(req.listener, l.id);
+    b.rnic
+        .accept(req.id, &b.qp, mpa::Config::default())
+        .unwrap();
+    wait_event(&[&a, &b], &a, |e| matches!(e, Event::Established { .. }));
+    every_operation(&a, &b, 100_000);
+}
