@@ -142,7 +142,9 @@ pub struct MpaArgs {
     /// device's subnet that the host does not use), with `/PREFIX` in `--prefix`.
     #[arg(long, value_delimiter = ',', value_name = "ADDR[,ADDR]")]
     pub bind: Vec<IpAddr>,
-    /// TAP: the device (opened, or created when missing); AF_XDP: the interface.
+    /// TAP: the device (opened, or created when missing); AF_XDP: the interface; SCTP
+    /// (`--transport sctp`): `tap:IFACE` or `xdp:IFACE`, to carry SCTP as raw IPv4 on
+    /// softrnic's own IP on that device (`--bind` gives the stack's addresses).
     #[arg(long, value_name = "IFACE")]
     pub device: Option<String>,
     /// AF_XDP: the interface queue to bind.
@@ -243,8 +245,16 @@ impl MpaArgs {
                 )),
             };
         }
-        if self.device.is_some() {
-            return Err("--device applies to --transport tap|xdp only".into());
+        if let Some(d) = &self.device {
+            if self.transport != TransportArg::Sctp {
+                return Err("--device applies to --transport tap|xdp|sctp only".into());
+            }
+            if self.sctp_device().is_none() {
+                return Err(format!(
+                    "--device {d:?}: over --transport sctp it is tap:IFACE or xdp:IFACE (SCTP as \
+                     raw IPv4 on softrnic's own IP on that device)"
+                ));
+            }
         }
         if !self.sctp() {
             if !self.bind.is_empty() {
@@ -306,6 +316,16 @@ impl MpaArgs {
             .map_or_else(String::new, |v| v.get_name().to_string())
     }
 
+    /// `--device` for SCTP: the device kind and name.
+    fn sctp_device(&self) -> Option<(DevKind, String)> {
+        let d = self.device.as_deref()?;
+        match d.split_once(':') {
+            Some(("tap", n)) if !n.is_empty() => Some((DevKind::Tap, n.to_string())),
+            Some(("xdp", n)) if !n.is_empty() => Some((DevKind::Xdp, n.to_string())),
+            _ => None,
+        }
+    }
+
     fn sctp_addr(&self, addrs: Vec<IpAddr>, port: u16, encap_port: u16) -> SctpAddr {
         SctpAddr {
             addrs,
@@ -316,6 +336,11 @@ impl MpaArgs {
             },
             local: Vec::new(),
             mtu: usize::from(self.sctp_mtu),
+            device: if self.transport == TransportArg::Sctp {
+                self.sctp_device()
+            } else {
+                None
+            },
         }
     }
 

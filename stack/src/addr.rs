@@ -16,7 +16,10 @@
 //! `udp-port=N` (the listener's UDP encapsulation port, default 9899; 0 picks one; on a
 //! connect, the peer's), `local=A[,B...]` (a connect's local addresses; by default the
 //! ones the host routes the peer's addresses from), `mtu=N` (path MTU at the IP level,
-//! default 1500: DDP segments are sized to fit it, RFC 5043 §9).
+//! default 1500: DDP segments are sized to fit it, RFC 5043 §9); for `sctp://`,
+//! `dev=tap:IFACE`, `dev=xdp:IFACE` or `dev=NAME` (an attached device) carries the packets as
+//! raw IPv4 on that device with softrnic's own IP instead of the host's raw sockets (kernel
+//! bypass; the addresses are the stack's own on the device).
 //!
 //! On a device (`tap://`, `dev://`) softrnic's stack owns its own IPv4 address. A listener
 //! names that address (`tap://tap0/10.0.0.2:7174`); a connect names the peer and gives its
@@ -60,6 +63,9 @@ pub struct SctpAddr {
     pub local: Vec<IpAddr>,
     /// Path MTU at the IP level.
     pub mtu: usize,
+    /// Raw IPv4 on a raw-Ethernet device with softrnic's own IP (`dev=`), instead of the
+    /// host's raw sockets: the device's kind and name.
+    pub device: Option<(DevKind, String)>,
 }
 
 /// Which raw-Ethernet device carries softrnic's own TCP/IP.
@@ -186,6 +192,7 @@ impl TransportAddr {
                     },
                     local: Vec::new(),
                     mtu: DEFAULT_SCTP_MTU,
+                    device: None,
                 };
                 for opt in query.split('&').filter(|o| !o.is_empty()) {
                     let (k, v) = opt
@@ -197,6 +204,21 @@ impl TransportAddr {
                             s.encap = SctpEncap::Udp(p);
                         }
                         "local" => s.local = parse_ips(v).map_err(|w| err(&w))?,
+                        "dev" if scheme == "sctp" => {
+                            let (kind, name) = match v.split_once(':') {
+                                Some(("tap", n)) => (DevKind::Tap, n),
+                                Some(("xdp", n)) => (DevKind::Xdp, n),
+                                Some(("dev", n)) => (DevKind::Attached, n),
+                                None => (DevKind::Attached, v),
+                                Some(_) => {
+                                    return Err(err("dev takes tap:IFACE, xdp:IFACE or NAME"));
+                                }
+                            };
+                            if name.is_empty() || name.len() > 15 {
+                                return Err(err("dev takes a device name of 1-15 characters"));
+                            }
+                            s.device = Some((kind, name.to_string()));
+                        }
                         "mtu" => {
                             let m: usize = v.parse().map_err(|_| err("mtu takes a number"))?;
                             if !(576..=65535).contains(&m) {
@@ -288,6 +310,13 @@ impl fmt::Display for TransportAddr {
                 }
                 if s.mtu != DEFAULT_SCTP_MTU {
                     opts.push(format!("mtu={}", s.mtu));
+                }
+                if let Some((kind, name)) = &s.device {
+                    opts.push(match kind {
+                        DevKind::Tap => format!("dev=tap:{name}"),
+                        DevKind::Xdp => format!("dev=xdp:{name}"),
+                        DevKind::Attached => format!("dev={name}"),
+                    });
                 }
                 if !opts.is_empty() {
                     write!(f, "?{}", opts.join("&"))?;
@@ -452,6 +481,10 @@ mod tests {
             s.to_string(),
             "sctp+udp://10.0.0.1,10.0.1.1:7174?udp-port=0&mtu=9000"
         );
+        let d: TransportAddr = "sctp://10.0.0.1:5?local=10.0.0.2&dev=xdp:eth1"
+            .parse()
+            .unwrap();
+        assert_eq!(d.to_string().parse::<TransportAddr>().unwrap(), d);
         let r: TransportAddr = "sctp://[::1]:5".parse().unwrap();
         assert_eq!(r.scheme(), "sctp");
         assert_eq!(
@@ -509,6 +542,8 @@ mod tests {
             "tap://tap0/10.0.0.1:5?mac=01:00:00:00:00:01",
             "dev://averyveryverylongname/10.0.0.1:5",
             "tap://t/10.0.0.1:5?queue=1",
+            "sctp+udp://10.0.0.1:5?dev=cable0",
+            "sctp://10.0.0.1:5?dev=usb:x",
             "xdp://x/10.0.0.1:5?mode=turbo",
             "",
         ] {

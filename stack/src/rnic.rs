@@ -985,7 +985,8 @@ impl Rnic {
             TransportAddr::Dev(d) => return self.listen_dev(d),
             TransportAddr::Sctp(s) => s,
         };
-        let (l, bound) = SctpListen::open(s, &self.shared.cfg)?;
+        let dev = self.sctp_device(s, &s.addrs)?;
+        let (l, bound) = SctpListen::open(s, &self.shared.cfg, dev)?;
         let id = ListenerId(self.shared.next_listener.fetch_add(1, Ordering::Relaxed));
         let local_addr = SocketAddr::new(bound.addrs[0], bound.port);
         self.shared.command(Cmd::ListenSctp(id, Box::new(l)));
@@ -1019,7 +1020,8 @@ impl Rnic {
             }
             TransportAddr::Sctp(s) => s,
         };
-        let c = SctpConnect::open(s, &self.shared.cfg)?;
+        let dev = self.sctp_device(s, &s.local)?;
+        let c = SctpConnect::open(s, &self.shared.cfg, dev)?;
         self.claim(qp)?;
         self.shared
             .command(Cmd::ConnectSctp(qp.inner.clone(), Box::new(c), cfg));
@@ -1131,6 +1133,52 @@ impl Rnic {
         )));
         devs.insert(d.device.clone(), dev.clone());
         Ok(dev)
+    }
+
+    /// The device an SCTP address with `dev=` names, with `own` (the stack's addresses for
+    /// this endpoint) on it; `None` without `dev=`.
+    fn sctp_device(
+        &self,
+        s: &crate::addr::SctpAddr,
+        own: &[std::net::IpAddr],
+    ) -> Result<Option<crate::device::SharedDev>, RnicError> {
+        let Some((kind, name)) = &s.device else {
+            return Ok(None);
+        };
+        let v4: Vec<std::net::Ipv4Addr> = own
+            .iter()
+            .filter_map(|ip| match ip {
+                std::net::IpAddr::V4(a) => Some(*a),
+                std::net::IpAddr::V6(_) => None,
+            })
+            .collect();
+        if v4.len() != own.len() {
+            return Err(RnicError::Device(crate::device::DeviceError::Open(
+                format!("device {name}: SCTP on a device takes IPv4 addresses"),
+            )));
+        }
+        let d = crate::addr::DevAddr {
+            kind: *kind,
+            device: name.clone(),
+            addr: std::net::SocketAddrV4::new(
+                v4.first()
+                    .copied()
+                    .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
+                s.port,
+            ),
+            local: None,
+            prefix: crate::addr::DEFAULT_DEV_PREFIX,
+            gateway: None,
+            mtu: None,
+            mac: None,
+            queue: 0,
+            native: false,
+        };
+        let mut dev = self.device_for(&d, v4.first().copied())?;
+        for ip in v4.iter().skip(1) {
+            dev = self.device_for(&d, Some(*ip))?;
+        }
+        Ok(Some(dev))
     }
 
     fn listen_dev(&self, d: &crate::addr::DevAddr) -> Result<Listener, RnicError> {

@@ -1225,7 +1225,7 @@ impl Core {
     }
 
     /// Starts watching a device's frames (once per device).
-    fn watch_dev(&mut self, dev: &SharedDev) {
+    pub(super) fn watch_dev(&mut self, dev: &SharedDev) {
         if self.devs.iter().any(|(_, d)| Arc::ptr_eq(d, dev)) {
             return;
         }
@@ -1357,6 +1357,7 @@ impl Core {
                         | Conn::Connecting { sock, .. }
                         | Conn::Rejecting { sock, .. } => sock.on_dev(dev),
                         Conn::Active(a) => a.sock.on_dev(dev),
+                        Conn::Sctp(e) => e.on_dev(dev),
                         _ => false,
                     };
                     if on {

@@ -2,7 +2,7 @@
 //! own, a veth pair joins the kernel's side (10.214.0.1 on `xk`) with an interface that
 //! belongs to softrnic (`xs`, no address for the kernel): an AF_XDP socket in copy mode on
 //! its queue carries softrnic's stack as 10.214.0.2. Connections both ways, every operation
-//! with every byte checked.
+//! with every byte checked; then DDP over SCTP as raw IPv4 on AF_XDP at both ends.
 //!
 //! Needs root and the `xdp` feature: `cargo test -p softrnic-stack --features xdp --test
 //! netns_xdp -- --ignored`, as `.ci/run` does when it runs as root.
@@ -49,6 +49,18 @@ fn xdp_stack_against_kernel_tcp() {
             format!("tcp://10.214.0.2:{p}")
         });
         every_operation(&kernel2, &xdp2, 1 << 20);
+        drop(xdp2);
+        drop(kernel2);
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        // RFC 5043 with SCTP as raw IPv4 on AF_XDP at both ends (the kernel here has no
+        // SCTP): softrnic's stack takes xk as well, as 10.214.0.11.
+        let s1 = Node::new(ProgressMode::Thread);
+        let s2 = Node::new(ProgressMode::Thread);
+        connect_pair(&s1, &s2, "sctp://10.214.0.11:7180?dev=xdp:xk", |p| {
+            format!("sctp://10.214.0.11:{p}?dev=xdp:xs&local=10.214.0.2")
+        });
+        assert!(s1.qp.session().unwrap().sctp().is_some());
+        every_operation(&s1, &s2, 1 << 20);
         drop(ns);
     });
     body.join().expect("test body");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 mod common;
 
-use common::node::{Node, every_operation, wait_event, wait_wc};
+use common::node::{Node, connect_pair, every_operation, wait_event, wait_wc};
 use stack::addr::TransportAddr;
 use stack::device::{DeviceConfig, Link};
 use stack::rdmap::TermCause;
@@ -353,4 +353,63 @@ fn hostile_frames_on_the_cable_change_nothing() {
         .unwrap();
     wait_event(&[&a, &b], &a, |e| matches!(e, Event::Established { .. }));
     every_operation(&a, &b, 100_000);
+}
+
+/// RFC 5043 on softrnic's own IP: DDP over SCTP as raw IPv4 (protocol 132) on the device
+/// cable — first alone on it, then beside an MPA/TCP connection on the same cable; every
+/// operation over each, every byte checked, and the SCTP packets on the cable are IPv4
+/// protocol 132.
+#[test]
+fn rfc5043_sctp_as_raw_ip_on_a_device_cable() {
+    let (relay, la, lb) = Relay::new(None);
+    let a = node(ProgressMode::Thread, la, [10, 9, 0, 1]);
+    let b = node(ProgressMode::Thread, lb, [10, 9, 0, 2]);
+    let l = b
+        .rnic
+        .listen_on(&"sctp://10.9.0.2:7180?dev=cable0".parse().unwrap())
+        .unwrap();
+    a.rnic
+        .connect_to(
+            &a.qp,
+            &"sctp://10.9.0.2:7180?dev=cable0&local=10.9.0.1"
+                .parse()
+                .unwrap(),
+            mpa::Config::default(),
+        )
+        .unwrap();
+    let req = match wait_event(&[&a, &b], &b, |e| matches!(e, Event::ConnectRequest(_))) {
+        Event::ConnectRequest(r) => r,
+        _ => unreachable!(),
+    };
+    assert_eq!(req.listener, l.id);
+    assert!(req.sctp.is_some(), "an SCTP session request");
+    b.rnic
+        .accept(req.id, &b.qp, mpa::Config::default())
+        .unwrap();
+    wait_event(&[&a, &b], &a, |e| matches!(e, Event::Established { .. }));
+    assert!(a.qp.session().unwrap().sctp().is_some());
+    every_operation(&a, &b, 150_000);
+    let sctp_frames = relay
+        .frames
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|f| f.len() > 34 && f[12..14] == [0x08, 0x00] && f[23] == 132)
+        .count();
+    assert!(sctp_frames > 100, "{sctp_frames} SCTP packets on the cable");
+    // MPA/TCP on the same devices afterwards.
+    let qa = a
+        .rnic
+        .create_qp(QpAttr::new(a.pd, a.scq.clone(), a.rcq.clone()))
+        .unwrap();
+    let qb = b
+        .rnic
+        .create_qp(QpAttr::new(b.pd, b.scq.clone(), b.rcq.clone()))
+        .unwrap();
+    let ta = Node { qp: qa, ..a };
+    let tb = Node { qp: qb, ..b };
+    connect_pair(&ta, &tb, "dev://cable0/10.9.0.2:7181", |p| {
+        format!("dev://cable0/10.9.0.2:{p}")
+    });
+    every_operation(&ta, &tb, 50_000);
 }

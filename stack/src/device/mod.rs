@@ -622,6 +622,33 @@ impl DevStack {
         }
     }
 
+    /// A raw IPv4 socket for SCTP (protocol 132): every SCTP packet to the stack's
+    /// addresses is copied to it; what it sends are whole IPv4 packets.
+    pub(crate) fn raw_sctp(&mut self) -> SocketHandle {
+        use smoltcp::socket::raw;
+        let buf =
+            || raw::PacketBuffer::new(vec![raw::PacketMetadata::EMPTY; 512], vec![0; 2 << 20]);
+        self.sockets.add(raw::Socket::new(
+            Some(smoltcp::wire::IpVersion::Ipv4),
+            Some(smoltcp::wire::IpProtocol::Unknown(132)),
+            buf(),
+            buf(),
+        ))
+    }
+
+    /// The raw socket `h`.
+    pub(crate) fn raw(&mut self, h: SocketHandle) -> &mut smoltcp::socket::raw::Socket<'static> {
+        self.sockets.get_mut::<smoltcp::socket::raw::Socket>(h)
+    }
+
+    /// Removes the raw socket `h` once what it queued has gone out (one poll: a closing
+    /// SCTP endpoint's last packets, e.g. its SHUTDOWN COMPLETE, are sent).
+    pub(crate) fn remove_raw(&mut self, h: SocketHandle) {
+        let now = self.now;
+        self.poll(now);
+        self.sockets.remove(h);
+    }
+
     pub(crate) fn socket(&mut self, h: SocketHandle) -> &mut tcp::Socket<'static> {
         self.sockets.get_mut::<tcp::Socket>(h)
     }
@@ -730,10 +757,6 @@ impl DevSock {
         f(d.socket(self.h))
     }
 
-    pub(crate) fn state(&self) -> tcp::State {
-        self.with(|s| s.state())
-    }
-
     /// Reads like a non-blocking socket: `WouldBlock` when nothing is there, `Ok(0)` at the
     /// peer's FIN, `ConnectionReset` when the connection is gone.
     pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
@@ -807,13 +830,18 @@ impl DevSock {
 
     /// `Ok(true)` connected, `Ok(false)` still connecting, `Err` failed.
     pub(crate) fn connect_status(&self) -> Result<bool, String> {
-        match self.state() {
+        self.with(|s| match s.state() {
             tcp::State::SynSent | tcp::State::SynReceived => Ok(false),
             tcp::State::Closed | tcp::State::TimeWait | tcp::State::Listen => {
                 Err("connection refused or timed out (no answer from the peer, or a reset)".into())
             }
-            _ => Ok(true),
-        }
+            _ => {
+                // The connect timeout covers the handshake only: smoltcp counts it from the
+                // peer's last segment, so it would end an idle connection too.
+                s.set_timeout(None);
+                Ok(true)
+            }
+        })
     }
 
     pub(crate) fn local_addr(&self) -> Option<SocketAddr> {

@@ -77,8 +77,9 @@ impl std::fmt::Debug for XdpLink {
     }
 }
 
-fn open_error(name: &str, what: &str, e: impl std::fmt::Display) -> DeviceError {
-    let s = e.to_string();
+fn open_error(name: &str, what: &str, e: impl std::fmt::Display + std::fmt::Debug) -> DeviceError {
+    // xsk-rs's errors keep the OS error in their Debug form only.
+    let s = format!("{e} ({e:?})");
     let hint = if s.contains("Operation not permitted") || s.contains("os error 1)") {
         " — AF_XDP needs root (CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW)"
     } else if s.contains("No such device") || s.contains("os error 19") {

@@ -31,6 +31,7 @@ use sctp_io::net::Transport;
 
 use super::{Conn, Core, fail_connect};
 use crate::addr::{SctpAddr, SctpEncap, route_source};
+use crate::device::{self, SharedDev};
 use crate::engine::{CloseReason, QpEngine, Setup};
 use crate::llp::sctp::SctpConfig;
 use crate::rnic::{
@@ -92,18 +93,165 @@ fn endpoint_config(
     Ok(c)
 }
 
+/// Where an endpoint's SCTP packets go: the host's sockets (UDP or raw IPv4), or raw IPv4 on
+/// a raw-Ethernet device with softrnic's own IP.
+#[derive(Debug)]
+pub(crate) enum SctpIo {
+    Sockets(PacketIo),
+    Dev(DevSctpIo),
+}
+
+impl SctpIo {
+    fn fds(&self) -> Vec<std::os::fd::BorrowedFd<'_>> {
+        match self {
+            SctpIo::Sockets(p) => p.fds(),
+            // The device's frames wake the core; its stack hands the packets over.
+            SctpIo::Dev(_) => Vec::new(),
+        }
+    }
+
+    fn udp_port(&self) -> u16 {
+        match self {
+            SctpIo::Sockets(p) => p.udp_port(),
+            SctpIo::Dev(_) => 0,
+        }
+    }
+
+    fn local_addrs(&self) -> Vec<IpAddr> {
+        match self {
+            SctpIo::Sockets(p) => p.local_addrs(),
+            SctpIo::Dev(d) => d.locals.clone(),
+        }
+    }
+
+    fn receive(&mut self, ep: &mut Endpoint, now: sctp::Instant, limit: usize) -> usize {
+        match self {
+            SctpIo::Sockets(p) => p.receive(ep, now, limit),
+            SctpIo::Dev(d) => d.receive(ep, now, limit),
+        }
+    }
+
+    fn flush(&mut self, ep: &mut Endpoint, now: sctp::Instant) {
+        match self {
+            SctpIo::Sockets(p) => p.flush(ep, now),
+            SctpIo::Dev(d) => d.flush(ep, now),
+        }
+    }
+
+    fn on_dev(&self, dev: &SharedDev) -> bool {
+        matches!(self, SctpIo::Dev(d) if Arc::ptr_eq(&d.dev, dev))
+    }
+}
+
+/// SCTP packets as raw IPv4 (protocol 132) on a device of softrnic's own stack.
+#[derive(Debug)]
+pub(crate) struct DevSctpIo {
+    dev: SharedDev,
+    h: smoltcp::iface::SocketHandle,
+    locals: Vec<IpAddr>,
+    port: u16,
+    /// Packets the device's raw socket had no room for (SCTP retransmits them).
+    dropped: u64,
+}
+
+impl DevSctpIo {
+    /// A raw SCTP socket on `dev` for the endpoint with SCTP port `port` at `locals` (the
+    /// stack's IPv4 addresses).
+    pub(crate) fn open(dev: SharedDev, locals: &[IpAddr], port: u16) -> io::Result<DevSctpIo> {
+        if locals.is_empty() || locals.iter().any(|ip| !ip.is_ipv4()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "SCTP on a device takes IPv4 addresses (the device stack speaks IPv4)",
+            ));
+        }
+        let h = device::lock(&dev).raw_sctp();
+        Ok(DevSctpIo {
+            dev,
+            h,
+            locals: locals.to_vec(),
+            port,
+            dropped: 0,
+        })
+    }
+
+    fn receive(&mut self, ep: &mut Endpoint, now: sctp::Instant, limit: usize) -> usize {
+        use smoltcp::wire::Ipv4Packet;
+        let mut d = device::lock(&self.dev);
+        let mut n = 0;
+        for _ in 0..limit {
+            let Ok(bytes) = d.raw(self.h).recv() else {
+                break;
+            };
+            let Ok(pkt) = Ipv4Packet::new_checked(bytes) else {
+                continue;
+            };
+            let (src, dst) = (IpAddr::V4(pkt.src_addr()), IpAddr::V4(pkt.dst_addr()));
+            let payload = pkt.payload();
+            // Every raw SCTP socket of the device sees every SCTP packet: this endpoint's
+            // are those to its port at one of its addresses.
+            let to_us = payload
+                .get(2..4)
+                .is_some_and(|p| u16::from_be_bytes([p[0], p[1]]) == self.port);
+            if !to_us || !self.locals.contains(&dst) {
+                continue;
+            }
+            ep.handle_packet(now, engine_addr(dst), engine_addr(src), payload);
+            n += 1;
+        }
+        n
+    }
+
+    fn flush(&mut self, ep: &mut Endpoint, now: sctp::Instant) {
+        use smoltcp::phy::ChecksumCapabilities;
+        use smoltcp::wire::{IpProtocol, Ipv4Packet, Ipv4Repr};
+        let mut d = device::lock(&self.dev);
+        while let Some(t) = ep.poll_transmit(now) {
+            let (IpAddr::V4(src), IpAddr::V4(dst)) = (t.local.ip(), t.remote.ip()) else {
+                self.dropped += 1;
+                continue;
+            };
+            let repr = Ipv4Repr {
+                src_addr: src,
+                dst_addr: dst,
+                next_header: IpProtocol::Unknown(132),
+                payload_len: t.bytes.len(),
+                hop_limit: 64,
+            };
+            match d.raw(self.h).send(repr.buffer_len() + t.bytes.len()) {
+                Ok(buf) => {
+                    let mut pkt = Ipv4Packet::new_unchecked(buf);
+                    repr.emit(&mut pkt, &ChecksumCapabilities::default());
+                    pkt.payload_mut().copy_from_slice(&t.bytes);
+                }
+                Err(_) => self.dropped += 1,
+            }
+        }
+    }
+}
+
+impl Drop for DevSctpIo {
+    fn drop(&mut self) {
+        device::lock(&self.dev).remove_raw(self.h);
+    }
+}
+
 /// An SCTP listener, opened by the application thread (so that bind errors reach it).
 #[derive(Debug)]
 pub(crate) struct SctpListen {
-    io: PacketIo,
+    io: SctpIo,
     ep: EndpointConfig,
     mtu: usize,
     scheme: &'static str,
 }
 
 impl SctpListen {
-    /// Opens the sockets; returns the listener and the address peers connect to.
-    pub(crate) fn open(a: &SctpAddr, _cfg: &RnicConfig) -> io::Result<(SctpListen, SctpAddr)> {
+    /// Opens the sockets (or, with `dev`, a raw SCTP socket on that device); returns the
+    /// listener and the address peers connect to.
+    pub(crate) fn open(
+        a: &SctpAddr,
+        _cfg: &RnicConfig,
+        dev: Option<SharedDev>,
+    ) -> io::Result<(SctpListen, SctpAddr)> {
         let transport = match a.encap {
             SctpEncap::Udp(p) => Transport::Udp {
                 local_port: p,
@@ -115,7 +263,10 @@ impl SctpListen {
             0 => ephemeral_port()?,
             p => p,
         };
-        let io = PacketIo::open(transport, &a.addrs, port)?;
+        let io = match dev {
+            Some(d) => SctpIo::Dev(DevSctpIo::open(d, &a.addrs, port)?),
+            None => SctpIo::Sockets(PacketIo::open(transport, &a.addrs, port)?),
+        };
         let mut bound = a.clone();
         bound.port = port;
         if let SctpEncap::Udp(_) = a.encap {
@@ -142,7 +293,7 @@ impl SctpListen {
 /// An active SCTP connection's endpoint, opened by the application thread.
 #[derive(Debug)]
 pub(crate) struct SctpConnect {
-    io: PacketIo,
+    io: SctpIo,
     ep: EndpointConfig,
     remote: IpAddr,
     peer_port: u16,
@@ -150,12 +301,29 @@ pub(crate) struct SctpConnect {
 }
 
 impl SctpConnect {
-    pub(crate) fn open(a: &SctpAddr, _cfg: &RnicConfig) -> io::Result<SctpConnect> {
+    /// Opens the endpoint's sockets (or, with `dev`, a raw SCTP socket on that device, from
+    /// `a.local` or the device's first address).
+    pub(crate) fn open(
+        a: &SctpAddr,
+        _cfg: &RnicConfig,
+        dev: Option<SharedDev>,
+    ) -> io::Result<SctpConnect> {
         let remote = *a
             .addrs
             .first()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no peer address"))?;
         let mut locals = a.local.clone();
+        if locals.is_empty()
+            && let Some(d) = &dev
+        {
+            let first = device::lock(d).first_addr().ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "the device has no address: give the connect one with local=A",
+                )
+            })?;
+            locals.push(IpAddr::V4(first));
+        }
         if locals.is_empty() {
             for r in &a.addrs {
                 let l = route_source(*r)
@@ -173,7 +341,10 @@ impl SctpConnect {
             SctpEncap::RawIpv4 => Transport::RawIpv4,
         };
         let port = ephemeral_port()?;
-        let io = PacketIo::open(transport, &locals, port)?;
+        let io = match dev {
+            Some(d) => SctpIo::Dev(DevSctpIo::open(d, &locals, port)?),
+            None => SctpIo::Sockets(PacketIo::open(transport, &locals, port)?),
+        };
         let ep = endpoint_config(port, &locals, transport, a.mtu, false)?;
         Ok(SctpConnect {
             io,
@@ -210,7 +381,7 @@ enum AssocRole {
 #[derive(Debug)]
 pub(super) struct SctpEp {
     ep: Endpoint,
-    io: PacketIo,
+    io: SctpIo,
     listener: Option<ListenerId>,
     scheme: &'static str,
     mtu: usize,
@@ -221,6 +392,11 @@ pub(super) struct SctpEp {
 }
 
 impl SctpEp {
+    /// Whether the endpoint's packets go through `dev`.
+    pub(super) fn on_dev(&self, dev: &SharedDev) -> bool {
+        self.io.on_dev(dev)
+    }
+
     /// The QP whose association this is.
     pub(super) fn has_qp(&self, qp: &Arc<QpShared>) -> bool {
         self.assocs
@@ -280,6 +456,12 @@ impl Core {
     fn register_sctp(&mut self, mut e: SctpEp) -> io::Result<Token> {
         let fds: Vec<i32> = e.io.fds().iter().map(|f| f.as_raw_fd()).collect();
         let mut tokens = Vec::new();
+        if let SctpIo::Dev(d) = &e.io {
+            // On a device: serviced when the device's stack has something for it.
+            let dev = d.dev.clone();
+            self.watch_dev(&dev);
+            tokens.push(self.token());
+        }
         for fd in fds {
             let t = self.token();
             if let Err(err) =

@@ -174,13 +174,16 @@ pub fn every_operation(a: &Node, b: &Node, len: usize) {
     assert_eq!(word.buf().to_vec(), 42u64.to_ne_bytes());
     a.rnic.disconnect(&a.qp).unwrap();
     let e = wait_event(n, b, |e| matches!(e, Event::Disconnected { .. }));
-    assert!(matches!(
-        e,
-        Event::Disconnected {
-            reason: CloseReason::PeerClosed,
-            ..
-        }
-    ));
+    assert!(
+        matches!(
+            e,
+            Event::Disconnected {
+                reason: CloseReason::PeerClosed,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
 }
 
 /// `b` listens on `listen`; `a` connects to `to(the listener's port)`; both accept the
