@@ -11,6 +11,7 @@
 #   xdp-kernel  softrnic on AF_XDP (xs) <-> softrnic on kernel TCP       (veth)
 #   xdp-xdp     softrnic on AF_XDP (xs) <-> softrnic on AF_XDP (xk)      (veth)
 #   tap-kernel  softrnic on TAP (tp0)   <-> softrnic on kernel TCP (tp0) (tap)
+#   sctp-xdp    DDP over SCTP as raw IPv4 on AF_XDP at both ends         (veth)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=3
@@ -64,6 +65,8 @@ measure() {
 }
 
 XK="--transport xdp --device xk --bind 10.214.0.11"
+SK="--transport sctp --device xdp:xk --bind 10.214.0.11"
+SS="--transport sctp --device xdp:xs --bind 10.214.0.2"
 XS="--transport xdp --device xs --bind 10.214.0.2"
 TP="--transport tap --device tp0 --bind 10.215.0.2"
 BW="-s 65536 -n $iters"
@@ -72,12 +75,13 @@ printf '%-6s %-11s %12s %8s %14s %8s\n' MTU path "Write MB/s" "x kernel" "2B lat
 for mtu in 1500 9000; do
     ip -n "$K" link set xk mtu "$mtu"; ip -n "$S" link set xs mtu "$mtu"; ip -n "$K" link set tp0 mtu "$mtu"
     kb=""; kl=""
-    for path in kernel xdp-kernel xdp-xdp tap-kernel; do
+    for path in kernel xdp-kernel xdp-xdp tap-kernel sctp-xdp; do
         case $path in
             kernel)     s=(K "" S "10.214.0.1") ;;
             xdp-kernel) s=(K "" S "10.214.0.1 $XS") ;;
             xdp-xdp)    s=(K "$XK" S "10.214.0.11 $XS") ;;
             tap-kernel) s=(K "" K "10.215.0.1 $TP") ;;
+            sctp-xdp)   s=(K "$SK" S "10.214.0.11 $SS") ;;
         esac
         sns=${!s[0]}; cns=${!s[2]}
         bw=$(measure write-bw "$sns" "$BW ${s[1]}" "$cns" "${s[3]} $BW" 4)
