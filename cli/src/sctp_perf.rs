@@ -48,10 +48,10 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use sctp_io::{AssociationConfig, Config, Error, Notification, SctpSocket, Transport};
 
-/// PPID of the test's control messages (an unassigned value, "SPRF").
-pub const PPID_CONTROL: u32 = 0x5350_5246;
+/// PPID of the test's control messages (an unassigned value, "SPRF"; the decoder names it).
+pub use decode::sctp_decode::PPID_SCTP_PERF_CONTROL as PPID_CONTROL;
 /// PPID of the data messages ("SPRD").
-pub const PPID_DATA: u32 = 0x5350_5244;
+pub use decode::sctp_decode::PPID_SCTP_PERF_DATA as PPID_DATA;
 const MAGIC: &[u8; 4] = b"SPRF";
 const HDR: usize = 12;
 

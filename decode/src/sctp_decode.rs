@@ -34,6 +34,11 @@ use sctp::wire::{
 };
 
 use super::{Dir, EventKind};
+
+/// PPID of `softrnic sctp-perf`'s control messages ("SPRF").
+pub const PPID_SCTP_PERF_CONTROL: u32 = 0x5350_5246;
+/// PPID of `softrnic sctp-perf`'s data messages ("SPRD").
+pub const PPID_SCTP_PERF_DATA: u32 = 0x5350_5244;
 use crate::capture::Frame;
 use crate::tcp::{Transport, transport};
 
@@ -340,8 +345,8 @@ pub fn ppid_name(ppid: u32) -> Option<&'static str> {
     match ppid {
         PPID_DDP_SEGMENT => Some("DDP segment"),
         PPID_DDP_SESSION_CONTROL => Some("DDP stream session control"),
-        crate::sctp_perf::PPID_CONTROL => Some("sctp-perf control"),
-        crate::sctp_perf::PPID_DATA => Some("sctp-perf data"),
+        PPID_SCTP_PERF_CONTROL => Some("sctp-perf control"),
+        PPID_SCTP_PERF_DATA => Some("sctp-perf data"),
         _ => None,
     }
 }
@@ -946,7 +951,7 @@ fn describe_ddp(ppid: u32, whole: &[u8]) -> (EventKind, String) {
         },
         Ok(DdpSctpMessage::Control(c)) => {
             // RFC 6581 §7: an enhanced message's private data starts with IRD/ORD.
-            let irdord = match stack::mpa::EnhancedData::parse(&c.private_data) {
+            let irdord = match mpa::EnhancedData::parse(&c.private_data) {
                 Some(e) if c.function.is_enhanced() => {
                     format!(
                         " (IRD {} ORD {}, then {} bytes of ULP data)",

@@ -1,4 +1,6 @@
-//! `softrnic decode`: the iWARP decoder for packet captures.
+//! The iWARP decoder for packet captures, behind `softrnic decode`: pcap/pcapng reading
+//! ([`capture`]), TCP reassembly ([`tcp`]), MPA/DDP/RDMAP and DDP over SCTP
+//! ([`sctp_decode`]).
 //!
 //! For every TCP connection in a capture ([`crate::tcp`]) the decoder
 //!
@@ -20,6 +22,9 @@
 //! make the decode fail; observations that are legal for a receiver to accept (non-zero pad
 //! octets, a capture that misses bytes or ends inside an FPDU) are reported as warnings.
 
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -30,11 +35,12 @@ use std::time::Duration;
 use mpa::{ConnFrame, CrcPolicy, CrcStatus, Deframer, FrameError, FrameKind, RtrSet, RxConfig};
 use rdmap::{Header, Message, Opcode};
 
-use crate::capture::{self, CaptureError, Frame};
-use crate::tcp::{self, Connection, Skipped, Stream};
+use crate::capture::{CaptureError, Frame};
+use crate::tcp::{Connection, Skipped, Stream};
 
-#[path = "decode_sctp.rs"]
+pub mod capture;
 pub mod sctp_decode;
+pub mod tcp;
 
 pub use sctp_decode::{SctpOptions, SctpReport};
 
