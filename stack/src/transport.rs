@@ -832,19 +832,7 @@ impl Core {
                     {
                         continue;
                     }
-                    let deadline = Some(self.now() + shared.cfg.mpa_request_timeout);
-                    self.conns.insert(
-                        nt,
-                        Conn::Incoming {
-                            sock: Stream::Kernel(s),
-                            listener,
-                            peer,
-                            buf: Vec::new(),
-                            deadline,
-                            req: None,
-                        },
-                    );
-                    self.service(shared, nt, true, false);
+                    self.incoming(shared, nt, Stream::Kernel(s), listener, peer);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if is_transient(&e) => {}
@@ -1322,20 +1310,32 @@ impl Core {
             };
             tracing::debug!(%peer, listener = listener.0, "device TCP connection accepted");
             let nt = self.token();
-            let deadline = Some(self.now() + shared.cfg.mpa_request_timeout);
-            self.conns.insert(
-                nt,
-                Conn::Incoming {
-                    sock,
-                    listener,
-                    peer,
-                    buf: Vec::new(),
-                    deadline,
-                    req: None,
-                },
-            );
-            self.service(shared, nt, true, false);
+            self.incoming(shared, nt, sock, listener, peer);
         }
+    }
+
+    /// A connection a listener took: its MPA Request is awaited (until the request timeout).
+    fn incoming(
+        &mut self,
+        shared: &Shared,
+        t: Token,
+        sock: Stream,
+        listener: ListenerId,
+        peer: SocketAddr,
+    ) {
+        let deadline = Some(self.now() + shared.cfg.mpa_request_timeout);
+        self.conns.insert(
+            t,
+            Conn::Incoming {
+                sock,
+                listener,
+                peer,
+                buf: Vec::new(),
+                deadline,
+                req: None,
+            },
+        );
+        self.service(shared, t, true, false);
     }
 
     /// Polls every device's stack (frames in and out, its timers) and services the
