@@ -96,6 +96,9 @@ SCENARIO_BRIDGES=1
 # The guest side: the scenario's guest.sh, or this script (relative to tests/interop/),
 # shared by several scenarios.
 SCENARIO_GUEST_SCRIPT=""
+# The address the guests know as the host's (LAB_HOST_IP in the guest): the bridge's, unless
+# the host side answers elsewhere (softrnic's own stack on an AF_XDP veth, 10.99.0.11).
+SCENARIO_GUEST_HOST_IP=""
 # off: no IPv6 in the guest kernel (ipv6.disable=1); stack: the IPv6 protocol exists for
 # sockets but no interface has IPv6 (ipv6.disable_ipv6=1), which kernel SCTP's RFC 6951 UDP
 # encapsulation needs (it opens a UDP socket per address family).
@@ -310,7 +313,7 @@ for ((i = 1; i <= SCENARIO_GUESTS; i++)); do
     ip=${GUEST_IPS[$((i - 1))]}
     peers=$(printf '%s\n' "${GUEST_IPS[@]:0:SCENARIO_GUESTS}" | grep -vx "$ip" | paste -sd, - || true)
     append="console=ttyS0,115200 panic=-1 $guest_ipv6 quiet loglevel=4 lab.name=g$i lab.index=$i"
-    append+=" lab.ip=$ip/24 lab.host=$HOST_IP lab.peers=${peers:-none} lab.timeout=$guest_timeout"
+    append+=" lab.ip=$ip/24 lab.host=${SCENARIO_GUEST_HOST_IP:-$HOST_IP} lab.peers=${peers:-none} lab.timeout=$guest_timeout"
     nic2=()
     if [[ $SCENARIO_BRIDGES -eq 2 ]]; then
         append+=" lab.ip1=${GUEST_IPS1[$((i - 1))]}/24 lab.host1=$HOST_IP1"
