@@ -34,6 +34,10 @@ pub struct AssociationConfig {
     pub heartbeats: bool,
     /// Valid.Cookie.Life (60 s).
     pub valid_cookie_life: Duration,
+    /// How long one secret key signs State Cookies before a fresh one replaces it (RFC 9260
+    /// §5.1.3: "changed reasonably frequently"; 10 min). Cookies signed with the key before
+    /// the current one still verify, so none made within a lifetime of the change is lost.
+    pub cookie_key_lifetime: Duration,
     /// Maximum delay before acknowledging DATA (200 ms; RFC 9260 §6.2 caps it at 500 ms).
     pub sack_delay: Duration,
     /// Acknowledge at least every this many packets carrying DATA (2).
@@ -73,6 +77,7 @@ impl Default for AssociationConfig {
             hb_interval: Duration::from_secs(30),
             heartbeats: true,
             valid_cookie_life: Duration::from_secs(60),
+            cookie_key_lifetime: Duration::from_secs(600),
             sack_delay: Duration::from_millis(200),
             sack_freq: 2,
             max_burst: 4,

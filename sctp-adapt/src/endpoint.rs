@@ -54,6 +54,8 @@ pub struct EndpointStats {
     pub ootb_aborts: u64,
     /// Out-of-the-blue packets discarded silently.
     pub ootb_discarded: u64,
+    /// State Cookie secret keys replaced (RFC 9260 §5.1.3).
+    pub key_rotations: u64,
 }
 
 /// An SCTP endpoint (sans-IO).
@@ -69,6 +71,10 @@ pub struct Endpoint {
     ctrl: VecDeque<Transmit>,
     accept_queue: VecDeque<AssocId>,
     stats: EndpointStats,
+    /// The cookie key before the current one (cookies it signed still verify).
+    prev_key: Option<[u8; 32]>,
+    /// When the current cookie key took over (set at the first packet).
+    key_born: Option<Instant>,
 }
 
 impl Endpoint {
@@ -95,7 +101,33 @@ impl Endpoint {
             ctrl: VecDeque::new(),
             accept_queue: VecDeque::new(),
             stats: EndpointStats::default(),
+            prev_key: None,
+            key_born: None,
         }
+    }
+
+    /// RFC 9260 §5.1.3: replaces the cookie key once it has signed for
+    /// `cookie_key_lifetime`; the previous key is kept for cookies it signed. After two or
+    /// more lifetimes without a packet both are replaced.
+    fn rotate_cookie_key(&mut self, now: Instant) {
+        let life = self.shared.config.cookie_key_lifetime;
+        let born = *self.key_born.get_or_insert(now);
+        if life.is_zero() || now < born + life {
+            return;
+        }
+        let periods = (now - born).as_nanos() / life.as_nanos().max(1);
+        self.prev_key = if periods == 1 {
+            Some(self.shared.key)
+        } else {
+            None
+        };
+        self.shared.key = self.rng.key();
+        let advance = u64::try_from(periods)
+            .ok()
+            .and_then(|p| u32::try_from(p).ok())
+            .map_or(now - born, |p| life * p);
+        self.key_born = Some(born + advance);
+        self.stats.key_rotations += 1;
     }
 
     /// Local SCTP port.
@@ -315,6 +347,7 @@ impl Endpoint {
                 }
                 return;
             }
+            self.rotate_cookie_key(now);
             let r = Responder {
                 config: &self.shared.config,
                 key: &self.shared.key,
@@ -401,7 +434,13 @@ impl Endpoint {
             self.stats.ootb_discarded += 1;
             return;
         }
-        let Ok(c) = Cookie::open(cookie, &self.shared.key) else {
+        self.rotate_cookie_key(now);
+        let opened = Cookie::open(cookie, &self.shared.key).or_else(|e| {
+            self.prev_key
+                .as_ref()
+                .map_or(Err(e), |k| Cookie::open(cookie, k))
+        });
+        let Ok(c) = opened else {
             // Steps 1-2: a cookie that does not verify is silently discarded.
             self.stats.bad_cookies += 1;
             return;

@@ -423,6 +423,66 @@ fn rfc9260_5_2_6_stale_cookie_error_and_cookie_preservative() {
     );
 }
 
+/// Holds A's first COOKIE ECHO, then delivers it to B at `at`; returns B's bad-cookie count
+/// and whether the association came up from it. The cookie key lives `key_life`.
+fn cookie_after_rotation(seed: u64, key_life: Duration, at: Instant) -> (u64, u64, bool) {
+    let cfg = AssociationConfig {
+        cookie_key_lifetime: key_life,
+        ..AssociationConfig::default()
+    };
+    let mut p = Pair::new(seed, cfg);
+    let held: std::rc::Rc<std::cell::RefCell<Option<Vec<u8>>>> = Default::default();
+    let h = held.clone();
+    p.filter = Some(Box::new(move |_, side, bytes, _| {
+        if side == Side::A && chunk_types(bytes) == vec![chunk_type::COOKIE_ECHO] {
+            h.borrow_mut().get_or_insert_with(|| bytes.clone());
+            return false;
+        }
+        true
+    }));
+    let id =
+        p.a.connect(Instant::ZERO, addr("10.0.1.2:0"), PORT_B)
+            .unwrap();
+    p.a_id = Some(id);
+    p.run_for(Duration::from_millis(100));
+    // A retransmits the COOKIE ECHO (dropped) meanwhile; B hears nothing until `at`.
+    p.run_until(at, |_| false);
+    let cookie = held.borrow().clone().unwrap();
+    inject_to_b(&mut p, cookie);
+    p.run_for(Duration::from_millis(10));
+    (
+        p.b.stats().bad_cookies,
+        p.b.stats().key_rotations,
+        p.b_id.is_some(),
+    )
+}
+
+/// RFC 9260 §5.1.3: the State Cookie secret key is changed periodically; a cookie signed
+/// with the key just replaced still verifies (it is within its lifetime), so a key change
+/// loses no association.
+#[test]
+fn rfc9260_5_1_3_cookie_of_the_previous_key_still_verifies() {
+    let (bad, rotations, up) =
+        cookie_after_rotation(46, Duration::from_secs(30), Instant::from_secs(35));
+    assert_eq!(rotations, 1);
+    assert_eq!(bad, 0);
+    assert!(
+        up,
+        "the association comes up from the cookie of the previous key"
+    );
+}
+
+/// RFC 9260 §5.1.3 and §5.1.5: a cookie signed with a key two changes old no longer
+/// verifies (even inside Valid.Cookie.Life) and is discarded.
+#[test]
+fn rfc9260_5_1_3_cookie_of_a_retired_key_is_discarded() {
+    let (bad, rotations, up) =
+        cookie_after_rotation(47, Duration::from_secs(20), Instant::from_secs(45));
+    assert_eq!(rotations, 1, "one lazy change covering two lifetimes");
+    assert_eq!(bad, 1);
+    assert!(!up);
+}
+
 /// RFC 9260 §5.1 / §3.3.10.2: an INIT ACK without a State Cookie is answered with ABORT
 /// carrying Missing Mandatory Parameter (State Cookie).
 #[test]

@@ -720,8 +720,13 @@ impl DevStack {
         changed == PollResult::SocketStateChanged
     }
 
-    /// When the stack next needs a poll.
+    /// When the stack next needs a poll: at once while frames wait for room in the device's
+    /// queue (a full queue's "room again" is not always signalled: a datagram socket wakes
+    /// its writers only if it was polled while full).
     pub(crate) fn poll_at(&mut self, now: Duration) -> Option<Duration> {
+        if !self.backlog.is_empty() {
+            return Some(now);
+        }
         let d = self.iface.poll_delay(instant(now), &self.sockets)?;
         Some(now + Duration::from_micros(d.total_micros()))
     }
