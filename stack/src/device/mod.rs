@@ -1,12 +1,15 @@
-//! Raw-Ethernet devices under softrnic's own TCP/IP: kernel bypass for MPA/TCP.
+//! Raw-Ethernet devices under softrnic's own TCP/IP: kernel bypass for MPA/TCP and for
+//! DDP over SCTP.
 //!
-//! A device is a source and sink of Ethernet frames ([`Link`]): a TAP device, or one end of
-//! a datagram socket pair (each datagram one frame; two RNICs in one process, or a frame
-//! pipe to another program). On it the progress core runs an IPv4/TCP stack of its own
-//! (smoltcp, the one netsim drives in virtual time): it answers ARP, owns its IP address and
-//! carries the QPs' TCP connections, whose MPA/DDP/RDMAP bytes are the same as over the
-//! kernel's TCP. The kernel's TCP never sees these connections: the device's address is not
-//! one of the host's, so nothing on the host answers (or resets) them.
+//! A device is a source and sink of Ethernet frames ([`Link`]): an AF_XDP socket on one
+//! queue of an interface (feature `xdp`: the `xdp` module), a TAP device, or one end of a datagram
+//! socket pair (each datagram one frame; two RNICs in one process, or a frame pipe to another
+//! program). On it the progress core runs an IPv4/TCP stack of its own (smoltcp, the one
+//! netsim drives in virtual time): it answers ARP, owns its IP addresses and carries the
+//! QPs' TCP connections, whose MPA/DDP/RDMAP bytes are the same as over the kernel's TCP, and
+//! SCTP packets as raw IPv4 (protocol 132) for softrnic's SCTP. The kernel never sees these
+//! connections: the stack's addresses are not the host's, so nothing on the host answers (or
+//! resets) them.
 //!
 //! A device is named; a transport address picks it (`tap://tap0/10.0.0.2:7174`, see
 //! [`crate::addr`]). [`crate::Rnic::attach_device`] adds a device made by the application
@@ -45,7 +48,8 @@ const SOCKET_BUFFER: usize = 1024 * 1024;
 /// finish their FIN exchange; then they are aborted.
 const CLOSE_LINGER: Duration = Duration::from_secs(10);
 
-/// An active connection gives up when the peer answers nothing for this long.
+/// An active connection gives up when the peer does not complete the handshake within this
+/// long (cleared once established).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// A device cannot be opened or configured.

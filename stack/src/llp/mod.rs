@@ -4,10 +4,10 @@
 //! The engine ([`crate::engine::QpEngine`]) produces and consumes whole DDP segments
 //! (ULPDUs); an LLP carries them:
 //!
-//! * [`mpa::MpaLlp`] — MPA over an ordered byte stream (RFC 5044 framing, CRC32c and
+//! * `mpa::MpaLlp` — MPA over an ordered byte stream (RFC 5044 framing, CRC32c and
 //!   markers; RFC 5044/6581 connection setup with MPA Request/Reply). Every ULPDU becomes one
 //!   FPDU in the stream; payloads may be sent straight from registered memory.
-//! * [`sctp::SctpLlp`] — DDP over SCTP (RFC 5043): every ULPDU is one unordered SCTP user
+//! * `sctp::SctpLlp` — DDP over SCTP (RFC 5043): every ULPDU is one unordered SCTP user
 //!   message with PPID 16 and a DDP-SSN; connection setup is the DDP Stream Session Initiate /
 //!   Accept / Reject exchange (PPID 17) with RFC 6581's IRD/ORD in the private data.
 //!

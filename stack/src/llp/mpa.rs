@@ -3,7 +3,7 @@
 //!
 //! Transmit: every ULPDU the engine queues becomes one FPDU appended to a transmit stream;
 //! with zero-copy transmit, payloads of at least [`ZERO_COPY_MIN`] bytes stay in registered
-//! memory and are handed to the driver as ranges ([`MpaLlp::transmit_with`]), the CRC
+//! memory and are handed to the driver as ranges (`MpaLlp::transmit_with`), the CRC
 //! computed over them when the FPDU is framed. Positions count stream octets: an FPDU is
 //! accepted once the driver has written its last octet.
 //!

@@ -4,7 +4,7 @@
 //!   message with PPID 16 whose first two octets are the DDP-SSN (RFC 5043 §5.2.2, §10); no
 //!   MPA framing, no CRC of its own (SCTP's CRC32c covers it). A segment is at most
 //!   [`SctpConfig::max_segment`] octets, sized from the path MTU so that SCTP never
-//!   fragments it (§9). The driver takes messages with [`SctpLlp::poll_message`] and hands
+//!   fragments it (§9). The driver takes messages with `SctpLlp::poll_message` and hands
 //!   each to its SCTP association; positions count message octets, accepted once the
 //!   association took the message.
 //! * **Order.** Messages arrive in any order; the DDP Stream Session puts them back in
