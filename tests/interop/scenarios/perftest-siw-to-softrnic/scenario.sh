@@ -14,20 +14,11 @@ SCENARIO_DIRECTION="siw(g1) -> softrnic(host)"
 SCENARIO_TIMEOUT=420
 SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
 
+# shellcheck source=../../tools/perftest-check.sh
+. "$LAB_ROOT/tools/perftest-check.sh"
+
 scenario_check() {
-    # shellcheck source-path=SCRIPTDIR source=runs.sh
-    . "$LAB_SCENARIO_DIR/runs.sh"
-    local runs
-    runs=$(pt_runs | wc -l)
-    python3 "$LAB_TOOLS/mpa_lab.py" expect-pcap "$LAB_PCAP" --min-requests "$((2 * runs))" \
-        --min-replies "$((2 * runs))" --request-from "$LAB_G1_IP" || return 1
-    "$LAB_TOOLS/decode-crosscheck.sh" "$LAB_PCAP" || return 1
-    local counts op
-    counts=$("$LAB_SOFTRNIC" decode --counts "$LAB_PCAP")
-    for op in 0x00 0x01 0x02 0x03; do
-        echo "$counts" | awk -v o="$op" '$1 == o && $3 > 0 { f = 1 } END { exit !f }' ||
-            { echo "FAIL: no RDMAP opcode $op in the capture"; return 1; }
-    done
+    pt_check "$LAB_G1_IP" || return 1
     cat "$LAB_RESULTS/host/expected.txt" 2>/dev/null || true
-    echo "ok: $runs runs, every expected-ok run passed on both sides"
+    echo "ok: $PT_RUN_COUNT runs, every expected-ok run passed on both sides"
 }
