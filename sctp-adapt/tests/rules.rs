@@ -367,12 +367,8 @@ fn rfc9260_5_1_5_tampered_cookie_is_discarded() {
     assert!(p.now >= Instant::from_secs(1));
 }
 
-/// RFC 9260 §5.1.5 step 3 and §5.2.6: a cookie older than Valid.Cookie.Life is answered
-/// with a Stale Cookie ERROR; the initiator starts over with a Cookie Preservative.
-#[test]
-fn rfc9260_5_2_6_stale_cookie_error_and_cookie_preservative() {
-    let mut p = Pair::new(44, AssociationConfig::default());
-    p.keep_log = true;
+/// A connects to B; every COOKIE ECHO from A is dropped, the first one kept.
+fn connect_holding_cookie_echo(p: &mut Pair) -> std::rc::Rc<std::cell::RefCell<Option<Vec<u8>>>> {
     let held: std::rc::Rc<std::cell::RefCell<Option<Vec<u8>>>> = Default::default();
     let h = held.clone();
     p.filter = Some(Box::new(move |_, side, bytes, _| {
@@ -386,6 +382,16 @@ fn rfc9260_5_2_6_stale_cookie_error_and_cookie_preservative() {
         p.a.connect(Instant::ZERO, addr("10.0.1.2:0"), PORT_B)
             .unwrap();
     p.a_id = Some(id);
+    held
+}
+
+/// RFC 9260 §5.1.5 step 3 and §5.2.6: a cookie older than Valid.Cookie.Life is answered
+/// with a Stale Cookie ERROR; the initiator starts over with a Cookie Preservative.
+#[test]
+fn rfc9260_5_2_6_stale_cookie_error_and_cookie_preservative() {
+    let mut p = Pair::new(44, AssociationConfig::default());
+    p.keep_log = true;
+    let held = connect_holding_cookie_echo(&mut p);
     p.run_until(Instant::from_secs(65), |_| false);
     let n = p.log.len();
     p.filter = None;
@@ -431,19 +437,7 @@ fn cookie_after_rotation(seed: u64, key_life: Duration, at: Instant) -> (u64, u6
         ..AssociationConfig::default()
     };
     let mut p = Pair::new(seed, cfg);
-    let held: std::rc::Rc<std::cell::RefCell<Option<Vec<u8>>>> = Default::default();
-    let h = held.clone();
-    p.filter = Some(Box::new(move |_, side, bytes, _| {
-        if side == Side::A && chunk_types(bytes) == vec![chunk_type::COOKIE_ECHO] {
-            h.borrow_mut().get_or_insert_with(|| bytes.clone());
-            return false;
-        }
-        true
-    }));
-    let id =
-        p.a.connect(Instant::ZERO, addr("10.0.1.2:0"), PORT_B)
-            .unwrap();
-    p.a_id = Some(id);
+    let held = connect_holding_cookie_echo(&mut p);
     p.run_for(Duration::from_millis(100));
     // A retransmits the COOKIE ECHO (dropped) meanwhile; B hears nothing until `at`.
     p.run_until(at, |_| false);

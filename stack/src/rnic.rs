@@ -646,9 +646,10 @@ pub(crate) enum Cmd {
     ListenSctp(ListenerId, Box<SctpListen>),
     /// Connect over SCTP from an opened endpoint.
     ConnectSctp(Arc<QpShared>, Box<SctpConnect>, mpa::Config),
-    /// Answer the octets of the QP's SCTP association (or device TCP connection) not yet
-    /// acknowledged (`None`: no such connection).
-    SctpUnacked(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),
+    /// Answer the octets not yet acknowledged on the QP's connection in softrnic's own
+    /// stacks: its SCTP association or its TCP connection on a device (`None`: no such
+    /// connection; kernel sockets are asked through `SocketInode`).
+    StackUnacked(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),
     /// Listen on a device's TCP port.
     ListenDev(ListenerId, crate::device::SharedDev, u16),
     /// Connect over a device's TCP to the peer, from a local address of the device.
@@ -1400,7 +1401,7 @@ impl Rnic {
             let unacked = match ino {
                 Some(ino) => crate::transport::tcp_unacked(ino)?,
                 None => {
-                    self.ask_core(start, timeout, |tx| Cmd::SctpUnacked(qp.inner.clone(), tx))?
+                    self.ask_core(start, timeout, |tx| Cmd::StackUnacked(qp.inner.clone(), tx))?
                 }
             };
             match unacked {

@@ -470,8 +470,6 @@ impl Core {
             self.read_closed = false;
         }
         self.ready = ready;
-        // Frames in and out of the devices, and the connections they concern.
-        work += self.pump_devs(shared);
         // Timers have millisecond granularity at most; look at them that often.
         let now = self.now();
         if now.saturating_sub(self.timers_checked) >= TIMER_GRANULARITY
@@ -480,6 +478,9 @@ impl Core {
             self.timers_checked = now;
             work += self.timers(shared);
         }
+        // Frames in and out of the devices, and the connections they concern (after the
+        // timers, so what they queued goes out in the same pass).
+        work += self.pump_devs(shared);
         Ok(work)
     }
 
@@ -635,7 +636,7 @@ impl Core {
             }
             Cmd::ListenSctp(id, l) => self.listen_sctp(shared, id, *l),
             Cmd::ConnectSctp(qp, c, cfg) => self.connect_sctp(shared, qp, *c, cfg),
-            Cmd::SctpUnacked(qp, reply) => {
+            Cmd::StackUnacked(qp, reply) => {
                 let dev = self.find_qp(&qp).and_then(|t| match self.conns.get(&t) {
                     Some(Conn::Active(Active {
                         sock: Stream::Dev(d),
@@ -1172,7 +1173,7 @@ impl Core {
                 _ => {}
             }
         }
-        n + self.pump_devs(shared)
+        n
     }
 
     /// Aborts every connection (RNIC close). Commands still queued run first, so a reject
@@ -1272,27 +1273,30 @@ impl Core {
             let mut kept = Vec::with_capacity(backlog.len());
             for (h, since) in backlog.drain(..) {
                 let s = d.socket(h);
-                match s.state() {
-                    tcp::State::Listen => kept.push((h, None)),
+                // A handshake that failed, or that nobody completes in time: the socket
+                // listens again.
+                let relisten = match s.state() {
+                    tcp::State::Listen => false,
                     tcp::State::SynReceived => {
                         let t0 = since.unwrap_or(now);
-                        if now.saturating_sub(t0) >= DEV_HANDSHAKE {
-                            tracing::debug!(port, "TCP handshake not completed: listening again");
-                            s.abort();
-                            let _ = s.listen(port);
-                            kept.push((h, None));
-                        } else {
+                        if now.saturating_sub(t0) < DEV_HANDSHAKE {
                             kept.push((h, Some(t0)));
+                            continue;
                         }
+                        tracing::debug!(port, "TCP handshake not completed: listening again");
+                        true
                     }
-                    tcp::State::Closed | tcp::State::TimeWait => {
-                        // A handshake that failed: listen again on the same socket.
-                        s.abort();
-                        let _ = s.listen(port);
-                        kept.push((h, None));
+                    tcp::State::Closed | tcp::State::TimeWait => true,
+                    _ => {
+                        taken.push(h);
+                        continue;
                     }
-                    _ => taken.push(h),
+                };
+                if relisten {
+                    s.abort();
+                    let _ = s.listen(port);
                 }
+                kept.push((h, None));
             }
             // Every socket that took a connection is replaced by a fresh listening one.
             for _ in &taken {
