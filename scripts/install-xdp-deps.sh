@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what building with the `xdp` feature needs (AF_XDP devices, xdp://): xsk-rs
+# Installs what building with the `xdp` feature needs (AF_XDP devices, xdp://): clang for
+# softrnic's XDP program (stack/build.rs); xsk-rs
 # builds libbpf and libxdp from source with clang, and bindgen reads their headers.
 # Debian/Ubuntu; needs root. Prints what it installed, or that nothing was missing.
 set -euo pipefail

@@ -50,6 +50,16 @@ pub enum XdpModeArg {
     Native,
 }
 
+/// `--xdp-take` values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum XdpTakeArg {
+    /// The frames of the RNIC's own address; the rest stays with the kernel.
+    #[default]
+    Addr,
+    /// Every frame of the queue.
+    All,
+}
+
 /// RTR message type for `--rtr`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum RtrArg {
@@ -153,6 +163,11 @@ pub struct MpaArgs {
     /// AF_XDP: generic XDP in copy mode (`skb`) or the driver's native XDP.
     #[arg(long = "xdp-mode", value_enum, default_value_t = XdpModeArg::Skb)]
     pub xdp_mode: XdpModeArg,
+    /// AF_XDP: which frames softrnic's XDP program hands to the RNIC: those of `--bind`'s
+    /// address (ARP and IPv4; the host keeps the rest of the interface) or every frame of
+    /// the queue.
+    #[arg(long = "xdp-take", value_enum, default_value_t = XdpTakeArg::Addr)]
+    pub xdp_take: XdpTakeArg,
     /// TAP and AF_XDP: the prefix length of `--bind`'s subnet.
     #[arg(long, default_value_t = stack::addr::DEFAULT_DEV_PREFIX,
           value_parser = clap::value_parser!(u8).range(1..=32))]
@@ -306,6 +321,7 @@ impl MpaArgs {
             mac: None,
             queue: self.xdp_queue,
             native: self.xdp_mode == XdpModeArg::Native,
+            take_all: self.xdp_take == XdpTakeArg::All,
         }))
     }
 

@@ -28,8 +28,10 @@
 //! default 24), `gw=A` (default gateway), `mtu=N` (IP MTU, default the device's),
 //! `mac=aa:bb:cc:dd:ee:ff` (default: an AF_XDP interface's own, otherwise 02:53 and the four
 //! octets of the stack's address); for `xdp://` also
-//! `queue=N` (the interface queue, default 0) and `mode=skb|native` (generic XDP in copy
-//! mode, the default, or the driver's native XDP).
+//! `queue=N` (the interface queue, default 0), `mode=skb|native` (generic XDP in copy
+//! mode, the default, or the driver's native XDP) and `take=addr|all` (softrnic's XDP
+//! program hands the socket the frames of the stack's addresses and leaves the rest to the
+//! kernel, the default; or takes every frame of the queue).
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs, UdpSocket};
@@ -102,6 +104,8 @@ pub struct DevAddr {
     pub queue: u32,
     /// AF_XDP: native (driver) XDP rather than generic (copy) mode.
     pub native: bool,
+    /// AF_XDP: every frame of the queue to the stack, not only its addresses' frames.
+    pub take_all: bool,
 }
 
 /// Default prefix length of a device address.
@@ -121,7 +125,7 @@ pub enum TransportAddr {
 /// A transport spec that does not parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "bad transport address {spec:?}: {why} (forms: HOST:PORT, tcp://HOST:PORT, sctp+udp://A[,B]:PORT[?udp-port=N&local=A,B&mtu=N], sctp://A[,B]:PORT, tap://IFACE/IPV4:PORT[?local=A&prefix=N&gw=A&mtu=N&mac=M], xdp://IFACE/IPV4:PORT[?...&queue=N&mode=skb|native], dev://NAME/IPV4:PORT)"
+    "bad transport address {spec:?}: {why} (forms: HOST:PORT, tcp://HOST:PORT, sctp+udp://A[,B]:PORT[?udp-port=N&local=A,B&mtu=N], sctp://A[,B]:PORT, tap://IFACE/IPV4:PORT[?local=A&prefix=N&gw=A&mtu=N&mac=M], xdp://IFACE/IPV4:PORT[?...&queue=N&mode=skb|native&take=addr|all], dev://NAME/IPV4:PORT)"
 )]
 pub struct AddrError {
     /// The spec.
@@ -290,6 +294,9 @@ impl fmt::Display for TransportAddr {
                 if d.native {
                     opts.push("mode=native".into());
                 }
+                if d.take_all {
+                    opts.push("take=all".into());
+                }
                 if !opts.is_empty() {
                     write!(f, "?{}", opts.join("&"))?;
                 }
@@ -355,6 +362,7 @@ fn parse_dev(scheme: &str, rest: &str, default_port: u16) -> Result<TransportAdd
         mac: None,
         queue: 0,
         native: false,
+        take_all: false,
     };
     for opt in query.split('&').filter(|o| !o.is_empty()) {
         let (k, v) = opt.split_once('=').ok_or("option without '='")?;
@@ -401,6 +409,17 @@ fn parse_dev(scheme: &str, rest: &str, default_port: u16) -> Result<TransportAdd
                     "skb" | "generic" => false,
                     "native" | "drv" => true,
                     _ => return Err("mode takes skb (generic XDP, copy mode) or native".into()),
+                };
+            }
+            "take" if scheme == "xdp" => {
+                d.take_all = match v {
+                    "addr" | "addrs" => false,
+                    "all" => true,
+                    _ => {
+                        return Err("take takes addr (the stack's addresses' frames, the rest \
+                                    to the kernel) or all (every frame of the queue)"
+                            .into());
+                    }
                 };
             }
             _ => return Err(format!("unknown option {k:?}")),
@@ -509,11 +528,21 @@ mod tests {
             t.to_string(),
             "tap://tap0/10.0.0.1:7174?local=10.0.0.2&prefix=30&mtu=9000"
         );
-        let x: TransportAddr = "xdp://eth1/10.0.0.1:7174?local=10.0.0.2&queue=3&mode=native"
-            .parse()
-            .unwrap();
+        let x: TransportAddr =
+            "xdp://eth1/10.0.0.1:7174?local=10.0.0.2&queue=3&mode=native&take=all"
+                .parse()
+                .unwrap();
         assert_eq!(x.scheme(), "xdp");
+        let TransportAddr::Dev(d) = &x else { panic!() };
+        assert!(d.native && d.take_all && d.queue == 3);
         assert_eq!(x.to_string().parse::<TransportAddr>().unwrap(), x);
+        let TransportAddr::Dev(d) = "xdp://eth1/10.0.0.2:1".parse().unwrap() else {
+            panic!()
+        };
+        assert!(
+            !d.take_all,
+            "the XDP program takes the stack's addresses only by default"
+        );
         let a: TransportAddr = "dev://pipe0/10.1.0.1:5?mac=02:00:00:00:00:01&gw=10.1.0.254"
             .parse()
             .unwrap();
@@ -545,6 +574,8 @@ mod tests {
             "sctp+udp://10.0.0.1:5?dev=cable0",
             "sctp://10.0.0.1:5?dev=usb:x",
             "xdp://x/10.0.0.1:5?mode=turbo",
+            "xdp://x/10.0.0.1:5?take=some",
+            "tap://t/10.0.0.1:5?take=all",
             "",
         ] {
             let e = bad.parse::<TransportAddr>().unwrap_err();

@@ -1116,7 +1116,7 @@ impl Rnic {
             ))));
         };
         let link = match d.kind {
-            crate::addr::DevKind::Xdp => Link::open_xdp(&d.device, d.queue, d.native)?,
+            crate::addr::DevKind::Xdp => Link::open_xdp(&d.device, d.queue, d.native, d.take_all)?,
             _ => Link::open_tap(&d.device)?,
         };
         let cfg = DeviceConfig {
@@ -1174,6 +1174,7 @@ impl Rnic {
             mac: None,
             queue: 0,
             native: false,
+            take_all: false,
         };
         let mut dev = self.device_for(&d, v4.first().copied())?;
         for ip in v4.iter().skip(1) {

@@ -2,7 +2,9 @@
 //! own, a veth pair joins the kernel's side (10.214.0.1 on `xk`) with an interface that
 //! belongs to softrnic (`xs`, no address for the kernel): an AF_XDP socket in copy mode on
 //! its queue carries softrnic's stack as 10.214.0.2. Connections both ways, every operation
-//! with every byte checked; then DDP over SCTP as raw IPv4 on AF_XDP at both ends.
+//! with every byte checked; then DDP over SCTP as raw IPv4 on AF_XDP at both ends. A second
+//! test shares an interface between softrnic and the kernel: softrnic's XDP program steers
+//! the RNIC's address to the socket and leaves the host's traffic to the kernel.
 //!
 //! Needs root and the `xdp` feature: `cargo test -p softrnic-stack --features xdp --test
 //! netns_xdp -- --ignored`, as `.ci/run` does when it runs as root.
@@ -12,7 +14,11 @@
 mod common;
 
 use common::netns::{Netns, ip};
-use common::node::{Node, connect_pair, every_operation};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+use common::node::{Node, connect_pair, connect_to_listener, every_operation};
 use stack::ProgressMode;
 
 /// RFC 5040 operations over MPA (RFC 5044) on softrnic's TCP/IP on AF_XDP, against the
@@ -62,6 +68,93 @@ fn xdp_stack_against_kernel_tcp() {
         assert!(s1.qp.session().unwrap().sctp().is_some());
         every_operation(&s1, &s2, 1 << 20);
         drop(ns);
+    });
+    body.join().expect("test body");
+}
+
+/// Whether the kernel of the calling thread's namespace reaches `to` over TCP and an echo
+/// comes back within a second.
+fn kernel_tcp_works(to: SocketAddr, server: &TcpListener) -> bool {
+    let Ok(mut c) = TcpStream::connect_timeout(&to, Duration::from_secs(1)) else {
+        return false;
+    };
+    let Ok((mut s, _)) = server.accept() else {
+        return false;
+    };
+    c.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+    let mut got = [0u8; 5];
+    c.write_all(b"hello").is_ok()
+        && s.read_exact(&mut got).is_ok()
+        && s.write_all(&got).is_ok()
+        && c.read_exact(&mut got).is_ok()
+        && &got == b"hello"
+}
+
+/// One interface, two stacks: the kernel keeps 10.214.1.3 on `xs` while softrnic's stack
+/// is 10.214.1.2 on the same interface. With `take=addr` (the default) the XDP program
+/// hands the socket only ARP and IPv4 for 10.214.1.2: the RNIC runs every operation while
+/// the kernel's own TCP over `xs` goes on working. With `take=all` the socket takes every
+/// frame and the kernel's TCP over `xs` stops (what makes the first half a real check).
+#[test]
+#[ignore = "needs root: network namespaces, a veth pair and AF_XDP (run by .ci/run as root)"]
+fn xdp_shares_the_interface_with_the_kernel() {
+    let a = Netns::new("xa");
+    let b = Netns::new("xb");
+    a.ip(&[
+        "link", "add", "xk", "type", "veth", "peer", "name", "xs", "netns", &b.0,
+    ]);
+    a.ip(&["addr", "add", "10.214.1.1/24", "dev", "xk"]);
+    ip(&["netns", "exec", &a.0, "ethtool", "-K", "xk", "tx", "off"]);
+    a.ip(&["link", "set", "xk", "up"]);
+    b.ip(&["addr", "add", "10.214.1.3/24", "dev", "xs"]);
+    b.ip(&["link", "set", "xs", "up"]);
+    let body = std::thread::spawn(move || {
+        for take_all in [false, true] {
+            // The kernel side: an RDMA listener and a plain TCP echo server on 10.214.1.1.
+            a.enter();
+            let kernel = Node::new(ProgressMode::Thread);
+            let l = kernel
+                .rnic
+                .listen_on(&"tcp://10.214.1.1:0".parse().unwrap())
+                .unwrap();
+            let server = TcpListener::bind("10.214.1.1:0").unwrap();
+            let echo = server.local_addr().unwrap();
+            // The shared side: softrnic on xs as 10.214.1.2, the kernel as 10.214.1.3.
+            b.enter();
+            assert!(kernel_tcp_works(echo, &server), "kernel TCP before AF_XDP");
+            let xdp = Node::new(ProgressMode::Thread);
+            let take = if take_all { "&take=all" } else { "" };
+            connect_to_listener(&xdp, &kernel, &l, |p| {
+                format!("xdp://xs/10.214.1.1:{p}?local=10.214.1.2{take}")
+            });
+            let kernel_ok = kernel_tcp_works(echo, &server);
+            every_operation(&xdp, &kernel, 1 << 20);
+            if take_all {
+                assert!(
+                    !kernel_ok,
+                    "take=all: the kernel's TCP on xs still got its frames"
+                );
+            } else {
+                assert!(
+                    kernel_ok,
+                    "take=addr: the kernel's TCP on xs lost its frames"
+                );
+                assert!(
+                    kernel_tcp_works(echo, &server),
+                    "kernel TCP after the RDMA run"
+                );
+            }
+            drop(xdp);
+            drop(kernel);
+            std::thread::sleep(Duration::from_millis(200));
+            // The program goes with the last socket: the kernel has the interface back.
+            assert!(
+                kernel_tcp_works(echo, &server),
+                "kernel TCP after AF_XDP closed"
+            );
+        }
+        drop(a);
+        drop(b);
     });
     body.join().expect("test body");
 }

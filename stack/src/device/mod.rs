@@ -110,26 +110,55 @@ impl Link {
     }
 
     /// Binds an AF_XDP socket to queue `queue` of interface `name` (copy mode unless
-    /// `native`). Needs root.
+    /// `native`), taking every frame of the queue if `take_all`, else only the frames of
+    /// the stack's addresses ([`xdp::XdpTake`]). Needs root.
     #[cfg(feature = "xdp")]
-    pub fn open_xdp(name: &str, queue: u32, native: bool) -> Result<Link, DeviceError> {
+    pub fn open_xdp(
+        name: &str,
+        queue: u32,
+        native: bool,
+        take_all: bool,
+    ) -> Result<Link, DeviceError> {
         let mode = if native {
             xdp::XdpMode::Native
         } else {
             xdp::XdpMode::Skb
         };
+        let take = if take_all {
+            xdp::XdpTake::All
+        } else {
+            xdp::XdpTake::Addresses
+        };
         Ok(Link::Xdp(Box::new(std::cell::RefCell::new(
-            xdp::XdpLink::open(name, queue, mode)?,
+            xdp::XdpLink::open(name, queue, mode, take)?,
         ))))
     }
 
     /// Without AF_XDP support in this build: says how to get it.
     #[cfg(not(feature = "xdp"))]
-    pub fn open_xdp(name: &str, _queue: u32, _native: bool) -> Result<Link, DeviceError> {
+    pub fn open_xdp(
+        name: &str,
+        _queue: u32,
+        _native: bool,
+        _take_all: bool,
+    ) -> Result<Link, DeviceError> {
         Err(DeviceError::Open(format!(
             "AF_XDP on {name}: this build has no AF_XDP support: build with `--features xdp` \
-             (scripts/install-xdp-deps.sh installs the C toolchain libxdp needs)"
+             (scripts/install-xdp-deps.sh installs the C toolchain it needs)"
         )))
+    }
+
+    /// The frames of `ip`, one of the stack's addresses, are the stack's (AF_XDP: the XDP
+    /// program hands them to the socket; other links see every frame anyway).
+    fn steer(&self, ip: Ipv4Addr) -> io::Result<()> {
+        match self {
+            #[cfg(feature = "xdp")]
+            Link::Xdp(x) => x.borrow_mut().steer(ip),
+            _ => {
+                let _ = ip;
+                Ok(())
+            }
+        }
     }
 
     fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
@@ -538,6 +567,10 @@ impl DevStack {
     pub(crate) fn add_addr(&mut self, ip: Ipv4Addr, prefix: u8) -> bool {
         if self.has_addr(ip) {
             return true;
+        }
+        if let Err(e) = self.link.steer(ip) {
+            tracing::warn!(device = %self.name, %ip, error = %e, "address not steered to the device");
+            return false;
         }
         let mut ok = true;
         self.iface.update_ip_addrs(|a| {

@@ -2,11 +2,21 @@
 //! network stack (kernel bypass).
 //!
 //! An XSK socket is bound to one queue of an interface; its UMEM (the frame memory the
-//! kernel and the core share) is owned here. libxdp attaches its XSK program to the
-//! interface, which hands every frame arriving on that queue to the socket: the queue (on a
-//! one-queue device such as a veth, the whole interface) belongs to softrnic, and its stack
-//! answers ARP itself. The program is detached when the last socket on the interface closes
-//! (a process killed with SIGKILL leaves it attached: `ip link set IFACE xdp off`).
+//! kernel and the core share) is owned here. softrnic's own XDP program (`xdp_steer.bpf.c`,
+//! built by the build script) decides which arriving frames go to the socket:
+//!
+//! - [`XdpTake::Addresses`] (the default): IPv4 frames to the stack's own addresses and ARP
+//!   frames asking for or answering about them. Everything else passes to the kernel, which
+//!   goes on using the interface; the stack's addresses must be addresses the host does not
+//!   use. No frame for the stack reaches the kernel's TCP, so the kernel never answers a
+//!   peer of the RNIC with a reset.
+//! - [`XdpTake::All`]: every frame on the queue (on a one-queue device such as a veth, the
+//!   whole interface) goes to the socket.
+//!
+//! The program is attached through a BPF link when the first socket on an interface opens
+//! and detached when the last one closes; the kernel also detaches it when the process ends
+//! in any way. With several queues, the NIC's flow steering (`ethtool -N`) decides which
+//! queue, and so which socket, a frame reaches.
 //!
 //! Copy mode (generic XDP, `mode=skb`, the default) works on every interface; `mode=native`
 //! asks the driver for native XDP (and zero-copy where the driver offers it). A UMEM frame
@@ -19,8 +29,13 @@ use std::io::{self, Write};
 use std::num::NonZeroU32;
 use std::os::fd::{AsRawFd, RawFd};
 
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, XskMap};
+use aya::programs::Xdp;
 use xsk_rs::config::{
-    BindFlags, FrameSize, Interface, QueueSize, SocketConfig, UmemConfig, XdpFlags,
+    BindFlags, FrameSize, Interface, LibxdpFlags, QueueSize, SocketConfig, UmemConfig, XdpFlags,
 };
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue, Umem};
 
@@ -48,6 +63,134 @@ pub enum XdpMode {
     Native,
 }
 
+/// Which frames of a queue the XDP program hands to the RNIC (the module documentation
+/// says more).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum XdpTake {
+    /// IPv4 and ARP frames for the stack's own addresses; the rest to the kernel.
+    #[default]
+    Addresses,
+    /// Every frame.
+    All,
+}
+
+/// The XDP program compiled by the build script.
+static STEER_PROGRAM: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/xdp_steer.bpf.o"));
+
+/// softrnic's XDP program attached to one interface, and its maps.
+struct Steering {
+    /// Holds the loaded program and its link: dropping it detaches the program.
+    _ebpf: aya::Ebpf,
+    xsks: XskMap<MapData>,
+    addrs: BpfHashMap<MapData, u32, u32>,
+    mode: XdpMode,
+    take: XdpTake,
+}
+
+/// An interface: its name in a network namespace (the namespace file's inode).
+type IfaceKey = (u64, String);
+
+/// The programs this process has attached, by interface (several sockets on one interface
+/// share one program).
+static STEERING: Mutex<Vec<(IfaceKey, Weak<Mutex<Steering>>)>> = Mutex::new(Vec::new());
+
+/// The calling thread's interface `name` (threads may sit in different namespaces).
+fn iface_key(name: &str) -> IfaceKey {
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata("/proc/thread-self/ns/net").map_or(0, |m| m.ino());
+    (ns, name.to_string())
+}
+
+fn lock_steering(s: &Mutex<Steering>) -> MutexGuard<'_, Steering> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Steering {
+    /// The program on `name`, attached now unless this process attached it already.
+    fn get(name: &str, mode: XdpMode, take: XdpTake) -> Result<Arc<Mutex<Steering>>, DeviceError> {
+        let key = iface_key(name);
+        let mut all = STEERING.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|(_, w)| w.strong_count() > 0);
+        if let Some(s) = all
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, w)| w.upgrade())
+        {
+            let g = lock_steering(&s);
+            if g.mode != mode || g.take != take {
+                return Err(DeviceError::Conflict {
+                    name: name.to_string(),
+                    why: format!(
+                        "its XDP program runs in {:?} mode taking {:?}; every socket on one interface must ask for the same",
+                        g.mode, g.take
+                    ),
+                });
+            }
+            drop(g);
+            return Ok(s);
+        }
+        let s = Arc::new(Mutex::new(Steering::attach(name, mode, take)?));
+        all.push((key, Arc::downgrade(&s)));
+        Ok(s)
+    }
+
+    fn attach(name: &str, mode: XdpMode, take: XdpTake) -> Result<Steering, DeviceError> {
+        let err = |what: &str, e: &dyn std::error::Error| bpf_error(name, what, e);
+        let mut ebpf = aya::Ebpf::load(STEER_PROGRAM).map_err(|e| err("XDP program", &e))?;
+        let prog: &mut Xdp = ebpf
+            .program_mut("softrnic_steer")
+            .ok_or_else(|| open_error(name, "XDP program", "softrnic_steer missing"))?
+            .try_into()
+            .map_err(|e| err("XDP program", &e))?;
+        prog.load()
+            .map_err(|e| err("loading the XDP program", &e))?;
+        let flags = match mode {
+            XdpMode::Skb => aya::programs::XdpMode::Skb,
+            XdpMode::Native => aya::programs::XdpMode::Driver,
+        };
+        prog.attach(name, flags)
+            .map_err(|e| err("attaching the XDP program", &e))?;
+        let mut config: Array<MapData, u32> = ebpf
+            .take_map("config")
+            .ok_or_else(|| open_error(name, "XDP program", "no config map"))?
+            .try_into()
+            .map_err(|e| err("XDP config map", &e))?;
+        config
+            .set(0, u32::from(take == XdpTake::All), 0)
+            .map_err(|e| err("XDP config map", &e))?;
+        let xsks = ebpf
+            .take_map("xsks")
+            .ok_or_else(|| open_error(name, "XDP program", "no xsks map"))?
+            .try_into()
+            .map_err(|e| err("XDP socket map", &e))?;
+        let addrs = ebpf
+            .take_map("addrs")
+            .ok_or_else(|| open_error(name, "XDP program", "no addrs map"))?
+            .try_into()
+            .map_err(|e| err("XDP address map", &e))?;
+        Ok(Steering {
+            _ebpf: ebpf,
+            xsks,
+            addrs,
+            mode,
+            take,
+        })
+    }
+}
+
+/// An error and its sources on one line (aya keeps the OS error in a source).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
 /// One AF_XDP socket and its UMEM.
 pub struct XdpLink {
     // Field order: the queues (the socket) drop before the UMEM they use.
@@ -66,6 +209,19 @@ pub struct XdpLink {
     name: String,
     /// Frames on the TX ring since the last wakeup.
     unkicked: usize,
+    /// The interface's XDP program (after the socket: the socket closes first).
+    steering: Arc<Mutex<Steering>>,
+    /// The addresses this link asked the program for (removed on drop).
+    steered: Vec<Ipv4Addr>,
+}
+
+impl Drop for XdpLink {
+    fn drop(&mut self) {
+        let mut s = lock_steering(&self.steering);
+        for ip in &self.steered {
+            let _ = s.addrs.remove(&u32::from_ne_bytes(ip.octets()));
+        }
+    }
 }
 
 impl std::fmt::Debug for XdpLink {
@@ -79,11 +235,23 @@ impl std::fmt::Debug for XdpLink {
 
 fn open_error(name: &str, what: &str, e: impl std::fmt::Display + std::fmt::Debug) -> DeviceError {
     // xsk-rs's errors keep the OS error in their Debug form only.
-    let s = format!("{e} ({e:?})");
+    with_hint(name, what, format!("{e} ({e:?})"))
+}
+
+/// An error of the XDP program's loader (aya keeps the OS error in a source).
+fn bpf_error(name: &str, what: &str, e: &dyn std::error::Error) -> DeviceError {
+    with_hint(name, what, chain(e))
+}
+
+/// The error, and what to do about it where that is known.
+fn with_hint(name: &str, what: &str, s: String) -> DeviceError {
     let hint = if s.contains("Operation not permitted") || s.contains("os error 1)") {
         " — AF_XDP needs root (CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW)"
     } else if s.contains("No such device") || s.contains("os error 19") {
         " — no such interface (ip link shows the names)"
+    } else if what.starts_with("attaching") && (s.contains("busy") || s.contains("os error 16")) {
+        " — another XDP program is attached to the interface (`ip link set IFACE xdp off` \
+         removes one a killed process left behind)"
     } else if s.contains("busy") || s.contains("os error 16") {
         " — the queue is busy: another AF_XDP socket holds it (or one just closed: try again)"
     } else if s.contains("not supported") || s.contains("os error 95") {
@@ -109,9 +277,16 @@ fn quiet_libraries() {
 }
 
 impl XdpLink {
-    /// Binds an AF_XDP socket to queue `queue` of interface `name`.
-    pub fn open(name: &str, queue: u32, mode: XdpMode) -> Result<XdpLink, DeviceError> {
+    /// Binds an AF_XDP socket to queue `queue` of interface `name`, with softrnic's XDP
+    /// program (attached now if this process has not yet) handing it the frames `take` says.
+    pub fn open(
+        name: &str,
+        queue: u32,
+        mode: XdpMode,
+        take: XdpTake,
+    ) -> Result<XdpLink, DeviceError> {
         quiet_libraries();
+        let steering = Steering::get(name, mode, take)?;
         let q = |n| QueueSize::new(n).map_err(|e| open_error(name, "ring size", e));
         let ucfg = UmemConfig::builder()
             .frame_size(FrameSize::new(FRAME).map_err(|e| open_error(name, "frame size", e))?)
@@ -123,6 +298,8 @@ impl XdpLink {
         let (umem, mut descs) =
             Umem::new(ucfg, count, false).map_err(|e| open_error(name, "UMEM", e))?;
         let scfg = SocketConfig::builder()
+            // The program is softrnic's own (above), not libxdp's.
+            .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
             .rx_queue_size(q(RING)?)
             .tx_queue_size(q(RING)?)
             .xdp_flags(match mode {
@@ -154,6 +331,10 @@ impl XdpLink {
             ));
         }
         let fd = rx_q.fd().as_raw_fd();
+        lock_steering(&steering)
+            .xsks
+            .set(queue, fd, 0)
+            .map_err(|e| bpf_error(name, "XDP socket map", &e))?;
         let rx_desc = descs
             .first()
             .copied()
@@ -170,7 +351,22 @@ impl XdpLink {
             fd,
             name: name.to_string(),
             unkicked: 0,
+            steering,
+            steered: Vec::new(),
         })
+    }
+
+    /// Asks the XDP program for the frames of `ip` (one of the stack's addresses).
+    pub(crate) fn steer(&mut self, ip: Ipv4Addr) -> io::Result<()> {
+        if self.steered.contains(&ip) {
+            return Ok(());
+        }
+        lock_steering(&self.steering)
+            .addrs
+            .insert(u32::from_ne_bytes(ip.octets()), 1, 0)
+            .map_err(|e| io::Error::other(format!("XDP address map: {}", chain(&e))))?;
+        self.steered.push(ip);
+        Ok(())
     }
 
     pub(crate) fn name(&self) -> &str {

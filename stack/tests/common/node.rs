@@ -190,6 +190,12 @@ pub fn every_operation(a: &Node, b: &Node, len: usize) {
 /// defaults and wait until established.
 pub fn connect_pair(a: &Node, b: &Node, listen: &str, to: impl Fn(u16) -> String) {
     let l = b.rnic.listen_on(&listen.parse().unwrap()).unwrap();
+    connect_to_listener(a, b, &l, to);
+}
+
+/// `a` connects to `to(the port of b's listener l)`; both accept the defaults and wait
+/// until established.
+pub fn connect_to_listener(a: &Node, b: &Node, l: &stack::Listener, to: impl Fn(u16) -> String) {
     let to: stack::addr::TransportAddr = to(l.local_addr.port()).parse().unwrap();
     a.rnic
         .connect_to(&a.qp, &to, stack::mpa::Config::default())
