@@ -2,8 +2,8 @@
 //! own, a veth pair joins the kernel's side (10.214.0.1 on `xk`) with an interface that
 //! belongs to softrnic (`xs`, no address for the kernel): an AF_XDP socket in copy mode on
 //! its queue carries softrnic's stack as 10.214.0.2. Connections both ways, every operation
-//! with every byte checked; then DDP over SCTP as raw IPv4 on AF_XDP at both ends. A second
-//! test shares an interface between softrnic and the kernel: softrnic's XDP program steers
+//! with every byte checked; then DDP over SCTP as raw IPv4 on AF_XDP at both ends. MPA/TCP
+//! with AF_XDP at both ends of a veth pair. A third test shares an interface between softrnic and the kernel: softrnic's XDP program steers
 //! the RNIC's address to the socket and leaves the host's traffic to the kernel.
 //!
 //! Needs root and the `xdp` feature: `cargo test -p softrnic-stack --features xdp --test
@@ -67,6 +67,45 @@ fn xdp_stack_against_kernel_tcp() {
         });
         assert!(s1.qp.session().unwrap().sctp().is_some());
         every_operation(&s1, &s2, 1 << 20);
+        drop(ns);
+    });
+    body.join().expect("test body");
+}
+
+/// RFC 5040 operations over MPA (RFC 5044) with softrnic's TCP/IP on AF_XDP at both ends of
+/// a veth pair (the MPA/TCP bytes never touch the kernel's TCP), both directions of setup.
+#[test]
+#[ignore = "needs root: a network namespace, a veth pair and AF_XDP (run by .ci/run as root)"]
+fn xdp_stack_against_xdp_stack() {
+    let ns = Netns::new("xx");
+    ns.ip(&["link", "add", "x1", "type", "veth", "peer", "name", "x2"]);
+    ns.ip(&["link", "set", "x1", "up"]);
+    ns.ip(&["link", "set", "x2", "up"]);
+    let body = std::thread::spawn(move || {
+        ns.enter();
+        let a = Node::new(ProgressMode::Thread);
+        let b = Node::new(ProgressMode::Thread);
+        connect_pair(&a, &b, "xdp://x2/10.214.2.2:0", |p| {
+            format!("xdp://x1/10.214.2.2:{p}?local=10.214.2.1")
+        });
+        every_operation(&a, &b, 1 << 20);
+        for (node, dev) in [(&a, "x1"), (&b, "x2")] {
+            let s = node.rnic.device_stats(dev).unwrap();
+            assert!(s.rx_frames > 100 && s.tx_frames > 100, "{dev}: {s:?}");
+            assert_eq!(s.tx_dropped, 0, "{dev}: {s:?}");
+        }
+        drop(a);
+        drop(b);
+        std::thread::sleep(Duration::from_millis(200));
+        // The other way round: x1 listens, x2 connects.
+        let a = Node::new(ProgressMode::Thread);
+        let b = Node::new(ProgressMode::Thread);
+        connect_pair(&b, &a, "xdp://x1/10.214.2.1:0", |p| {
+            format!("xdp://x2/10.214.2.1:{p}?local=10.214.2.2")
+        });
+        every_operation(&b, &a, 1 << 20);
+        drop(a);
+        drop(b);
         drop(ns);
     });
     body.join().expect("test body");
