@@ -245,6 +245,14 @@ impl MpaArgs {
     /// Refuses MPA-only options over SCTP (they would be silently meaningless), and
     /// device options without a device.
     pub fn check(&self) -> Result<(), String> {
+        for (flag, v) in [("--ird", self.ird), ("--ord", self.ord)] {
+            if let Some(v) = v.filter(|&v| v > stack::mpa::frame::IRD_ORD_MAX) {
+                return Err(format!(
+                    "{flag} {v}: IRD and ORD must be 0 .. {} (14-bit fields, RFC 6581)",
+                    stack::mpa::frame::IRD_ORD_MAX
+                ));
+            }
+        }
         if self.device() {
             let t = self.transport_name();
             if self.device.is_none() {

@@ -420,6 +420,20 @@ struct Plan {
     gbits: bool,
 }
 
+/// Largest queue depth and CQ moderation the tools take.
+const MAX_DEPTH: u32 = 16_384;
+
+/// `value` if it is 1 ..= `max`; otherwise the usage error naming the option and the range.
+fn in_range(flag: &str, what: &str, value: u32, max: u32) -> Result<u32, PerfError> {
+    if (1..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(PerfError::Usage(format!(
+            "{flag} {value}: {what} must be 1 .. {max}"
+        )))
+    }
+}
+
 impl Plan {
     fn new(test: Test, a: &PerfArgs) -> Result<Plan, PerfError> {
         a.mpa.check().map_err(PerfError::Usage)?;
@@ -441,14 +455,37 @@ impl Plan {
                 "-n {iters}: the number of iterations must be 1 .. {MAX_ITERS}"
             )));
         }
-        let tx_depth =
-            u64::from(a.tx_depth.unwrap_or(if test.is_bw() { 128 } else { 1 })).clamp(1, iters);
+        let tx_depth = u64::from(in_range(
+            "-t",
+            "the send queue depth",
+            a.tx_depth.unwrap_or(if test.is_bw() { 128 } else { 1 }),
+            MAX_DEPTH,
+        )?)
+        .min(iters);
         let cq_mod = if test.is_bw() {
-            u64::from(a.cq_mod.unwrap_or(DEFAULT_CQ_MOD)).clamp(1, tx_depth)
+            let m = in_range(
+                "-Q",
+                "the CQ moderation",
+                a.cq_mod.unwrap_or(DEFAULT_CQ_MOD),
+                MAX_DEPTH,
+            )?;
+            u64::from(m).min(tx_depth)
         } else {
             1
         };
-        let mut rx_depth = u64::from(a.rx_depth.unwrap_or(512)).clamp(1, iters);
+        let rx_depth = in_range(
+            "-r",
+            "the receive queue depth",
+            a.rx_depth.unwrap_or(512),
+            MAX_DEPTH,
+        )?;
+        let mut rx_depth = u64::from(rx_depth).min(iters);
+        let outs = in_range(
+            "-o",
+            "the outstanding RDMA Reads (IRD/ORD: a 14-bit field, RFC 6581)",
+            u32::from(a.outs.unwrap_or(DEFAULT_OUTS)),
+            u32::from(stack::mpa::frame::IRD_ORD_MAX),
+        )?;
         if test.sends() && !a.all && rx_depth % 2 == 1 {
             rx_depth += 1;
         }
@@ -461,7 +498,7 @@ impl Plan {
             tx_depth,
             cq_mod,
             rx_depth,
-            outs: a.outs.unwrap_or(DEFAULT_OUTS),
+            outs: u16::try_from(outs).unwrap_or(DEFAULT_OUTS),
             gbits: a.report_gbits,
         })
     }
@@ -1737,5 +1774,43 @@ mod tests {
         let p = Plan::new(Test::WriteLat, &a(&["-R", "-F", "-d", "siw0", "-x", "3"])).unwrap();
         assert_eq!((p.size, p.iters, p.tx_depth), (2, 1000, 1));
         assert!(Plan::new(Test::WriteLat, &a(&["-c", "UD"])).is_err());
+    }
+
+    /// Zero and out-of-range depths are usage errors naming the option, never clamped.
+    #[test]
+    fn zero_and_huge_depths_are_refused() {
+        let a = |extra: &[&str]| {
+            #[derive(clap::Parser)]
+            struct P {
+                #[command(flatten)]
+                a: PerfArgs,
+            }
+            let mut v = vec!["x"];
+            v.extend_from_slice(extra);
+            <P as clap::Parser>::parse_from(v).a
+        };
+        for (flag, v) in [
+            ("-t", "0"),
+            ("-t", "16385"),
+            ("-r", "0"),
+            ("-r", "4000000000"),
+            ("-Q", "0"),
+            ("-o", "0"),
+            ("-o", "16384"),
+        ] {
+            match Plan::new(Test::ReadBw, &a(&[flag, v])) {
+                Err(PerfError::Usage(m)) => {
+                    assert!(m.starts_with(&format!("{flag} {v}:")), "{m}");
+                }
+                Err(e) => panic!("{flag} {v}: {e}"),
+                Ok(_) => panic!("{flag} {v} accepted"),
+            }
+        }
+        let p = Plan::new(
+            Test::ReadBw,
+            &a(&["-t", "16384", "-r", "16384", "-o", "16383"]),
+        )
+        .unwrap();
+        assert_eq!((p.tx_depth, p.rx_depth, p.outs), (5000, 5000, 16383));
     }
 }

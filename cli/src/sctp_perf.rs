@@ -629,13 +629,13 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
         return usage("--verify needs -l of at least 12 (the sequence header)");
     }
     if (!a.time.is_finite() || a.time <= 0.0 || a.time > MAX_SECS) && a.bytes.is_none() {
-        return usage("-t must be between 0 and 31536000 seconds (a year)");
+        return usage("-t must be more than 0 and at most 31536000 seconds (a year)");
     }
     if !a.interval.is_finite() || a.interval < 0.0 || a.interval > MAX_SECS {
         return usage("-i must be between 0 (no interval reports) and 31536000 seconds");
     }
     if !a.connect_timeout.is_finite() || a.connect_timeout <= 0.0 || a.connect_timeout > MAX_SECS {
-        return usage("--connect-timeout must be between 0 and 31536000 seconds");
+        return usage("--connect-timeout must be more than 0 and at most 31536000 seconds");
     }
     if !(MIN_MTU..=MAX_MTU).contains(&a.mtu) {
         return usage(

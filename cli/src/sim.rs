@@ -1515,7 +1515,14 @@ pub fn parse_bytes(option: &'static str, s: &str) -> Result<u64, ArgError> {
     ];
     parse_scaled(s, &units)
         .map(|v| v as u64)
-        .ok_or_else(|| arg_err(option, s, "expected a size such as 4M, 100MiB or 1GB"))
+        .filter(|&v| v > 0)
+        .ok_or_else(|| {
+            arg_err(
+                option,
+                s,
+                "expected a size of at least 1 byte, such as 4M, 100MiB or 1GB",
+            )
+        })
 }
 
 /// Parses a bit rate: plain bit/s or with `k`/`K`, `M`, `G` (decimal).
@@ -1622,6 +1629,13 @@ struct Overrides {
 
 impl Overrides {
     fn parse(args: &SimArgs) -> Result<Overrides, ArgError> {
+        if args.seeds == Some(0) {
+            return Err(arg_err(
+                "seeds",
+                "0",
+                "a sweep runs 1 .. 18446744073709551615 seeds",
+            ));
+        }
         Ok(Overrides {
             loss: args
                 .loss
@@ -1719,7 +1733,7 @@ pub fn plan(args: &SimArgs) -> Result<Plan, SimCmdError> {
     }
     Ok(Plan {
         bases,
-        count: args.seeds.unwrap_or(1).max(1),
+        count: args.seeds.unwrap_or(1),
         first_seed: args.seed,
         overrides: o,
     })
@@ -1898,7 +1912,7 @@ fn run_sctp_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
             return 2;
         }
     };
-    let count = args.seeds.unwrap_or(1).max(1);
+    let count = args.seeds.unwrap_or(1);
     let _ = writeln!(out, "{}", table_header());
     let mut status = 0u8;
     for name in names {
@@ -2039,6 +2053,10 @@ mod tests {
         assert_eq!(parse_bytes("bytes", "1GB").unwrap(), 1_000_000_000);
         assert_eq!(parse_bytes("bytes", "1234").unwrap(), 1234);
         assert!(parse_bytes("bytes", "-1").is_err());
+        assert!(
+            parse_bytes("bytes", "0").is_err(),
+            "a run moves at least a byte"
+        );
         assert_eq!(parse_rate("bandwidth", "1G").unwrap(), 1_000_000_000);
         assert_eq!(parse_rate("bandwidth", "100Mbit/s").unwrap(), 100_000_000);
         assert!(parse_rate("bandwidth", "0").is_err());
@@ -2076,6 +2094,12 @@ mod tests {
         let p = plan(&args).unwrap();
         assert_eq!(p.len(), SCENARIOS.len() as u64 * 3);
         assert_eq!(p.runs().count(), SCENARIOS.len() * 3);
+        let zero = SimArgs {
+            seeds: Some(0),
+            ..args
+        };
+        let e = plan(&zero).unwrap_err().to_string();
+        assert!(e.starts_with("--seeds: cannot understand `0`"), "{e}");
     }
 
     /// A sweep is produced run by run: planning 2^64 - 1 seeds allocates nothing per seed

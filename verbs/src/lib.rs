@@ -42,7 +42,7 @@
 //!
 //! // Server: PD, CQ, QP, memory; a receive posted before the connection.
 //! let spd = server.pd_allocate();
-//! let scq = server.cq_create(64);
+//! let scq = server.cq_create(64)?;
 //! let sqp = server.qp_create(spd, &scq, &scq, Default::default())?;
 //! let smr = server.nsmr_register(spd, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)?;
 //! server.qp_post_rq(&sqp, RecvWr::new(1, vec![smr.sge(0, 64)]))?;
@@ -50,7 +50,7 @@
 //!
 //! // Client.
 //! let cpd = client.pd_allocate();
-//! let ccq = client.cq_create(64);
+//! let ccq = client.cq_create(64)?;
 //! let cqp = client.qp_create(cpd, &ccq, &ccq, Default::default())?;
 //! let cmr = client.nsmr_register(cpd, 4096, Access::LOCAL_WRITE)?;
 //! cmr.buf().write_at(0, b"hello, iWARP")?;
@@ -151,7 +151,13 @@ pub enum VerbsError {
     /// No completion arrived in time.
     #[error("no completion within {0:?}")]
     Timeout(Duration),
+    /// A CQ depth outside 1 ..= [`MAX_CQ_DEPTH`].
+    #[error("CQ depth {0} is out of range: a CQ holds 1 .. {MAX_CQ_DEPTH} completions")]
+    CqDepth(usize),
 }
+
+/// The deepest CQ [`Rnic::cq_create`] makes (entries are allocated as completions arrive).
+pub const MAX_CQ_DEPTH: usize = 1 << 22;
 
 /// Result of the verbs.
 pub type Result<T, E = VerbsError> = std::result::Result<T, E>;
@@ -451,11 +457,15 @@ impl Rnic {
 
     // ---------------------------------------------------------------- completion queues
 
-    /// `cq_create`: a CQ of `depth` entries.
-    pub fn cq_create(&self, depth: usize) -> Cq {
+    /// `cq_create`: a CQ of `depth` entries, 1 ..= [`MAX_CQ_DEPTH`] (a CQ that holds no
+    /// completion would overflow on the first one).
+    pub fn cq_create(&self, depth: usize) -> Result<Cq> {
+        if !(1..=MAX_CQ_DEPTH).contains(&depth) {
+            return Err(VerbsError::CqDepth(depth));
+        }
         let cq = Cq::new(depth);
         self.book().cqs.insert(cq.id(), cq.clone());
-        cq
+        Ok(cq)
     }
 
     /// `cq_destroy`: fails while QPs use the CQ.

@@ -133,7 +133,7 @@ proptest! {
         let foreign = (0..4).map(|_| other.pd_allocate()).last().expect("pd");
         let pds = [r.pd_allocate(), r.pd_allocate(), foreign];
         let pd = |i: u8| pds[usize::from(i) % pds.len()];
-        let cq = r.cq_create(16);
+        let cq = r.cq_create(16).expect("cq");
         let mut regions = Vec::new();
         let mut qps = Vec::new();
         let buf = RegisteredBuf::new(4096);
@@ -197,13 +197,20 @@ proptest! {
     }
 }
 
-/// The two inputs that used to take the library down: `cq_poll_block(Duration::MAX)`
+/// The inputs that used to take the library down: `cq_poll_block(Duration::MAX)`
 /// overflowed its deadline, and `nsmr_register` of `usize::MAX` or 2^50 bytes panicked or
-/// aborted in the allocator. Now: a normal return and an error.
+/// aborted in the allocator; `cq_create(0)` made a CQ that overflowed on its first
+/// completion. Now: a normal return and errors.
 #[test]
 fn huge_timeouts_and_sizes_are_errors_not_crashes() {
     let r = rnic_open(RnicConfig::default()).expect("rnic");
-    let cq = r.cq_create(4);
+    let cq = r.cq_create(4).expect("cq");
+    for depth in [0, verbs::MAX_CQ_DEPTH + 1, usize::MAX] {
+        assert!(
+            matches!(r.cq_create(depth), Err(verbs::VerbsError::CqDepth(d)) if d == depth),
+            "cq_create({depth})"
+        );
+    }
     assert_eq!(r.cq_poll_block(&cq, &mut [], Duration::MAX).unwrap(), 0);
     let pd = r.pd_allocate();
     for len in [usize::MAX, 1 << 50, usize::MAX / 2] {

@@ -16,7 +16,7 @@ fn run(a: Profile, b: Profile) -> (Session, Session) {
     let ra = rnic_open(RnicConfig::default()).expect("rnic");
     let rb = rnic_open(RnicConfig::default()).expect("rnic");
     let (pa, pb) = (ra.pd_allocate(), rb.pd_allocate());
-    let (ca, cb) = (ra.cq_create(16), rb.cq_create(16));
+    let (ca, cb) = (ra.cq_create(16).unwrap(), rb.cq_create(16).unwrap());
     let qa = ra
         .qp_create(pa, &ca, &ca, QpCaps::for_profile(a))
         .expect("qp");

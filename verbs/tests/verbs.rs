@@ -24,7 +24,7 @@ struct End {
 fn end(cfg: RnicConfig) -> End {
     let r = rnic_open(cfg).unwrap();
     let pd = r.pd_allocate();
-    let cq = r.cq_create(256);
+    let cq = r.cq_create(256).unwrap();
     let qp = r.qp_create(pd, &cq, &cq, QpCaps::default()).unwrap();
     End { r, pd, cq, qp }
 }
@@ -297,7 +297,7 @@ fn resource_rules() {
         Err(VerbsError::UnknownPd(_))
     ));
     let other = rnic_open(RnicConfig::default()).unwrap();
-    let cq = other.cq_create(4);
+    let cq = other.cq_create(4).unwrap();
     let pd = e.r.pd_allocate();
     assert!(matches!(
         e.r.qp_create(pd, &cq, &cq, QpCaps::default()),
