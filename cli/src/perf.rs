@@ -1018,70 +1018,18 @@ fn data_qp(
     Ok((rnic.create_qp(attr)?, scq, rcq))
 }
 
-fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
-    let plan = Plan::new(test, a)?;
-    let rnic = Rnic::open(rnic_config(a))?;
-    let manual = a.manual_progress;
-    let mut comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
-    let comm_cfg = cm_config(a, &plan, false);
-    let test_cfg = cm_config(a, &plan, true);
-
-    // 1. The control connection.
-    let (listener, peer) = match &a.server {
-        Some(host) => {
-            let to = a
-                .mpa
-                .connect_addr(host, a.port, |h, p| {
-                    resolve(h, p).map_err(|e| e.to_string())
-                })
-                .map_err(PerfError::Usage)?;
-            rnic.connect_to_blocking(&comm.qp, &to, comm_cfg, TIMEOUT)?;
-            (None, to)
-        }
-        None => {
-            let l = rnic.listen_on(&a.mpa.listen_addr(a.port))?;
-            writeln!(
-                out,
-                " Waiting for client to connect on port {}",
-                l.local_addr.port()
-            )?;
-            writeln!(out, "\n************************************")?;
-            writeln!(out, "* Waiting for client to connect... *")?;
-            writeln!(out, "************************************")?;
-            out.flush()?;
-            // A control connection whose setup fails (a malformed or refused MPA Request,
-            // answered with a Reject by the RNIC; a peer that went away) does not end the
-            // server: it says so and waits for the next.
-            let peer = loop {
-                let req = rnic.wait_request(&l, CTRL_WAIT)?;
-                let up = rnic
-                    .accept(req.id, &comm.qp, comm_cfg.clone())
-                    .and_then(|()| rnic.wait_established(&comm.qp, TIMEOUT).map(|_| ()));
-                match up {
-                    Ok(()) => break req.peer,
-                    Err(e) => {
-                        eprintln!(
-                            "softrnic: connection from {} failed ({e}); waiting for the next",
-                            req.peer
-                        );
-                        let _ = rnic.destroy_qp(&comm.qp);
-                        comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
-                    }
-                }
-            };
-            (Some(l), TransportAddr::from(peer))
-        }
-    };
-
+/// The control exchange before a test (versions, cycle buffer, cache line, MTU); returns
+/// the cycle buffer size to use.
+fn control_exchange(rnic: &Rnic, comm: &Comm) -> Result<u32, PerfError> {
     // Versions, system data, MTU.
-    let theirs = comm.xchg(&rnic, &version_bytes(VERSION))?;
+    let theirs = comm.xchg(rnic, &version_bytes(VERSION))?;
     let v = parse_version(&theirs);
     if v < MIN_PEER_VERSION {
         return fail(format!(
             "the peer announces perftest version {v:.2}; versions older than 5.70 use another protocol"
         ));
     }
-    let cycle = comm.xchg(&rnic, &CYCLE_BUFFER.to_be_bytes())?;
+    let cycle = comm.xchg(rnic, &CYCLE_BUFFER.to_be_bytes())?;
     let cycle = cycle
         .get(..4)
         .and_then(|b| b.try_into().ok())
@@ -1096,8 +1044,71 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
         ));
     }
     let cycle = cycle.max(CYCLE_BUFFER);
-    let _cache_line = comm.xchg(&rnic, &CACHE_LINE.to_be_bytes())?;
-    let _mtu = comm.xchg(&rnic, &[b'0' + MTU_ENUM, 0])?;
+    let _cache_line = comm.xchg(rnic, &CACHE_LINE.to_be_bytes())?;
+    let _mtu = comm.xchg(rnic, &[b'0' + MTU_ENUM, 0])?;
+
+    Ok(cycle)
+}
+
+fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
+    let plan = Plan::new(test, a)?;
+    let rnic = Rnic::open(rnic_config(a))?;
+    let manual = a.manual_progress;
+    let mut comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
+    let comm_cfg = cm_config(a, &plan, false);
+    let test_cfg = cm_config(a, &plan, true);
+
+    // 1. The control connection and its exchange.
+    let (listener, peer, cycle) = match &a.server {
+        Some(host) => {
+            let to = a
+                .mpa
+                .connect_addr(host, a.port, |h, p| {
+                    resolve(h, p).map_err(|e| e.to_string())
+                })
+                .map_err(PerfError::Usage)?;
+            rnic.connect_to_blocking(&comm.qp, &to, comm_cfg, TIMEOUT)?;
+            let cycle = control_exchange(&rnic, &comm)?;
+            (None, to, cycle)
+        }
+        None => {
+            let l = rnic.listen_on(&a.mpa.listen_addr(a.port))?;
+            writeln!(
+                out,
+                " Waiting for client to connect on port {}",
+                l.local_addr.port()
+            )?;
+            writeln!(out, "\n************************************")?;
+            writeln!(out, "* Waiting for client to connect... *")?;
+            writeln!(out, "************************************")?;
+            out.flush()?;
+            // A control connection whose setup or exchange fails (a malformed or refused
+            // MPA Request, answered with a Reject by the RNIC; a peer that went away or sent
+            // what is not perftest's exchange) does not end the server: it says so and waits
+            // for the next.
+            let (peer, cycle) = loop {
+                let req = rnic.wait_request(&l, CTRL_WAIT)?;
+                let up = rnic
+                    .accept(req.id, &comm.qp, comm_cfg.clone())
+                    .and_then(|()| rnic.wait_established(&comm.qp, TIMEOUT).map(|_| ()))
+                    .map_err(PerfError::from)
+                    .and_then(|()| control_exchange(&rnic, &comm));
+                match up {
+                    Ok(cycle) => break (req.peer, cycle),
+                    Err(e) => {
+                        eprintln!(
+                            "softrnic: connection from {} failed ({e}); waiting for the next",
+                            req.peer
+                        );
+                        let _ = rnic.destroy_qp(&comm.qp);
+                        while rnic.poll_event_for(comm.qp.id()).is_some() {}
+                        comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
+                    }
+                }
+            };
+            (Some(l), TransportAddr::from(peer), cycle)
+        }
+    };
 
     // Resources of the test connection.
     let pd = rnic.alloc_pd();

@@ -166,6 +166,10 @@ pub struct RpingArgs {
     /// Debug output (every step, on stderr).
     #[arg(short = 'd', long = "debug")]
     pub debug: bool,
+    /// Persistent server: serve every client, each connection on a thread of its own, and
+    /// go on listening (until interrupted) rather than exit after the first.
+    #[arg(short = 'P', long = "persistent", requires = "server")]
+    pub persistent: bool,
     /// MPA connection options (IRD/ORD default to rping's 1/1 here).
     #[command(flatten)]
     pub mpa: MpaArgs,
@@ -360,7 +364,7 @@ impl Conn<'_> {
     }
 
     fn pump_events(&mut self) {
-        while let Some(e) = self.rnic.poll_event() {
+        while let Some(e) = self.rnic.poll_event_for(self.qp.id()) {
             match e {
                 Event::TerminateSent { terminate, .. } => {
                     self.dbg(format!(
@@ -893,8 +897,16 @@ fn at_name(a: InjectAt) -> &'static str {
     }
 }
 
+/// A connection the server accepted, with its buffers.
+struct Accepted<'a> {
+    c: Conn<'a>,
+    peer: SocketAddr,
+    recv_mr: MemoryRegion,
+    send_mr: MemoryRegion,
+    rdma_mr: MemoryRegion,
+}
+
 fn server(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
-    let size = a.size.unwrap_or(MAX_SIZE) as usize;
     let listener = s
         .rnic
         .listen_on(&s.addr)
@@ -903,13 +915,43 @@ fn server(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
         // Tests and scripts read the port from this line (useful with -p 0).
         eprintln!("rping: listening on {}", listener.local_addr);
     }
-    // A connection whose setup fails (a malformed or refused MPA Request — answered with a
-    // Reject by the RNIC —, a peer that went away) does not end the server: it says so and
-    // waits for the next request, as a server behind librdmacm never sees such a request.
-    let (mut c, peer, recv_mr, send_mr, rdma_mr) = loop {
+    if !a.persistent {
+        let conn = accept_next(a, s, &listener)?;
+        s.rnic.close_listener(&listener);
+        return serve(a, conn, out);
+    }
+    // Persistent: each connection runs on a thread of its own (its events are its QP's
+    // only), so a client that stalls or misbehaves holds up nobody else.
+    std::thread::scope(|scope| {
+        loop {
+            let conn = accept_next(a, s, &listener)?;
+            scope.spawn(move || {
+                let (peer, qp) = (conn.peer, conn.c.qp.clone());
+                if let Err(e) = serve(a, conn, &mut std::io::stdout()) {
+                    eprintln!("rping: connection from {peer}: {e}");
+                }
+                let _ = s.rnic.destroy_qp(&qp);
+                // What the connection left queued would otherwise pile up.
+                while s.rnic.poll_event_for(qp.id()).is_some() {}
+            });
+        }
+    })
+}
+
+/// Waits for the next connection and accepts it. A connection whose setup fails (a
+/// malformed or refused MPA Request — answered with a Reject by the RNIC —, a peer that
+/// went away) does not end the server: it says so and waits for the next request, as a
+/// server behind librdmacm never sees such a request.
+fn accept_next<'a>(
+    a: &RpingArgs,
+    s: &'a Setup,
+    listener: &stack::Listener,
+) -> Result<Accepted<'a>, String> {
+    let size = a.size.unwrap_or(MAX_SIZE) as usize;
+    loop {
         let req = loop {
             let wait = s.conn_timeout.unwrap_or(Duration::from_secs(3600));
-            match s.rnic.wait_request(&listener, wait) {
+            match s.rnic.wait_request(listener, wait) {
                 Ok(r) => break r,
                 Err(stack::RnicError::Timeout) if s.conn_timeout.is_none() => continue,
                 Err(e) => return Err(format!("no connection request: {e}")),
@@ -936,17 +978,37 @@ fn server(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
             .accept(req.id, &c.qp, s.mpa.clone())
             .and_then(|()| s.rnic.wait_established(&c.qp, s.step).map(|_| ()));
         match up {
-            Ok(()) => break (c, req.peer, recv_mr, send_mr, rdma_mr),
+            Ok(()) => {
+                return Ok(Accepted {
+                    c,
+                    peer: req.peer,
+                    recv_mr,
+                    send_mr,
+                    rdma_mr,
+                });
+            }
             Err(e) => {
                 eprintln!(
                     "rping: connection from {} failed ({e}); waiting for the next",
                     req.peer
                 );
                 let _ = s.rnic.destroy_qp(&c.qp);
+                while s.rnic.poll_event_for(c.qp.id()).is_some() {}
             }
         }
-    };
-    s.rnic.close_listener(&listener);
+    }
+}
+
+/// rping's server loop on one connection, until the client disconnects.
+fn serve(a: &RpingArgs, conn: Accepted<'_>, out: &mut dyn Write) -> Result<u8, String> {
+    let size = a.size.unwrap_or(MAX_SIZE) as usize;
+    let Accepted {
+        mut c,
+        peer,
+        recv_mr,
+        send_mr,
+        rdma_mr,
+    } = conn;
     let mut pings = 0u64;
     loop {
         // Wait for the client's start buffer advertisement.
@@ -1038,8 +1100,8 @@ fn server(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
             .map_err(|e| e.to_string())?;
         pings += 1;
     }
-    let _ = s.rnic.disconnect(&c.qp);
-    let _ = s.rnic.wait_disconnected(&c.qp, Duration::from_secs(5));
+    let _ = c.rnic.disconnect(&c.qp);
+    let _ = c.rnic.wait_disconnected(&c.qp, Duration::from_secs(5));
     if !a.quiet {
         let _ = writeln!(
             out,

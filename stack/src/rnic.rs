@@ -1464,6 +1464,16 @@ impl Rnic {
         )
     }
 
+    /// The next event of `qp`, if any; other events stay queued (for applications that
+    /// serve each connection from a thread of its own).
+    pub fn poll_event_for(&self, qp: QpId) -> Option<Event> {
+        let mut q = self.shared.events.lock().unwrap_or_else(|p| p.into_inner());
+        let pos = q.iter().position(|e| e.qp() == Some(qp))?;
+        let ev = q.remove(pos);
+        self.shared.events_taken(&q);
+        ev
+    }
+
     /// The next event, if any.
     pub fn poll_event(&self) -> Option<Event> {
         let mut q = self.shared.events.lock().unwrap_or_else(|p| p.into_inner());

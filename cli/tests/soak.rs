@@ -1,0 +1,396 @@
+//! Soak: hostile peers against every server tool. For a while (`SOFTRNIC_SOAK_SECS`, default 3
+//! seconds per server under `cargo test`; `.ci/run` soaks each for a minute) peers connect to
+//! the server and send a random mix of valid and invalid frames — garbage instead of an MPA
+//! Request, MPA Requests with random damage (RFC 5044 §7.1, RFC 6581), truncated requests,
+//! and valid handshakes followed by FPDUs whose DDP/RDMAP headers (RFC 5041 §4, RFC 5040 §4)
+//! and payloads are random, some with a damaged CRC (RFC 5044 §4.4). The server must stay up
+//! throughout and then serve a good client, whose data is verified.
+//!
+//! The random mix is seeded (`SOFTRNIC_SOAK_SEED`, else a fixed seed per server); a failure
+//! prints the seed.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use proptest::prelude::{Rng, RngExt};
+use proptest::test_runner::{RngAlgorithm, TestRng};
+use stack::mpa::fpdu::{FpduEncoder, TxConfig};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_softrnic"))
+}
+
+fn soak_time() -> Duration {
+    let secs = std::env::var("SOFTRNIC_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    Duration::from_secs(secs)
+}
+
+fn seed_for(tool: &str) -> u64 {
+    std::env::var("SOFTRNIC_SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            tool.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+            })
+        })
+}
+
+/// A server tool on an ephemeral port; its output is drained (and kept) by threads.
+struct Server {
+    child: Child,
+    port: u16,
+    out: std::thread::JoinHandle<String>,
+}
+
+impl Server {
+    /// Starts `args` and reads the port from the first line on stdout or stderr that
+    /// `port_of` recognises.
+    fn start(args: &[&str], port_of: fn(&str) -> Option<u16>) -> Server {
+        let mut child = bin()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn server");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let mut handles = Vec::new();
+        let streams: [Box<dyn Read + Send>; 2] = [
+            Box::new(child.stdout.take().expect("stdout")),
+            Box::new(child.stderr.take().expect("stderr")),
+        ];
+        for s in streams {
+            let tx = tx.clone();
+            handles.push(std::thread::spawn(move || {
+                let mut kept = String::new();
+                for line in BufReader::new(s).lines().map_while(Result::ok) {
+                    if let Some(p) = port_of(&line) {
+                        let _ = tx.send(p);
+                    }
+                    // Enough to explain a failure; a long soak logs a line per hostile peer.
+                    if kept.len() < 1 << 16 {
+                        kept.push_str(&line);
+                        kept.push('\n');
+                    }
+                }
+                kept
+            }));
+        }
+        let port = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the server names its port");
+        let out = std::thread::spawn(move || {
+            handles
+                .into_iter()
+                .filter_map(|h| h.join().ok())
+                .collect::<Vec<_>>()
+                .join("")
+        });
+        Server { child, port, out }
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn output(mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.out.join().unwrap_or_default()
+    }
+}
+
+/// An MPA Request as a client sends it: revision 2 with IRD/ORD (RFC 6581) or revision 1.
+fn mpa_request(rng: &mut TestRng, crc: bool) -> Vec<u8> {
+    let mut f = b"MPA ID Req Frame".to_vec();
+    let rev2 = rng.random_bool(0.8);
+    let mut flags = if crc { 0x40 } else { 0 };
+    let mut pd = Vec::new();
+    if rev2 {
+        flags |= 0x10;
+        pd.extend_from_slice(&[0x00, 0x01, 0x00, 0x01]);
+    }
+    let extra: usize = rng.random_range(0..24);
+    pd.extend((0..extra).map(|_| rng.random::<u8>()));
+    f.push(flags);
+    f.push(if rev2 { 2 } else { 1 });
+    f.extend_from_slice(&(pd.len() as u16).to_be_bytes());
+    f.extend_from_slice(&pd);
+    f
+}
+
+/// A random DDP segment: a tagged or untagged header with random fields (biased towards
+/// the values a real peer uses) and a random payload.
+fn ddp_segment(rng: &mut TestRng, msn: &mut u32) -> Vec<u8> {
+    let tagged = rng.random_bool(0.4);
+    let last = rng.random_bool(0.8);
+    let ctrl = (u8::from(tagged) << 7) | (u8::from(last) << 6) | 0x01;
+    // RDMAP: version 1 and an opcode (Send, Send with SE, Write, Read Request, Terminate,
+    // the atomics... or anything).
+    let opcode: u8 = if rng.random_bool(0.7) {
+        [0x0, 0x1, 0x3, 0x5, 0x7, 0x8][rng.random_range(0..6)]
+    } else {
+        rng.random_range(0..16)
+    };
+    let rdmap = if rng.random_bool(0.9) {
+        0x40
+    } else {
+        rng.random::<u8>() & 0xC0
+    } | opcode;
+    let mut h = vec![ctrl, rdmap];
+    if tagged {
+        h.extend_from_slice(&rng.random::<u32>().to_be_bytes());
+        h.extend_from_slice(&rng.random::<u64>().to_be_bytes());
+    } else {
+        let queue: u32 = if rng.random_bool(0.8) {
+            0
+        } else {
+            rng.random_range(0..4)
+        };
+        *msn = msn.wrapping_add(1);
+        let m = if rng.random_bool(0.8) {
+            *msn
+        } else {
+            rng.random()
+        };
+        let mo: u32 = if rng.random_bool(0.8) {
+            0
+        } else {
+            rng.random_range(0..70_000)
+        };
+        h.extend_from_slice(&rng.random::<u32>().to_be_bytes());
+        h.extend_from_slice(&queue.to_be_bytes());
+        h.extend_from_slice(&m.to_be_bytes());
+        h.extend_from_slice(&mo.to_be_bytes());
+    }
+    let len: usize = match rng.random_range(0..4) {
+        0 => 0,
+        1 => 16,
+        2 => rng.random_range(0..64),
+        _ => rng.random_range(0..1400),
+    };
+    let mut payload = vec![0u8; len];
+    rng.fill_bytes(&mut payload);
+    h.extend_from_slice(&payload);
+    h
+}
+
+/// One hostile peer on a fresh TCP connection to `port`.
+fn attack(rng: &mut TestRng, port: u16) {
+    let Ok(mut t) = TcpStream::connect(("127.0.0.1", port)) else {
+        return;
+    };
+    let _ = t.set_read_timeout(Some(Duration::from_millis(300)));
+    let _ = t.set_write_timeout(Some(Duration::from_millis(500)));
+    let _ = t.set_nodelay(true);
+    match rng.random_range(0..10) {
+        // Connect and go.
+        0 => {}
+        // Garbage instead of a Request.
+        1 | 2 => {
+            let mut g = vec![0u8; rng.random_range(1..600)];
+            rng.fill_bytes(&mut g);
+            let _ = t.write_all(&g);
+        }
+        // A Request with random damage, or cut short.
+        3..=5 => {
+            let crc = rng.random_bool(0.5);
+            let mut r = mpa_request(rng, crc);
+            for _ in 0..rng.random_range(1..4) {
+                let i = rng.random_range(0..r.len());
+                r[i] = rng.random();
+            }
+            if rng.random_bool(0.3) {
+                r.truncate(rng.random_range(1..r.len()));
+            }
+            let _ = t.write_all(&r);
+            let mut buf = [0u8; 64];
+            let _ = t.read(&mut buf);
+        }
+        // A valid handshake, then random FPDUs.
+        _ => {
+            let crc = rng.random_bool(0.5);
+            if t.write_all(&mpa_request(rng, crc)).is_err() {
+                return;
+            }
+            let mut reply = [0u8; 20];
+            if t.read_exact(&mut reply).is_err() || reply[16] & 0x20 != 0 {
+                return;
+            }
+            let mut pd = vec![0u8; usize::from(u16::from_be_bytes([reply[18], reply[19]]))];
+            if t.read_exact(&mut pd).is_err() {
+                return;
+            }
+            let mut enc = FpduEncoder::new(TxConfig {
+                crc: reply[16] & 0x40 != 0,
+                markers: false,
+            });
+            let mut msn = 0;
+            let mut out = Vec::new();
+            for _ in 0..rng.random_range(1..12) {
+                let seg = ddp_segment(rng, &mut msn);
+                let at = out.len();
+                if enc.encode(&[&seg], &mut out).is_err() {
+                    continue;
+                }
+                if rng.random_bool(0.15) {
+                    let i = rng.random_range(at..out.len());
+                    out[i] ^= 1 << rng.random_range(0..8);
+                }
+            }
+            let _ = t.write_all(&out);
+            let mut sink = [0u8; 4096];
+            let _ = t.read(&mut sink);
+        }
+    }
+}
+
+/// Attacks the server for the soak time from two peers at once; the server must be up
+/// all along.
+fn soak(server: &mut Server, tool: &str) {
+    let seed = seed_for(tool);
+    let until = Instant::now() + soak_time();
+    let port = server.port;
+    let peers: Vec<_> = (0..2u8)
+        .map(|k| {
+            std::thread::spawn(move || {
+                let mut s = [0u8; 32];
+                s[..8].copy_from_slice(&seed.to_le_bytes());
+                s[8] = k;
+                let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &s);
+                let mut n = 0u64;
+                while Instant::now() < until {
+                    attack(&mut rng, port);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut attacks = 0;
+    for p in peers {
+        attacks += p.join().expect("hostile peer");
+    }
+    assert!(attacks > 0);
+    // The soak step of .ci/run shows how hard each server was pushed.
+    eprintln!(
+        "{tool}: {attacks} hostile peers in {:?} (seed {seed})",
+        soak_time()
+    );
+    assert!(
+        server.alive(),
+        "{tool} died under {attacks} hostile peers (seed {seed})"
+    );
+}
+
+fn rping_port(line: &str) -> Option<u16> {
+    line.strip_prefix("rping: listening on ")
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+}
+
+fn perf_port(line: &str) -> Option<u16> {
+    line.trim()
+        .strip_prefix("Waiting for client to connect on port ")
+        .and_then(|p| p.parse().ok())
+}
+
+/// rping's persistent server under hostile peers, then two good clients at once with -V.
+#[test]
+fn rping_persistent_server_survives_a_hostile_soak() {
+    let mut srv = Server::start(
+        &[
+            "rping",
+            "-s",
+            "-P",
+            "-a",
+            "127.0.0.1",
+            "-p",
+            "0",
+            "-d",
+            "--timeout",
+            "5",
+        ],
+        rping_port,
+    );
+    soak(&mut srv, "rping");
+    // Two good clients at once: each connection is served on its own.
+    let port = srv.port.to_string();
+    let good_args = [
+        "rping",
+        "-c",
+        "-a",
+        "127.0.0.1",
+        "--timeout",
+        "20",
+        "-C",
+        "5",
+        "-V",
+    ];
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let port = port.clone();
+            std::thread::spawn(move || {
+                bin()
+                    .args(good_args)
+                    .args(["-p", &port])
+                    .output()
+                    .expect("client")
+            })
+        })
+        .collect();
+    let outs: Vec<_> = clients
+        .into_iter()
+        .map(|c| c.join().expect("client"))
+        .collect();
+    let alive = srv.alive();
+    let out = srv.output();
+    if std::env::var_os("SOFTRNIC_SOAK_SHOW").is_some() {
+        eprintln!("{out}");
+    }
+    for good in outs {
+        assert!(
+            good.status.success(),
+            "good client after the soak: {}\nserver:\n{out}",
+            String::from_utf8_lossy(&good.stderr)
+        );
+    }
+    assert!(alive, "the persistent server went on listening:\n{out}");
+}
+
+/// Each perftest-style server under hostile peers, then a good client of the same tool.
+#[test]
+fn perf_servers_survive_a_hostile_soak() {
+    for tool in [
+        "write-bw",
+        "write-lat",
+        "read-bw",
+        "read-lat",
+        "send-bw",
+        "send-lat",
+    ] {
+        let args = ["-s", "4096", "-n", "20"];
+        let mut cmd = vec![tool, "-p", "0"];
+        cmd.extend_from_slice(&args);
+        let mut srv = Server::start(&cmd, perf_port);
+        soak(&mut srv, tool);
+        let good = bin()
+            .args([tool, "127.0.0.1", "-p", &srv.port.to_string()])
+            .args(args)
+            .output()
+            .expect("client");
+        let status = srv.child.wait().expect("server");
+        let out = srv.out.join().unwrap_or_default();
+        assert!(
+            good.status.success(),
+            "{tool}: good client after the soak: {}\nserver:\n{out}",
+            String::from_utf8_lossy(&good.stderr)
+        );
+        assert!(status.success(), "{tool} server: {status}\n{out}");
+    }
+}
