@@ -82,6 +82,7 @@ pub mod fuzz;
 pub mod llp;
 pub mod mem;
 pub mod rnic;
+mod shared;
 mod transport;
 pub mod wr;
 

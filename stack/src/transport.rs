@@ -4,13 +4,17 @@
 //! services QPs whose doorbell rang (transmit), waits for socket readiness (edge
 //! triggered), reads and writes what is ready, fires due timers, and turns engine events
 //! into RNIC [`Event`]s. The sockets are non-blocking with `TCP_NODELAY` set.
+//!
+//! The application side ([`crate::rnic`]) reaches the core through [`Shared`]: it queues
+//! [`Cmd`]s, rings the doorbell and reads the events the core publishes. The types both
+//! sides name (events, errors, per-QP state) live in the shared module below them both.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
-use std::os::fd::AsFd;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
@@ -22,12 +26,15 @@ use smoltcp::socket::tcp;
 use crate::device::{self, DevSock, SharedDev};
 
 use crate::engine::{CloseReason, QpConfig, QpEngine, QpEvent, QpState, Setup};
-use crate::rnic::{
-    CmError, Cmd, ConnReqId, ConnStatus, ConnectRequest, Event, ListenerId, QpShared, Shared, Slot,
-    setup_event,
+use crate::mem::MemTable;
+use crate::shared::{
+    CmError, ConnReqId, ConnStatus, ConnectRequest, Event, ListenerId, ProgressMode, QpShared,
+    RnicConfig, RnicError, Slot, setup_event,
 };
 
 pub(crate) mod sctp;
+
+use sctp::{SctpConnect, SctpListen};
 
 /// Token of the eventfd waker.
 pub(crate) const WAKER: Token = Token(0);
@@ -1510,6 +1517,165 @@ fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>)
                     tracing::info!(qp = id.0, ?reason, "disconnected");
                     shared.publish(Event::Disconnected { qp: id, reason });
                 }
+            }
+        }
+    }
+}
+
+/// Requests from the application to the progress core.
+#[derive(Debug)]
+pub(crate) enum Cmd {
+    Listen(ListenerId, std::net::TcpListener),
+    CloseListener(ListenerId),
+    Connect(Arc<QpShared>, SocketAddr, mpa::Config),
+    Accept(ConnReqId, Arc<QpShared>, mpa::Config),
+    Reject(ConnReqId, Vec<u8>),
+    Adopt(Arc<QpShared>, std::net::TcpStream, Setup),
+    Disconnect(Arc<QpShared>),
+    Destroy(Arc<QpShared>),
+    /// Answer the inode of the QP's TCP socket (`None`: no active connection).
+    SocketInode(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),
+    /// Listen for SCTP associations on an opened endpoint.
+    ListenSctp(ListenerId, Box<SctpListen>),
+    /// Connect over SCTP from an opened endpoint.
+    ConnectSctp(Arc<QpShared>, Box<SctpConnect>, mpa::Config),
+    /// Answer the octets not yet acknowledged on the QP's connection in softrnic's own
+    /// stacks: its SCTP association or its TCP connection on a device (`None`: no such
+    /// connection; kernel sockets are asked through `SocketInode`).
+    StackUnacked(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),
+    /// Listen on a device's TCP port.
+    ListenDev(ListenerId, crate::device::SharedDev, u16),
+    /// Connect over a device's TCP to the peer, from a local address of the device.
+    ConnectDev(
+        Arc<QpShared>,
+        crate::device::SharedDev,
+        std::net::SocketAddrV4,
+        Option<std::net::Ipv4Addr>,
+        mpa::Config,
+    ),
+}
+
+/// State shared by the application threads and the progress core.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) cfg: RnicConfig,
+    pub(crate) mem: Arc<MemTable>,
+    pub(crate) cmds: Mutex<VecDeque<Cmd>>,
+    /// Something to do: commands queued or send work posted.
+    pub(crate) rung: AtomicBool,
+    /// The progress thread is (about to be) asleep in `epoll_wait`.
+    pub(crate) sleeping: AtomicBool,
+    pub(crate) stop: AtomicBool,
+    pub(crate) waker: mio::Waker,
+    pub(crate) events: Mutex<VecDeque<Event>>,
+    pub(crate) events_cv: Condvar,
+    /// Readable while `events` is not empty ([`crate::Rnic::event_fd`]).
+    pub(crate) event_fd: OwnedFd,
+    /// Connection requests reported and not yet accepted or rejected.
+    pub(crate) pending: Mutex<HashSet<ConnReqId>>,
+    pub(crate) qps: Mutex<Vec<Arc<QpShared>>>,
+    pub(crate) core: Mutex<Option<Core>>,
+    /// Raw-Ethernet devices with softrnic's TCP/IP, by name.
+    pub(crate) devs: Mutex<HashMap<String, crate::device::SharedDev>>,
+    pub(crate) next_qp: AtomicU32,
+    pub(crate) next_listener: AtomicU32,
+    pub(crate) next_req: AtomicU64,
+}
+
+impl Shared {
+    /// Rings the doorbell: the core has work; wake the thread if it sleeps.
+    pub(crate) fn ring(&self) {
+        self.rung.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    pub(crate) fn command(&self, cmd: Cmd) {
+        self.cmds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push_back(cmd);
+        self.ring();
+    }
+
+    pub(crate) fn publish(&self, ev: Event) {
+        let mut q = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        q.push_back(ev);
+        // Under the queue lock, so the eventfd's readiness always matches the queue. A
+        // failed write only means the counter is already (very) readable.
+        let _ = rustix::io::write(&self.event_fd, &1u64.to_ne_bytes());
+        drop(q);
+        self.events_cv.notify_all();
+    }
+
+    /// Called with the queue locked after taking events out: an emptied queue makes the
+    /// eventfd unreadable again.
+    pub(crate) fn events_taken(&self, q: &VecDeque<Event>) {
+        if q.is_empty() {
+            let mut b = [0u8; 8];
+            // EAGAIN (already unreadable) is fine.
+            let _ = rustix::io::read(&self.event_fd, &mut b);
+        }
+    }
+
+    pub(crate) fn manual(&self) -> bool {
+        self.cfg.progress == ProgressMode::Manual
+    }
+
+    /// Runs one pass of the core (manual mode), waiting at most `timeout`.
+    pub(crate) fn advance(&self, timeout: Duration) -> Result<usize, RnicError> {
+        let mut g = self.core.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(core) = g.as_mut() else {
+            return Err(RnicError::Closed);
+        };
+        if timeout.is_zero() {
+            return Ok(core.turn(self, Some(timeout))?);
+        }
+        // A post from another thread while this one waits in epoll wakes it.
+        self.sleeping.store(true, Ordering::SeqCst);
+        let r = core.turn(self, Some(timeout));
+        self.sleeping.store(false, Ordering::SeqCst);
+        Ok(r?)
+    }
+
+    /// Manual mode: after a post, transmit at once if no other thread is in the core.
+    pub(crate) fn post_kick(&self) {
+        if self.manual()
+            && let Ok(mut g) = self.core.try_lock()
+            && let Some(core) = g.as_mut()
+        {
+            core.kick(self);
+        }
+    }
+
+    /// Waits until `done` returns `Some`, driving progress in manual mode; `wait` blocks
+    /// for a wake-up in thread mode.
+    pub(crate) fn wait_for<T>(
+        &self,
+        timeout: Duration,
+        mut done: impl FnMut() -> Option<T>,
+        mut wait: impl FnMut(Duration),
+    ) -> Result<T, RnicError> {
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if let Some(v) = done() {
+                return Ok(v);
+            }
+            if self.stop.load(Ordering::SeqCst) {
+                return Err(RnicError::Closed);
+            }
+            let left = deadline.map_or(Duration::from_secs(3600), |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                return Err(RnicError::Timeout);
+            }
+            let step = left.min(Duration::from_millis(20));
+            if self.manual() {
+                self.advance(step)?;
+            } else {
+                wait(step);
             }
         }
     }

@@ -29,14 +29,15 @@ use sctp::{AssocId, Endpoint, EndpointConfig, Message, State};
 use sctp_io::driver::{PacketIo, engine_addr};
 use sctp_io::net::Transport;
 
+use super::Shared;
 use super::{Conn, Core, fail_connect};
 use crate::addr::{SctpAddr, SctpEncap, route_source};
 use crate::device::{self, SharedDev};
 use crate::engine::{CloseReason, QpEngine, Setup};
 use crate::llp::sctp::SctpConfig;
-use crate::rnic::{
+use crate::shared::{
     CmError, ConnReqId, ConnStatus, ConnectRequest, Event, ListenerId, PathChange, QpShared,
-    RnicConfig, SctpRequest, Shared,
+    RnicConfig, SctpRequest,
 };
 
 /// How long a new association may take to deliver its Session Initiate.
