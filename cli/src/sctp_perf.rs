@@ -615,54 +615,148 @@ const MAX_MTU: usize = 65_535;
 
 /// Runs the tool; returns the exit status.
 pub fn run(a: &SctpPerfArgs) -> ExitCode {
-    let usage = |m: &str| {
+    if let Err(m) = check_args(a) {
         eprintln!("softrnic sctp-perf: {m}");
-        ExitCode::from(2)
+        return ExitCode::from(2);
+    }
+    let mut out = std::io::stdout();
+    let t_start = Instant::now();
+    let sock = match open_socket(a, &mut out) {
+        Ok(s) => Arc::new(s),
+        Err(OpenError::Usage(m)) => {
+            eprintln!("softrnic sctp-perf: {m}");
+            return ExitCode::from(2);
+        }
+        Err(OpenError::Failed(m)) => {
+            eprintln!("softrnic sctp-perf: {m}");
+            return ExitCode::from(1);
+        }
     };
+    let (params, early) = match agree_params(a, &sock, &mut out) {
+        Ok(p) => p,
+        Err(m) => {
+            report(&m);
+            return ExitCode::from(1);
+        }
+    };
+    let dirs = Directions::of(a.server, &params);
+    let (os, _) = sock.streams();
+    if dirs.sends && os < params.streams {
+        report(&format!(
+            "only {os} outbound streams negotiated, {} requested",
+            params.streams
+        ));
+        sock.abort();
+        return ExitCode::from(1);
+    }
+    print_test(a.server, &sock, &params, &mut out);
+    let sh = Arc::new(Shared {
+        rx_bytes: AtomicU64::new(0),
+        rx_msgs: AtomicU64::new(0),
+        tx_bytes: AtomicU64::new(0),
+        tx_msgs: AtomicU64::new(0),
+        tx_done: AtomicBool::new(false),
+        rx: Mutex::new(RxState::default()),
+        failed: AtomicBool::new(false),
+    });
+    let rx_thread = {
+        let (sock, sh) = (sock.clone(), sh.clone());
+        let (v, u, l) = (params.verify, params.unordered, params.len as usize);
+        let plain = params.plain;
+        thread::spawn(move || rx_loop(&sock, &sh, early, plain, v, u, l))
+    };
+    let tx_thread = dirs.sends.then(|| {
+        let (sock, sh) = (sock.clone(), sh.clone());
+        thread::spawn(move || tx_loop(&sock, &sh, params))
+    });
+    if !dirs.sends {
+        sh.tx_done.store(true, Ordering::Relaxed);
+    }
+    let t0 = Instant::now();
+    watch(a, &sock, &sh, &params, dirs, t0, &mut out);
+    let elapsed = t0.elapsed().as_secs_f64();
+    if let Some(t) = tx_thread {
+        let _ = t.join();
+    }
+    if !a.server {
+        // The client ends the association once it has everything.
+        sock.shutdown();
+    }
+    let closed = sock.wait_closed(Some(Duration::from_secs(10)));
+    while let Some(n) = sock.poll_notification() {
+        let _ = writeln!(out, "{n}  (at {:.2} s)", t0.elapsed().as_secs_f64());
+    }
+    let _ = rx_thread.join();
+    let mut ok = !sh.failed.load(Ordering::Relaxed);
+    if let Err(e) = &closed {
+        let _ = writeln!(
+            out,
+            "error: the association did not shut down gracefully: {e}"
+        );
+        ok = false;
+    }
+    ok &= summary(&sh, &params, dirs, elapsed, &mut out);
+    print_association(&sock, t_start, &mut out);
+    let _ = writeln!(out, "{}", if ok { "result: OK" } else { "result: FAILED" });
+    let _ = out.flush();
+    ExitCode::from(if ok { 0 } else { 1 })
+}
+
+/// The option values `run` refuses (exit 2), in words.
+fn check_args(a: &SctpPerfArgs) -> Result<(), &'static str> {
     if a.streams == 0 || a.streams > 1024 {
-        return usage("--streams must be 1 to 1024");
+        return Err("--streams must be 1 to 1024");
     }
     if a.len == 0 || a.len > 1 << 20 {
-        return usage("-l must be 1 byte to 1 MiB");
+        return Err("-l must be 1 byte to 1 MiB");
     }
     if a.verify && a.len < HDR {
-        return usage("--verify needs -l of at least 12 (the sequence header)");
+        return Err("--verify needs -l of at least 12 (the sequence header)");
     }
     if (!a.time.is_finite() || a.time <= 0.0 || a.time > MAX_SECS) && a.bytes.is_none() {
-        return usage("-t must be more than 0 and at most 31536000 seconds (a year)");
+        return Err("-t must be more than 0 and at most 31536000 seconds (a year)");
     }
     if !a.interval.is_finite() || a.interval < 0.0 || a.interval > MAX_SECS {
-        return usage("-i must be between 0 (no interval reports) and 31536000 seconds");
+        return Err("-i must be between 0 (no interval reports) and 31536000 seconds");
     }
     if !a.connect_timeout.is_finite() || a.connect_timeout <= 0.0 || a.connect_timeout > MAX_SECS {
-        return usage("--connect-timeout must be more than 0 and at most 31536000 seconds");
+        return Err("--connect-timeout must be more than 0 and at most 31536000 seconds");
     }
     if !(MIN_MTU..=MAX_MTU).contains(&a.mtu) {
-        return usage(
+        return Err(
             "--mtu must be 576-65535: an IPv4 host must take 576-byte packets (RFC 791), and \
              SCTP needs room for the IP, UDP, common and DATA chunk headers (RFC 9260 §3); no \
              IP packet is larger than 65535",
         );
     }
     if a.rto_min == 0 || a.rto_initial < a.rto_min || a.rto_max < a.rto_initial {
-        return usage(
+        return Err(
             "RTO values must satisfy 1 <= --rto-min <= --rto-initial <= --rto-max (milliseconds)",
         );
     }
-    let server = a.server;
+    Ok(())
+}
+
+/// Why the association could not be set up: a usage error (exit 2) or a failure (exit 1).
+enum OpenError {
+    Usage(String),
+    Failed(String),
+}
+
+/// The association: accepted (server, after saying where it listens) or connected.
+fn open_socket(a: &SctpPerfArgs, out: &mut dyn Write) -> Result<SctpSocket, OpenError> {
     let locals = if a.bind.is_empty() {
         default_local(a.client.first().copied())
     } else {
         a.bind.clone()
     };
     if locals.iter().any(|ip| ip.is_unspecified()) {
-        return usage("-B needs concrete addresses (SCTP announces each one to the peer)");
+        return Err(OpenError::Usage(
+            "-B needs concrete addresses (SCTP announces each one to the peer)".into(),
+        ));
     }
-    let cfg_streams = if server { 1024 } else { a.streams.max(1) };
-    let assoc = match assoc_config(a, cfg_streams) {
-        Ok(c) => c,
-        Err(e) => return usage(&e),
-    };
+    let cfg_streams = if a.server { 1024 } else { a.streams.max(1) };
+    let assoc = assoc_config(a, cfg_streams).map_err(OpenError::Usage)?;
     let transport = |local_port: u16| {
         if a.udp_encap {
             Transport::Udp {
@@ -673,22 +767,15 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
             Transport::RawIpv4
         }
     };
-    let mut out = std::io::stdout();
-    let t_start = Instant::now();
-    let sock = if server {
+    let failed = |e: Error| OpenError::Failed(e.to_string());
+    if a.server {
         let mut cfg = Config::new(
             transport(a.udp_local_port.unwrap_or(a.udp_port)),
             locals.clone(),
             a.port,
         );
         cfg.association = assoc;
-        let s = match SctpSocket::listen(cfg) {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("softrnic sctp-perf: {e}");
-                return ExitCode::from(1);
-            }
-        };
+        let s = SctpSocket::listen(cfg).map_err(failed)?;
         let _ = writeln!(
             out,
             "Server listening on SCTP port {} at {} over {}",
@@ -697,94 +784,44 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
             s.transport_description()
         );
         let _ = out.flush();
-        if let Err(e) = s.accept(None) {
-            eprintln!("softrnic sctp-perf: {e}");
-            return ExitCode::from(1);
-        }
-        s
-    } else {
-        let timeout = Some(Duration::from_secs_f64(a.connect_timeout.max(0.1)));
-        let mk = |port: u16| {
-            let mut cfg = Config::new(transport(port), locals.clone(), 0);
-            cfg.association = assoc.clone();
-            cfg
-        };
-        let first = match a.udp_local_port {
-            Some(p) => SctpSocket::connect(mk(p), &a.client, a.port, timeout),
-            None => match SctpSocket::connect(mk(a.udp_port), &a.client, a.port, timeout) {
-                Err(Error::Io(e)) if a.udp_encap && e.kind() == std::io::ErrorKind::AddrInUse => {
-                    // Server on the same host: use an ephemeral local UDP port.
-                    SctpSocket::connect(mk(0), &a.client, a.port, timeout)
-                }
-                r => r,
-            },
-        };
-        match first {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!(
-                    "softrnic sctp-perf: cannot connect to {} port {}: {e}",
-                    join(&a.client),
-                    a.port
-                );
-                return ExitCode::from(1);
-            }
-        }
+        s.accept(None).map_err(failed)?;
+        return Ok(s);
+    }
+    let timeout = Some(Duration::from_secs_f64(a.connect_timeout.max(0.1)));
+    let mk = |port: u16| {
+        let mut cfg = Config::new(transport(port), locals.clone(), 0);
+        cfg.association = assoc.clone();
+        cfg
     };
-    let sh = Arc::new(Shared {
-        rx_bytes: AtomicU64::new(0),
-        rx_msgs: AtomicU64::new(0),
-        tx_bytes: AtomicU64::new(0),
-        tx_msgs: AtomicU64::new(0),
-        tx_done: AtomicBool::new(false),
-        rx: Mutex::new(RxState::default()),
-        failed: AtomicBool::new(false),
-    });
-    let sock = Arc::new(sock);
-
-    // The client announces the test; the server learns it from the first message.
-    // Data on other streams can overtake the PARAMS message (a retransmitted first
-    // chunk); such messages are kept and counted once the parameters are known.
-    let mut early = Vec::new();
-    let params = if server {
-        loop {
-            match sock.recv(Some(Duration::from_secs(30))) {
-                Ok(m) if m.ppid == PPID_CONTROL => match Params::decode(&m.data) {
-                    Some(p) => break p,
-                    None => {
-                        report("the client's PARAMS message is malformed");
-                        sock.abort();
-                        return ExitCode::from(1);
-                    }
-                },
-                // Only data on another stream (or unordered) can overtake the PARAMS sent
-                // first on stream 0; ordered data on stream 0 means a peer without it.
-                Ok(m)
-                    if m.ppid == PPID_DATA
-                        && (m.stream != 0 || m.unordered)
-                        && early.len() < 100_000 =>
-                {
-                    early.push(m)
-                }
-                Err(Error::Closed) if !early.is_empty() => break plain_params(),
-                Ok(m) => {
-                    let _ = writeln!(
-                        out,
-                        "The peer is not sctp-perf (first message: PPID {}, {} bytes): counting \
-                         everything it sends until it ends the association",
-                        m.ppid,
-                        m.data.len()
-                    );
-                    early.push(m);
-                    break plain_params();
-                }
-                Err(e) => {
-                    report(&format!("no test parameters from the client: {e}"));
-                    return ExitCode::from(1);
-                }
+    let first = match a.udp_local_port {
+        Some(p) => SctpSocket::connect(mk(p), &a.client, a.port, timeout),
+        None => match SctpSocket::connect(mk(a.udp_port), &a.client, a.port, timeout) {
+            Err(Error::Io(e)) if a.udp_encap && e.kind() == std::io::ErrorKind::AddrInUse => {
+                // Server on the same host: use an ephemeral local UDP port.
+                SctpSocket::connect(mk(0), &a.client, a.port, timeout)
             }
-        }
-    } else {
+            r => r,
+        },
+    };
+    first.map_err(|e| {
+        OpenError::Failed(format!(
+            "cannot connect to {} port {}: {e}",
+            join(&a.client),
+            a.port
+        ))
+    })
+}
+
+/// The test's parameters: the client announces them; the server learns them from the first
+/// message. Data on other streams can overtake the PARAMS message (a retransmitted first
+/// chunk); such messages are returned to be counted once the parameters are known.
+fn agree_params(
+    a: &SctpPerfArgs,
+    sock: &SctpSocket,
+    out: &mut dyn Write,
+) -> Result<(Params, Vec<sctp_io::Message>), String> {
+    let mut early = Vec::new();
+    if !a.server {
         let p = Params {
             plain: a.plain,
             verify: a.verify,
@@ -796,33 +833,77 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
             bytes: a.bytes.unwrap_or(0),
             duration_ms: (a.time * 1000.0) as u64,
         };
-        if !p.plain
-            && let Err(e) = sock.send(0, PPID_CONTROL, false, &p.encode())
-        {
-            report(&format!("cannot send the test parameters: {e}"));
-            return ExitCode::from(1);
+        if !p.plain {
+            sock.send(0, PPID_CONTROL, false, &p.encode())
+                .map_err(|e| format!("cannot send the test parameters: {e}"))?;
         }
-        p
-    };
-    let (os, _) = sock.streams();
-    let sends = if server {
-        params.reverse || params.bidir
-    } else {
-        !params.reverse || params.bidir
-    };
-    let receives = if server {
-        !params.reverse || params.bidir
-    } else {
-        params.reverse || params.bidir
-    };
-    if sends && os < params.streams {
-        report(&format!(
-            "only {os} outbound streams negotiated, {} requested",
-            params.streams
-        ));
-        sock.abort();
-        return ExitCode::from(1);
+        return Ok((p, early));
     }
+    loop {
+        match sock.recv(Some(Duration::from_secs(30))) {
+            Ok(m) if m.ppid == PPID_CONTROL => {
+                return match Params::decode(&m.data) {
+                    Some(p) => Ok((p, early)),
+                    None => {
+                        sock.abort();
+                        Err("the client's PARAMS message is malformed".into())
+                    }
+                };
+            }
+            // Only data on another stream (or unordered) can overtake the PARAMS sent
+            // first on stream 0; ordered data on stream 0 means a peer without it.
+            Ok(m)
+                if m.ppid == PPID_DATA
+                    && (m.stream != 0 || m.unordered)
+                    && early.len() < 100_000 =>
+            {
+                early.push(m)
+            }
+            Err(Error::Closed) if !early.is_empty() => return Ok((plain_params(), early)),
+            Ok(m) => {
+                let _ = writeln!(
+                    out,
+                    "The peer is not sctp-perf (first message: PPID {}, {} bytes): counting \
+                     everything it sends until it ends the association",
+                    m.ppid,
+                    m.data.len()
+                );
+                early.push(m);
+                return Ok((plain_params(), early));
+            }
+            Err(e) => return Err(format!("no test parameters from the client: {e}")),
+        }
+    }
+}
+
+/// Which way data flows for this side, and the report IDs: `[  1]` is client -> server
+/// data, `[  2]` server -> client.
+#[derive(Clone, Copy)]
+struct Directions {
+    sends: bool,
+    receives: bool,
+    tx_id: u8,
+    rx_id: u8,
+}
+
+impl Directions {
+    fn of(server: bool, p: &Params) -> Directions {
+        let (sends, receives) = if server {
+            (p.reverse || p.bidir, !p.reverse || p.bidir)
+        } else {
+            (!p.reverse || p.bidir, p.reverse || p.bidir)
+        };
+        Directions {
+            sends,
+            receives,
+            tx_id: if server { 2 } else { 1 },
+            rx_id: if server { 1 } else { 2 },
+        }
+    }
+}
+
+/// The connection line, what the test does and the interval table's header.
+fn print_test(server: bool, sock: &SctpSocket, params: &Params, out: &mut dyn Write) {
     let _ = writeln!(
         out,
         "{}: local {} SCTP port {} <-> remote {} SCTP port {}, {}",
@@ -864,25 +945,19 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
     }
     let _ = writeln!(out, "[ ID] Interval           Transfer     Bitrate");
     let _ = out.flush();
+}
 
-    // [  1]: client -> server data; [  2]: server -> client.
-    let tx_id = if server { 2 } else { 1 };
-    let rx_id = if server { 1 } else { 2 };
-    let rx_thread = {
-        let (sock, sh) = (sock.clone(), sh.clone());
-        let (v, u, l) = (params.verify, params.unordered, params.len as usize);
-        let plain = params.plain;
-        thread::spawn(move || rx_loop(&sock, &sh, early, plain, v, u, l))
-    };
-    let tx_thread = sends.then(|| {
-        let (sock, sh) = (sock.clone(), sh.clone());
-        thread::spawn(move || tx_loop(&sock, &sh, params))
-    });
-    if !sends {
-        sh.tx_done.store(true, Ordering::Relaxed);
-    }
-
-    let t0 = Instant::now();
+/// Prints notifications and interval reports until the transfer is over (both directions
+/// done and reported) or the association ended early or failed.
+fn watch(
+    a: &SctpPerfArgs,
+    sock: &SctpSocket,
+    sh: &Shared,
+    params: &Params,
+    d: Directions,
+    t0: Instant,
+    out: &mut dyn Write,
+) {
     let interval = (a.interval > 0.0).then(|| Duration::from_secs_f64(a.interval));
     let mut next_tick = interval.map(|i| t0 + i);
     let mut last = (0u64, 0u64, t0);
@@ -904,67 +979,44 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
             let from = last.2.duration_since(t0).as_secs_f64();
             let to = now.duration_since(t0).as_secs_f64();
             let dt = now.duration_since(last.2).as_secs_f64();
-            if sends {
-                let b = (tx - last.0) as f64;
-                let _ = writeln!(
-                    out,
-                    "[{tx_id:>3}] {from:>6.2}-{to:<6.2} sec  {:>12}  {:>16}",
-                    fmt_bytes(b),
-                    fmt_rate(b, dt)
-                );
-            }
-            if receives {
-                let b = (rx - last.1) as f64;
-                let _ = writeln!(
-                    out,
-                    "[{rx_id:>3}] {from:>6.2}-{to:<6.2} sec  {:>12}  {:>16}",
-                    fmt_bytes(b),
-                    fmt_rate(b, dt)
-                );
+            for (on, id, b) in [
+                (d.sends, d.tx_id, (tx - last.0) as f64),
+                (d.receives, d.rx_id, (rx - last.1) as f64),
+            ] {
+                if on {
+                    let _ = writeln!(
+                        out,
+                        "[{id:>3}] {from:>6.2}-{to:<6.2} sec  {:>12}  {:>16}",
+                        fmt_bytes(b),
+                        fmt_rate(b, dt)
+                    );
+                }
             }
             let _ = out.flush();
             last = (tx, rx, now);
             next_tick = Some(tick + iv);
         }
         let st = sh.rx.lock().unwrap_or_else(|p| p.into_inner());
-        let tx_ok = !sends
+        let tx_ok = !d.sends
             || (sh.tx_done.load(Ordering::Relaxed) && (params.plain || st.peer_report.is_some()));
         // A plain peer's data ends only with the association.
-        let rx_ok = !receives || (st.done && !params.plain);
+        let rx_ok = !d.receives || (st.done && !params.plain);
         drop(st);
         if (tx_ok && rx_ok) || closed_early || sh.failed.load(Ordering::Relaxed) {
-            break;
+            return;
         }
     }
-    let elapsed = t0.elapsed().as_secs_f64();
-    if let Some(t) = tx_thread {
-        let _ = t.join();
-    }
-    let closed = if server {
-        // The client ends the association once it has everything.
-        sock.wait_closed(Some(Duration::from_secs(10)))
-    } else {
-        sock.shutdown();
-        sock.wait_closed(Some(Duration::from_secs(10)))
-    };
-    while let Some(n) = sock.poll_notification() {
-        let _ = writeln!(out, "{n}  (at {:.2} s)", t0.elapsed().as_secs_f64());
-    }
-    let _ = rx_thread.join();
+}
 
-    // Summary.
+/// The sender and receiver lines and the checks behind them; `false` if anything was
+/// lost, damaged or unreported.
+fn summary(sh: &Shared, params: &Params, d: Directions, elapsed: f64, out: &mut dyn Write) -> bool {
     let st = sh.rx.lock().unwrap_or_else(|p| p.into_inner());
-    let mut ok = !sh.failed.load(Ordering::Relaxed);
-    if let Err(e) = &closed {
-        let _ = writeln!(
-            out,
-            "error: the association did not shut down gracefully: {e}"
-        );
-        ok = false;
-    }
+    let mut ok = true;
     let _ = writeln!(out, "- - - - - - - - - - - - - - - - - - - - - - - - -");
     let _ = writeln!(out, "[ ID] Interval           Transfer     Bitrate");
-    if sends {
+    let tx_id = d.tx_id;
+    if d.sends {
         let b = sh.tx_bytes.load(Ordering::Relaxed) as f64;
         let _ = writeln!(
             out,
@@ -992,7 +1044,8 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
             }
         }
     }
-    if receives {
+    if d.receives {
+        let rx_id = d.rx_id;
         let b = sh.rx_bytes.load(Ordering::Relaxed) as f64;
         let _ = writeln!(
             out,
@@ -1036,7 +1089,11 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
             ok = false;
         }
     }
-    drop(st);
+    ok
+}
+
+/// The association's counters and a table of its paths.
+fn print_association(sock: &SctpSocket, t_start: Instant, out: &mut dyn Write) {
     let stats = sock.stats();
     let _ = writeln!(
         out,
@@ -1081,9 +1138,6 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
             p.cwnd
         );
     }
-    let _ = writeln!(out, "{}", if ok { "result: OK" } else { "result: FAILED" });
-    let _ = out.flush();
-    ExitCode::from(if ok { 0 } else { 1 })
 }
 
 fn join(a: &[IpAddr]) -> String {
