@@ -1054,61 +1054,9 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     let plan = Plan::new(test, a)?;
     let rnic = Rnic::open(rnic_config(a))?;
     let manual = a.manual_progress;
-    let mut comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
-    let comm_cfg = cm_config(a, &plan, false);
-    let test_cfg = cm_config(a, &plan, true);
 
     // 1. The control connection and its exchange.
-    let (listener, peer, cycle) = match &a.server {
-        Some(host) => {
-            let to = a
-                .mpa
-                .connect_addr(host, a.port, |h, p| {
-                    resolve(h, p).map_err(|e| e.to_string())
-                })
-                .map_err(PerfError::Usage)?;
-            rnic.connect_to_blocking(&comm.qp, &to, comm_cfg, TIMEOUT)?;
-            let cycle = control_exchange(&rnic, &comm)?;
-            (None, to, cycle)
-        }
-        None => {
-            let l = rnic.listen_on(&a.mpa.listen_addr(a.port))?;
-            writeln!(
-                out,
-                " Waiting for client to connect on port {}",
-                l.local_addr.port()
-            )?;
-            writeln!(out, "\n************************************")?;
-            writeln!(out, "* Waiting for client to connect... *")?;
-            writeln!(out, "************************************")?;
-            out.flush()?;
-            // A control connection whose setup or exchange fails (a malformed or refused
-            // MPA Request, answered with a Reject by the RNIC; a peer that went away or sent
-            // what is not perftest's exchange) does not end the server: it says so and waits
-            // for the next.
-            let (peer, cycle) = loop {
-                let req = rnic.wait_request(&l, CTRL_WAIT)?;
-                let up = rnic
-                    .accept(req.id, &comm.qp, comm_cfg.clone())
-                    .and_then(|()| rnic.wait_established(&comm.qp, TIMEOUT).map(|_| ()))
-                    .map_err(PerfError::from)
-                    .and_then(|()| control_exchange(&rnic, &comm));
-                match up {
-                    Ok(cycle) => break (req.peer, cycle),
-                    Err(e) => {
-                        eprintln!(
-                            "softrnic: connection from {} failed ({e}); waiting for the next",
-                            req.peer
-                        );
-                        let _ = rnic.destroy_qp(&comm.qp);
-                        while rnic.poll_event_for(comm.qp.id()).is_some() {}
-                        comm = Comm::new(&rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
-                    }
-                }
-            };
-            (Some(l), TransportAddr::from(peer), cycle)
-        }
-    };
+    let (comm, listener, peer, cycle) = control_connection(a, &plan, &rnic, out)?;
 
     // Resources of the test connection.
     let pd = rnic.alloc_pd();
@@ -1128,6 +1076,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
 
     // 2. The test connection, between two zero exchanges.
     comm.hand_shake(&rnic, &Dest::default())?;
+    let test_cfg = cm_config(a, &plan, true);
     let (qp, scq, rcq) = match &listener {
         Some(l) => {
             let req = rnic.wait_request(l, TIMEOUT)?;
@@ -1136,33 +1085,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
             rnic.wait_established(&qp, TIMEOUT)?;
             (qp, scq, rcq)
         }
-        None => {
-            let mut last = None;
-            let mut made = None;
-            for _ in 0..CONNECT_TRIES {
-                let (qp, scq, rcq) = data_qp(&rnic, pd, &plan, a)?;
-                match rnic.connect_to_blocking(&qp, &peer, test_cfg.clone(), TIMEOUT) {
-                    Ok(_) => {
-                        made = Some((qp, scq, rcq));
-                        break;
-                    }
-                    Err(e) => {
-                        let _ = rnic.destroy_qp(&qp);
-                        last = Some(e);
-                        std::thread::sleep(CONNECT_RETRY);
-                    }
-                }
-            }
-            match made {
-                Some(m) => m,
-                None => {
-                    return fail(format!(
-                        "test connection to {peer} failed {CONNECT_TRIES} times: {}",
-                        last.map(|e| e.to_string()).unwrap_or_default()
-                    ));
-                }
-            }
-        }
+        None => connect_test(a, &plan, &rnic, pd, &peer, &test_cfg)?,
     };
     if let Some(l) = &listener {
         rnic.close_listener(l);
@@ -1210,12 +1133,122 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     table_head(out, &plan)?;
     out.flush()?;
 
+    // 4. The measurements, then teardown.
+    measure(test, &plan, &rnic, &comm, &mut d, out)?;
+    out.flush()?;
+    teardown(test, &plan, &rnic, &comm, &d);
+    Ok(())
+}
+
+/// The control connection (connected, or the first client whose connection and control
+/// exchange succeed) and the cycle buffer size agreed on it; a server also returns its
+/// listener (for the test connection).
+fn control_connection(
+    a: &PerfArgs,
+    plan: &Plan,
+    rnic: &Rnic,
+    out: &mut dyn Write,
+) -> Result<(Comm, Option<stack::Listener>, TransportAddr, u32), PerfError> {
+    let manual = a.manual_progress;
+    let mut comm = Comm::new(rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
+    let comm_cfg = cm_config(a, plan, false);
+    if let Some(host) = &a.server {
+        let to = a
+            .mpa
+            .connect_addr(host, a.port, |h, p| {
+                resolve(h, p).map_err(|e| e.to_string())
+            })
+            .map_err(PerfError::Usage)?;
+        rnic.connect_to_blocking(&comm.qp, &to, comm_cfg, TIMEOUT)?;
+        let cycle = control_exchange(rnic, &comm)?;
+        return Ok((comm, None, to, cycle));
+    }
+    let l = rnic.listen_on(&a.mpa.listen_addr(a.port))?;
+    writeln!(
+        out,
+        " Waiting for client to connect on port {}",
+        l.local_addr.port()
+    )?;
+    writeln!(out, "\n************************************")?;
+    writeln!(out, "* Waiting for client to connect... *")?;
+    writeln!(out, "************************************")?;
+    out.flush()?;
+    // A control connection whose setup or exchange fails (a malformed or refused
+    // MPA Request, answered with a Reject by the RNIC; a peer that went away or sent
+    // what is not perftest's exchange) does not end the server: it says so and waits
+    // for the next.
+    let (peer, cycle) = loop {
+        let req = rnic.wait_request(&l, CTRL_WAIT)?;
+        let up = rnic
+            .accept(req.id, &comm.qp, comm_cfg.clone())
+            .and_then(|()| rnic.wait_established(&comm.qp, TIMEOUT).map(|_| ()))
+            .map_err(PerfError::from)
+            .and_then(|()| control_exchange(rnic, &comm));
+        match up {
+            Ok(cycle) => break (req.peer, cycle),
+            Err(e) => {
+                eprintln!(
+                    "softrnic: connection from {} failed ({e}); waiting for the next",
+                    req.peer
+                );
+                let _ = rnic.destroy_qp(&comm.qp);
+                while rnic.poll_event_for(comm.qp.id()).is_some() {}
+                comm = Comm::new(rnic, plan.client, manual, a.mpa.first_fpdu_delay())?;
+            }
+        }
+    };
+    Ok((comm, Some(l), TransportAddr::from(peer), cycle))
+}
+
+/// The client's test connection, retried as perftest does while the server gets ready.
+fn connect_test(
+    a: &PerfArgs,
+    plan: &Plan,
+    rnic: &Rnic,
+    pd: stack::Pd,
+    peer: &TransportAddr,
+    test_cfg: &stack::mpa::Config,
+) -> Result<(Qp, Cq, Cq), PerfError> {
+    let mut last = None;
+    let mut made = None;
+    for _ in 0..CONNECT_TRIES {
+        let (qp, scq, rcq) = data_qp(rnic, pd, plan, a)?;
+        match rnic.connect_to_blocking(&qp, peer, test_cfg.clone(), TIMEOUT) {
+            Ok(_) => {
+                made = Some((qp, scq, rcq));
+                break;
+            }
+            Err(e) => {
+                let _ = rnic.destroy_qp(&qp);
+                last = Some(e);
+                std::thread::sleep(CONNECT_RETRY);
+            }
+        }
+    }
+    match made {
+        Some(m) => Ok(m),
+        None => fail(format!(
+            "test connection to {peer} failed {CONNECT_TRIES} times: {}",
+            last.map(|e| e.to_string()).unwrap_or_default()
+        )),
+    }
+}
+
+/// Every size's measurement with the closing exchanges of the test's protocol.
+fn measure(
+    test: Test,
+    plan: &Plan,
+    rnic: &Rnic,
+    comm: &Comm,
+    d: &mut Data,
+    out: &mut dyn Write,
+) -> Result<(), PerfError> {
     match test {
         Test::WriteBw | Test::ReadBw => {
             if plan.client {
                 let mut last = None;
                 for s in sizes(plan.all, plan.size) {
-                    let (total, pk) = bw_client(&rnic, &mut d, &plan, s, None)?;
+                    let (total, pk) = bw_client(rnic, d, plan, s, None)?;
                     let r = bw_report(plan.gbits, s, plan.iters, total, pk);
                     bw_line(out, &r)?;
                     out.flush()?;
@@ -1224,8 +1257,8 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
                 writeln!(out, "{DASHES}")?;
                 // Our Writes completed when handed to TCP: let them reach the server
                 // before the closing exchange on the control connection overtakes them.
-                d.drain(&rnic)?;
-                comm.hand_shake(&rnic, &d.local)?;
+                d.drain(rnic)?;
+                comm.hand_shake(rnic, &d.local)?;
                 let r = last.unwrap_or(BwReport {
                     size: 0,
                     iters: 0,
@@ -1233,9 +1266,9 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
                     avg: 0.0,
                     msg_rate: 0.0,
                 });
-                xchg_report(&rnic, &comm, &r)?;
+                xchg_report(rnic, comm, &r)?;
             } else {
-                comm.hand_shake(&rnic, &d.local)?;
+                comm.hand_shake(rnic, &d.local)?;
                 let zero = BwReport {
                     size: 0,
                     iters: 0,
@@ -1243,11 +1276,11 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
                     avg: 0.0,
                     msg_rate: 0.0,
                 };
-                let r = xchg_report(&rnic, &comm, &zero)?;
+                let r = xchg_report(rnic, comm, &zero)?;
                 bw_line(out, &r)?;
                 writeln!(out, "{DASHES}")?;
             }
-            comm.hand_shake(&rnic, &d.local)?;
+            comm.hand_shake(rnic, &d.local)?;
         }
         Test::SendBw => {
             for s in sizes(plan.all, plan.size) {
@@ -1256,23 +1289,23 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
                         d.post_recv()?;
                     }
                 }
-                comm.hand_shake(&rnic, &d.local)?;
+                comm.hand_shake(rnic, &d.local)?;
                 let r = if plan.client {
                     d.credit.buf().write_at(4, &[0; 4])?;
-                    let (total, pk) = bw_client(&rnic, &mut d, &plan, s, Some(plan.rx_depth))?;
+                    let (total, pk) = bw_client(rnic, d, plan, s, Some(plan.rx_depth))?;
                     bw_report(plan.gbits, s, plan.iters, total, pk)
                 } else {
-                    send_bw_server(&rnic, &mut d, &plan, s)?
+                    send_bw_server(rnic, d, plan, s)?
                 };
                 bw_line(out, &r)?;
                 out.flush()?;
                 if plan.all {
-                    comm.hand_shake(&rnic, &d.local)?;
+                    comm.hand_shake(rnic, &d.local)?;
                 }
             }
             writeln!(out, "{DASHES}")?;
-            d.drain(&rnic)?;
-            comm.hand_shake(&rnic, &d.local)?;
+            d.drain(rnic)?;
+            comm.hand_shake(rnic, &d.local)?;
         }
         Test::WriteLat => {
             // In peer-to-peer mode the initiator's RTR (RFC 6581 §3) has already opened
@@ -1283,10 +1316,10 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
                 // before our first FPDU (RFC 5044 §7.1.2): open the stream with a
                 // zero-length RDMA Write, which changes no memory at the server.
                 d.qp.post_send(SendWr::write(0, Vec::new(), d.remote.rkey, d.remote.vaddr))?;
-                d.wait(&rnic, &d.scq, "write-lat opening write")?;
+                d.wait(rnic, &d.scq, "write-lat opening write")?;
             }
             for s in sizes(plan.all, plan.size) {
-                let posts = write_lat(&rnic, &mut d, &plan, s)?;
+                let posts = write_lat(rnic, d, plan, s)?;
                 let mut v = lat_samples(&posts, 2.0);
                 lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
                 out.flush()?;
@@ -1299,40 +1332,42 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
                 while d.rq_out < want {
                     d.post_recv()?;
                 }
-                comm.hand_shake(&rnic, &d.local)?;
-                let posts = send_lat(&rnic, &mut d, &plan, s)?;
+                comm.hand_shake(rnic, &d.local)?;
+                let posts = send_lat(rnic, d, plan, s)?;
                 let mut v = lat_samples(&posts, 2.0);
                 lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
                 out.flush()?;
             }
             writeln!(out, "{DASHES}")?;
-            comm.hand_shake(&rnic, &d.local)?;
+            comm.hand_shake(rnic, &d.local)?;
         }
         Test::ReadLat => {
             if plan.client {
                 for s in sizes(plan.all, plan.size) {
-                    let posts = read_lat(&rnic, &mut d, &plan, s)?;
+                    let posts = read_lat(rnic, d, plan, s)?;
                     let mut v = lat_samples(&posts, 1.0);
                     lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
                     out.flush()?;
                 }
             }
             writeln!(out, "{DASHES}")?;
-            comm.hand_shake(&rnic, &d.local)?;
+            comm.hand_shake(rnic, &d.local)?;
         }
     }
-    out.flush()?;
+    Ok(())
+}
 
+/// Teardown: the client closes the test connection, then the control connection; the
+/// server waits a moment for the client's close.
+fn teardown(test: Test, plan: &Plan, rnic: &Rnic, comm: &Comm, d: &Data) {
     // write-lat ends without a closing exchange: the peer's last Write may have arrived
     // here before its completion was reported there, and a close overtaking that
     // completion makes siw flush the Write with an error (seen with siw 6.1). Linger.
     if test == Test::WriteLat {
         // Best effort: the peer may already have closed after its last completion.
-        let _ = d.drain(&rnic);
+        let _ = d.drain(rnic);
         std::thread::sleep(WRITE_LAT_LINGER);
     }
-    // Teardown: the client closes the test connection, then the control connection; the
-    // server waits a moment for the client's close.
     if plan.client {
         let _ = rnic.disconnect(&d.qp);
         let _ = rnic.wait_disconnected(&d.qp, Duration::from_secs(5));
@@ -1344,7 +1379,6 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
         let _ = rnic.wait_disconnected(&comm.qp, Duration::from_secs(5));
         let _ = rnic.disconnect(&comm.qp);
     }
-    Ok(())
 }
 
 /// perftest's `xchg_bw_reports`: five exchanges (size, iterations, peak, average, message
