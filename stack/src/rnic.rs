@@ -388,6 +388,11 @@ impl Rnic {
         link: crate::device::Link,
         cfg: &crate::device::DeviceConfig,
     ) -> Result<(), RnicError> {
+        if matches!(link, crate::device::Link::Frames(_)) {
+            return Err(RnicError::Device(crate::device::DeviceError::Open(
+                format!("device {name}: a frame link is driven by its FrameDevice, not by an RNIC"),
+            )));
+        }
         let mut devs = self.shared.devs.lock().unwrap_or_else(|p| p.into_inner());
         if devs.contains_key(name) {
             return Err(RnicError::Device(crate::device::DeviceError::Conflict {

@@ -14,6 +14,9 @@
 //! A device is named; a transport address picks it (`tap://tap0/10.0.0.2:7174`, see
 //! [`crate::addr`]). [`crate::Rnic::attach_device`] adds a device made by the application
 //! (for example a [`Link::datagram_pair`] end).
+//!
+//! [`FrameDevice`] is the same stack with the frames and the clock in the caller's hands: a
+//! simulator (netsim) runs it in virtual time, deterministically (its randomness from a seed).
 
 use std::collections::HashMap;
 use std::io;
@@ -77,6 +80,15 @@ pub enum Link {
     /// An AF_XDP socket on one queue of an interface.
     #[cfg(feature = "xdp")]
     Xdp(Box<std::cell::RefCell<xdp::XdpLink>>),
+    /// Frames handed in and out by the caller: a [`FrameDevice`] (in a simulator) owns it.
+    Frames(Box<std::cell::RefCell<FrameQueues>>),
+}
+
+/// The two frame queues of a [`FrameDevice`]'s link.
+#[derive(Debug, Default)]
+pub struct FrameQueues {
+    rx: std::collections::VecDeque<Vec<u8>>,
+    tx: std::collections::VecDeque<Vec<u8>>,
 }
 
 impl Link {
@@ -165,6 +177,16 @@ impl Link {
         match self {
             Link::Tap(d) => d.recv(buf),
             Link::Datagram(s) => s.recv(buf),
+            Link::Frames(q) => {
+                let f = q
+                    .borrow_mut()
+                    .rx
+                    .pop_front()
+                    .ok_or(io::ErrorKind::WouldBlock)?;
+                let n = f.len().min(buf.len());
+                buf[..n].copy_from_slice(&f[..n]);
+                Ok(n)
+            }
             #[cfg(feature = "xdp")]
             Link::Xdp(x) => x.borrow_mut().recv(buf),
         }
@@ -174,6 +196,10 @@ impl Link {
         match self {
             Link::Tap(d) => d.send(frame),
             Link::Datagram(s) => s.send(frame),
+            Link::Frames(q) => {
+                q.borrow_mut().tx.push_back(frame.to_vec());
+                Ok(frame.len())
+            }
             #[cfg(feature = "xdp")]
             Link::Xdp(x) => x.borrow_mut().send(frame),
         }
@@ -191,7 +217,7 @@ impl Link {
     fn mtu(&self) -> Option<usize> {
         match self {
             Link::Tap(d) => d.mtu().ok().map(usize::from),
-            Link::Datagram(_) => None,
+            Link::Datagram(_) | Link::Frames(_) => None,
             #[cfg(feature = "xdp")]
             Link::Xdp(x) => {
                 std::fs::read_to_string(format!("/sys/class/net/{}/mtu", x.borrow().name()))
@@ -240,6 +266,7 @@ impl std::fmt::Debug for Link {
             Link::Datagram(s) => write!(f, "Datagram({s:?})"),
             #[cfg(feature = "xdp")]
             Link::Xdp(x) => write!(f, "Xdp({:?})", x.borrow().name()),
+            Link::Frames(_) => f.write_str("Frames"),
         }
     }
 }
@@ -251,6 +278,8 @@ impl AsRawFd for Link {
             Link::Datagram(s) => s.as_raw_fd(),
             #[cfg(feature = "xdp")]
             Link::Xdp(x) => x.borrow().as_raw_fd(),
+            // Not pollable: a frame link is driven by its FrameDevice, never by a core.
+            Link::Frames(_) => -1,
         }
     }
 }
@@ -488,8 +517,16 @@ fn addr_mac(ip: Ipv4Addr) -> [u8; 6] {
 }
 
 impl DevStack {
-    /// A stack on `link` configured by `cfg`.
+    /// A stack on `link` configured by `cfg`, its randomness (TCP initial sequence
+    /// numbers, the first ephemeral port) from the OS.
     pub(crate) fn new(name: &str, link: Link, cfg: &DeviceConfig, now: Duration) -> DevStack {
+        let mut seed = [0u8; 8];
+        let _ = getrandom::fill(&mut seed);
+        DevStack::with_seed(name, link, cfg, now, u64::from_le_bytes(seed))
+    }
+
+    /// A stack whose randomness comes from `seed` (deterministic: the simulator's).
+    fn with_seed(name: &str, link: Link, cfg: &DeviceConfig, now: Duration, seed: u64) -> DevStack {
         let mtu = cfg
             .mtu
             .or_else(|| link.mtu())
@@ -499,10 +536,8 @@ impl DevStack {
             .mac
             .or_else(|| link.mac())
             .unwrap_or_else(|| addr_mac(cfg.addr));
-        let mut seed = [0u8; 8];
-        let _ = getrandom::fill(&mut seed);
         let mut icfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
-        icfg.random_seed = u64::from_le_bytes(seed);
+        icfg.random_seed = seed;
         let mut rx = vec![0u8; MAX_FRAME];
         let mut tx = Vec::new();
         let mut stats = DeviceStats::default();
@@ -518,8 +553,11 @@ impl DevStack {
             };
             Interface::new(icfg, &mut phy, instant(now))
         };
-        let mut port = [0u8; 2];
-        let _ = getrandom::fill(&mut port);
+        // The first ephemeral port from the seed's other bits (splitmix64's finaliser).
+        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        let port = ((z ^ (z >> 31)) % 16_384) as u16;
         let mut s = DevStack {
             name: name.to_string(),
             link,
@@ -533,7 +571,7 @@ impl DevStack {
             closing: Vec::new(),
             ports: HashMap::new(),
             now,
-            next_port: 49_152 + u16::from_le_bytes(port) % 16_384,
+            next_port: 49_152 + port,
         };
         s.add_addr(cfg.addr, cfg.prefix);
         if let Some(gw) = cfg.gateway {
@@ -771,6 +809,79 @@ impl DevStack {
 
 /// A device shared by the RNIC's API (which opens and configures it) and its progress core.
 pub(crate) type SharedDev = Arc<Mutex<DevStack>>;
+
+/// softrnic's device stack (the TCP/IP the runtime runs on TAP and AF_XDP devices) on a
+/// link whose frames the caller carries and whose clock the caller keeps: how a simulator
+/// (netsim) runs the very same code in virtual time. Frames go in with
+/// [`FrameDevice::receive`] and come out of [`FrameDevice::transmit`]; [`FrameDevice::poll`]
+/// runs the stack at an instant and [`FrameDevice::poll_at`] says when it next needs to.
+#[derive(Debug)]
+pub struct FrameDevice {
+    stack: DevStack,
+}
+
+impl FrameDevice {
+    /// A stack configured by `cfg` (MTU default 1500), its randomness (TCP initial
+    /// sequence numbers, ephemeral ports) from `seed` so that a simulation repeats exactly.
+    pub fn new(name: &str, cfg: &DeviceConfig, seed: u64) -> FrameDevice {
+        let link = Link::Frames(Box::default());
+        FrameDevice {
+            stack: DevStack::with_seed(name, link, cfg, Duration::ZERO, seed),
+        }
+    }
+
+    /// An Ethernet frame arrived (taken in at the next poll).
+    pub fn receive(&mut self, frame: Vec<u8>) {
+        // A FrameDevice's link is always a frame link (see `new`).
+        if let Link::Frames(q) = &self.stack.link {
+            q.borrow_mut().rx.push_back(frame);
+        }
+    }
+
+    /// The next frame the stack sent, if any.
+    pub fn transmit(&mut self) -> Option<Vec<u8>> {
+        match &self.stack.link {
+            Link::Frames(q) => q.borrow_mut().tx.pop_front(),
+            _ => None,
+        }
+    }
+
+    /// Runs the stack at `now` (time since the device was made); `true` if a socket may
+    /// have changed.
+    pub fn poll(&mut self, now: Duration) -> bool {
+        self.stack.poll(now)
+    }
+
+    /// When the stack next needs a poll.
+    pub fn poll_at(&mut self, now: Duration) -> Option<Duration> {
+        self.stack.poll_at(now)
+    }
+
+    /// A socket listening on `port`, with the runtime's socket settings.
+    pub fn listen(&mut self, port: u16) -> Result<SocketHandle, tcp::ListenError> {
+        self.stack.listen(port)
+    }
+
+    /// A connection to `peer` from `local` (default: the device's address) and an
+    /// ephemeral port, with the runtime's socket settings and connect timeout.
+    pub fn connect(
+        &mut self,
+        peer: SocketAddrV4,
+        local: Option<Ipv4Addr>,
+    ) -> Result<SocketHandle, String> {
+        self.stack.connect(peer, local).map(|(h, _)| h)
+    }
+
+    /// A socket of the stack.
+    pub fn socket(&mut self, h: SocketHandle) -> &mut tcp::Socket<'static> {
+        self.stack.socket(h)
+    }
+
+    /// Frame counters.
+    pub fn stats(&self) -> DeviceStats {
+        self.stack.stats()
+    }
+}
 
 pub(crate) fn lock(d: &SharedDev) -> MutexGuard<'_, DevStack> {
     d.lock().unwrap_or_else(|p| p.into_inner())
