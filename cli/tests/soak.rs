@@ -6,6 +6,11 @@
 //! and payloads are random, some with a damaged CRC (RFC 5044 §4.4). The server must stay up
 //! throughout and then serve a good client, whose data is verified.
 //!
+//! `sctp-perf -s` (SCTP over UDP, RFC 6951) gets the same treatment at the packet level:
+//! random datagrams, and SCTP packets with a correct CRC32c (RFC 9260 §6.8) whose chunks are
+//! random or plausible (INIT, COOKIE ECHO with a forged cookie, ABORT, SHUTDOWN, DATA with
+//! guessed tags).
+//!
 //! The random mix is seeded (`SOFTRNIC_SOAK_SEED`, else a fixed seed per server); a failure
 //! prints the seed.
 
@@ -393,4 +398,147 @@ fn perf_servers_survive_a_hostile_soak() {
         );
         assert!(status.success(), "{tool} server: {status}\n{out}");
     }
+}
+
+/// One hostile SCTP-over-UDP datagram to `to` (SCTP port `sctp_port`).
+fn sctp_attack(rng: &mut TestRng, udp: &std::net::UdpSocket, to: u16, sctp_port: u16) {
+    let mut pkt = Vec::new();
+    if rng.random_bool(0.2) {
+        pkt.resize(rng.random_range(1..600), 0);
+        rng.fill_bytes(&mut pkt);
+    } else {
+        let tag: u32 = if rng.random_bool(0.3) {
+            0
+        } else {
+            rng.random()
+        };
+        sctp::wire::CommonHeader {
+            src_port: rng.random_range(1..65_535),
+            dst_port: if rng.random_bool(0.9) {
+                sctp_port
+            } else {
+                rng.random()
+            },
+            verification_tag: tag,
+        }
+        .emit(&mut pkt);
+        for _ in 0..rng.random_range(1..4) {
+            let kind: u8 = [0, 1, 1, 2, 3, 4, 6, 7, 9, 10, 10, 11, 14][rng.random_range(0..13)];
+            let mut value = Vec::new();
+            if kind == 1 {
+                // INIT: initiate tag, a_rwnd, streams out/in, initial TSN.
+                value.extend_from_slice(&rng.random::<u32>().max(1).to_be_bytes());
+                value.extend_from_slice(&65_536u32.to_be_bytes());
+                value.extend_from_slice(&[0, 10, 0, 10]);
+                value.extend_from_slice(&rng.random::<u32>().to_be_bytes());
+            } else {
+                value.resize(rng.random_range(0..80), 0);
+                rng.fill_bytes(&mut value);
+            }
+            let flags = if rng.random_bool(0.8) {
+                0
+            } else {
+                rng.random()
+            };
+            pkt.push(if rng.random_bool(0.9) {
+                kind
+            } else {
+                rng.random()
+            });
+            pkt.push(flags);
+            pkt.extend_from_slice(&((4 + value.len()) as u16).to_be_bytes());
+            pkt.extend_from_slice(&value);
+            while pkt.len() % 4 != 0 {
+                pkt.push(0);
+            }
+        }
+        let mut p = sctp::wire::Packet::new_unchecked(&mut pkt[..]);
+        if rng.random_bool(0.9) {
+            p.fill_checksum();
+        }
+    }
+    let _ = udp.send_to(&pkt, ("127.0.0.1", to));
+    // Take whatever came back (INIT ACKs, ABORTs) without waiting for it.
+    let mut buf = [0u8; 2048];
+    while udp.recv_from(&mut buf).is_ok() {}
+}
+
+fn sctp_perf_port(line: &str) -> Option<u16> {
+    line.split("local UDP port ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|p| p.trim().parse().ok())
+}
+
+/// `sctp-perf -s` over UDP under hostile packets from two peers, then a good client whose
+/// every byte the server verifies.
+#[test]
+fn sctp_perf_server_survives_a_hostile_soak() {
+    const SCTP_PORT: &str = "5821";
+    let mut srv = Server::start(
+        &[
+            "sctp-perf",
+            "-s",
+            "--udp-encap",
+            "--udp-local-port",
+            "0",
+            "-i",
+            "0",
+            "-p",
+            SCTP_PORT,
+        ],
+        sctp_perf_port,
+    );
+    let seed = seed_for("sctp-perf");
+    let until = Instant::now() + soak_time();
+    let udp_port = srv.port;
+    let peers: Vec<_> = (0..2u8)
+        .map(|k| {
+            std::thread::spawn(move || {
+                let mut s = [0u8; 32];
+                s[..8].copy_from_slice(&seed.to_le_bytes());
+                s[8] = k;
+                let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &s);
+                let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+                udp.set_nonblocking(true).unwrap();
+                let mut n = 0u64;
+                while Instant::now() < until {
+                    sctp_attack(&mut rng, &udp, udp_port, 5821);
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let attacks: u64 = peers.into_iter().map(|p| p.join().expect("peer")).sum();
+    eprintln!(
+        "sctp-perf: {attacks} hostile packets in {:?} (seed {seed})",
+        soak_time()
+    );
+    assert!(
+        srv.alive(),
+        "sctp-perf died under {attacks} hostile packets (seed {seed})"
+    );
+    let good = bin()
+        .args([
+            "sctp-perf",
+            "-c",
+            "127.0.0.1",
+            "--udp-encap",
+            "--udp-local-port",
+            "0",
+        ])
+        .args(["--udp-port", &udp_port.to_string(), "-p", SCTP_PORT])
+        .args(["-n", "1M", "--verify"])
+        .output()
+        .expect("client");
+    let status = srv.child.wait().expect("server");
+    let out = srv.out.join().unwrap_or_default();
+    assert!(
+        good.status.success(),
+        "good client after the soak: {}{}\nserver:\n{out}",
+        String::from_utf8_lossy(&good.stdout),
+        String::from_utf8_lossy(&good.stderr)
+    );
+    assert!(status.success(), "sctp-perf server: {status}\n{out}");
 }
