@@ -161,11 +161,13 @@ pub struct PerfArgs {
     /// MPA connection options.
     #[command(flatten)]
     pub mpa: MpaArgs,
-    /// How long the progress thread busy-polls before sleeping, in microseconds.
-    #[arg(long = "busy-poll-us", default_value_t = 50)]
+    /// How long the progress thread busy-polls before sleeping, in microseconds (at most
+    /// 1000000).
+    #[arg(long = "busy-poll-us", default_value_t = 50,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub busy_poll_us: u64,
-    /// Cap the EMSS (e.g. 1448 for Ethernet-sized FPDUs over loopback).
-    #[arg(long)]
+    /// Cap the EMSS (e.g. 1448 for Ethernet-sized FPDUs over loopback; 128-65535).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(128..=65_535))]
     pub emss: Option<u32>,
     /// No progress thread: the tool's own polling loop drives the RNIC (`rnic_advance`),
     /// one thread per process in all (best latency on few cores).

@@ -168,7 +168,7 @@ pub struct RpingArgs {
     pub debug: bool,
     /// Persistent server: serve every client, each connection on a thread of its own, and
     /// go on listening (until interrupted) rather than exit after the first.
-    #[arg(short = 'P', long = "persistent", requires = "server")]
+    #[arg(short = 'P', long = "persistent")]
     pub persistent: bool,
     /// MPA connection options (IRD/ORD default to rping's 1/1 here).
     #[command(flatten)]
@@ -189,11 +189,12 @@ pub struct RpingArgs {
     #[arg(long = "first-fpdu-delay-ms", value_name = "MS")]
     pub first_fpdu_delay_ms: Option<u64>,
     /// Give up on any step (connection setup, each completion) after this many seconds
-    /// (default 30; the server waits for its connection without limit unless given).
-    #[arg(long, value_name = "SECS")]
+    /// (default 30; the server waits for its connection without limit unless given;
+    /// 1-31536000).
+    #[arg(long, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     pub timeout: Option<u64>,
-    /// Cap the EMSS (e.g. 1448 for Ethernet-sized FPDUs over loopback).
-    #[arg(long)]
+    /// Cap the EMSS (e.g. 1448 for Ethernet-sized FPDUs over loopback; 128-65535).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(128..=65_535))]
     pub emss: Option<u32>,
 }
 
@@ -557,6 +558,10 @@ fn resolve(a: &RpingArgs) -> Result<TransportAddr, String> {
 pub fn run_command(a: &RpingArgs, out: &mut dyn Write) -> ExitCode {
     if a.server == a.client {
         eprintln!("softrnic rping: give exactly one of -s (server) and -c (client)");
+        return ExitCode::from(2);
+    }
+    if a.persistent && !a.server {
+        eprintln!("softrnic rping: -P (persistent) applies to the server (-s) only");
         return ExitCode::from(2);
     }
     if let Some(s) = a.size

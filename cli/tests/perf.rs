@@ -464,6 +464,25 @@ fn zero_and_nonsense_values_are_refused() {
         (&["-n", "0"][..], "-n 0: the number of iterations must be 1"),
         (&["-s", "0"][..], "-s 0: the message size must be 1"),
         (&["-s", "4294967296"][..], "must be 1 .. 4294967295"),
+        (
+            &["-t", "0"][..],
+            "-t 0: the send queue depth must be 1 .. 16384",
+        ),
+        (
+            &["-r", "0"][..],
+            "-r 0: the receive queue depth must be 1 .. 16384",
+        ),
+        (
+            &["-Q", "0"][..],
+            "-Q 0: the CQ moderation must be 1 .. 16384",
+        ),
+        (&["-o", "0"][..], "-o 0: the outstanding RDMA Reads"),
+        (
+            &["--ird", "16384"][..],
+            "--ird 16384: IRD and ORD must be 0 .. 16383",
+        ),
+        (&["--emss", "64"][..], "64 is not in 128..=65535"),
+        (&["--busy-poll-us", "2000000"][..], "is not in 0..=1000000"),
     ] {
         let out = bin()
             .args(["write-bw", "127.0.0.1", "-p", "1"])

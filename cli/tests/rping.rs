@@ -187,6 +187,10 @@ fn rping_rejects_bad_arguments() {
         &["rping", "-c", "-a", "127.0.0.1", "-S", "25"][..],
         &["rping", "-c", "-a", "127.0.0.1", "-S", "65536"][..],
         &["rping", "-c"][..],
+        &["rping", "-c", "-a", "127.0.0.1", "--timeout", "0"][..],
+        &["rping", "-c", "-a", "127.0.0.1", "--emss", "0"][..],
+        &["rping", "-c", "-a", "127.0.0.1", "--ird", "16384"][..],
+        &["rping", "-c", "-a", "127.0.0.1", "-P"][..],
     ] {
         let o = bin().args(args).output().expect("run");
         assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
