@@ -168,22 +168,9 @@ pub struct SctpPerfArgs {
     pub connect_timeout: f64,
 }
 
-/// Parses "4M", "100k", "1G", "12345".
+/// Parses "4M", "100k", "1G", "12345" (the same sizes `softrnic sim` takes).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let (num, mult) = match s.chars().last() {
-        Some('k' | 'K') => (&s[..s.len() - 1], 1u64 << 10),
-        Some('m' | 'M') => (&s[..s.len() - 1], 1 << 20),
-        Some('g' | 'G') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (examples: 4M, 100K, 1G, 65536)"))?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(format!("'{s}' is not a positive size"));
-    }
-    Ok((v * mult as f64) as u64)
+    crate::sim::parse_bytes("bytes", s).map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

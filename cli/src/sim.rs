@@ -1496,18 +1496,21 @@ fn parse_scaled(s: &str, units: &[(&str, f64)]) -> Option<f64> {
     (0.0..1.8e19).contains(&r).then_some(r)
 }
 
-/// Parses a byte count: plain, `K`/`M`/`G` or `KiB`/`MiB`/`GiB` (binary), `KB`/`MB`/`GB`
-/// (decimal).
+/// Parses a byte count: plain, `K`/`M`/`G` (either case) or `KiB`/`MiB`/`GiB` (binary),
+/// `KB`/`MB`/`GB` (decimal). The one size parser of the tools (`sim --bytes`, `sctp-perf -n`).
 pub fn parse_bytes(option: &'static str, s: &str) -> Result<u64, ArgError> {
     const K: f64 = 1024.0;
     let units = [
         ("", 1.0),
         ("B", 1.0),
         ("K", K),
+        ("k", K),
         ("KiB", K),
         ("M", K * K),
+        ("m", K * K),
         ("MiB", K * K),
         ("G", K * K * K),
+        ("g", K * K * K),
         ("GiB", K * K * K),
         ("KB", 1e3),
         ("MB", 1e6),
@@ -2052,6 +2055,8 @@ mod tests {
         assert_eq!(parse_bytes("bytes", "100MiB").unwrap(), 100 << 20);
         assert_eq!(parse_bytes("bytes", "1GB").unwrap(), 1_000_000_000);
         assert_eq!(parse_bytes("bytes", "1234").unwrap(), 1234);
+        assert_eq!(parse_bytes("bytes", "100k").unwrap(), 100 << 10);
+        assert_eq!(parse_bytes("bytes", "1MB").unwrap(), 1_000_000);
         assert!(parse_bytes("bytes", "-1").is_err());
         assert!(
             parse_bytes("bytes", "0").is_err(),

@@ -270,7 +270,7 @@ pub fn decode_frames_with(frames: &[Frame], sctp_opts: &SctpOptions) -> Report {
     }
 }
 
-const REQ_KEY: &[u8] = b"MPA ID Req Frame";
+const REQ_KEY: &[u8] = mpa::frame::REQUEST_KEY;
 
 fn starts_like_request(data: &[u8]) -> bool {
     let n = data.len().min(REQ_KEY.len());

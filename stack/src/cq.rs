@@ -473,12 +473,6 @@ impl Cq {
         Ok(())
     }
 
-    /// Records an asynchronous event on the CQ (used by the engine).
-    pub fn push_async(&self, ev: AsyncEvent) {
-        self.lock().events.push_back(ev);
-        self.signal();
-    }
-
     fn signal(&self) {
         if let Some(ch) = &self.shared.channel {
             ch.notify(self.shared.id);

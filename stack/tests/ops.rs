@@ -533,3 +533,62 @@ fn graceful_close() {
     assert_eq!((r[0].wr_id, r[0].status), (1, WcStatus::Flushed));
     let _ = Access::NONE;
 }
+
+/// The RDMAC verbs' Read fence (the ordering RFC 5040 §5.5 leaves to the requester): a
+/// fenced Send posted behind an RDMA Read is not sent until the Read Response has arrived;
+/// an unfenced one goes out at once behind the Read Request.
+#[test]
+fn read_fence_holds_a_send_until_the_read_completes() {
+    for fenced in [false, true] {
+        let o = Opts::default();
+        let mut p = Pair::established(&o);
+        let src = p.b.mr(4096);
+        src.buf().write_at(0, &pattern(4096, 5)).expect("fits");
+        let sink = p.a.mr(4096);
+        let msg = p.a.mr(8);
+        let rbuf = p.b.mr(8);
+        p.b.eng
+            .post_recv(RecvWr::new(1, vec![rbuf.sge(0, 8)]))
+            .expect("post recv");
+        p.a.eng
+            .post_send(SendWr::read(
+                1,
+                vec![sink.sge(0, 4096)],
+                src.stag(),
+                src.to_at(0),
+            ))
+            .expect("post read");
+        let send = SendWr::send(2, vec![msg.sge(0, 8)]);
+        let send = if fenced { send.fenced() } else { send };
+        p.a.eng.post_send(send).expect("post send");
+        // Everything a would send now, before any answer from b.
+        let mut wire = Vec::new();
+        while let Some(bytes) = p.a.eng.poll_transmit() {
+            let n = bytes.len();
+            wire.extend_from_slice(bytes);
+            p.a.eng.transmit_done(n);
+        }
+        let rx = RxConfig::new(o.crc, false);
+        let sent: Vec<bool> = decode(&wire, rx, false)
+            .iter()
+            .map(|(h, _)| matches!(h, Header::Send { .. }))
+            .collect();
+        assert!(!sent.is_empty(), "the Read Request went out");
+        assert_eq!(
+            sent.iter().any(|&s| s),
+            !fenced,
+            "fenced {fenced}: the Send went out before the Read Response"
+        );
+        // Deliver it and let the exchange finish: the Read, then the Send, both succeed.
+        p.b.eng.handle_stream(p.now, &wire);
+        p.pump();
+        let w: Vec<_> = p.a.send_wcs().iter().map(|w| (w.wr_id, w.status)).collect();
+        assert_eq!(
+            w,
+            [(1, WcStatus::Success), (2, WcStatus::Success)],
+            "fenced {fenced}"
+        );
+        assert!(sink.buf().to_vec() == pattern(4096, 5));
+        assert_eq!(p.b.recv_wcs().len(), 1);
+    }
+}

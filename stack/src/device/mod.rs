@@ -553,11 +553,8 @@ impl DevStack {
             };
             Interface::new(icfg, &mut phy, instant(now))
         };
-        // The first ephemeral port from the seed's other bits (splitmix64's finaliser).
-        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        let port = ((z ^ (z >> 31)) % 16_384) as u16;
+        // The first ephemeral port from the seed's top bits.
+        let port = (seed >> 50) as u16;
         let mut s = DevStack {
             name: name.to_string(),
             link,
