@@ -49,12 +49,15 @@ ip -n "$S" link set xs up
 
 # measure TOOL SERVER_NS "SERVER_ARGS" CLIENT_NS "CLIENT_ARGS" FIELD -> median of FIELD
 measure() {
-    local tool=$1 sns=$2 sargs=$3 cns=$4 cargs=$5 field=$6 vals=() i v
+    local tool=$1 sns=$2 sargs=$3 cns=$4 cargs=$5 field=$6 vals=() i v sa ca
+    # The option strings split into words (they hold no quoted spaces).
+    read -ra sa <<<"$sargs"
+    read -ra ca <<<"$cargs"
     for ((i = 0; i < reps; i++)); do
-        ip netns exec "$sns" "$B" "$tool" $sargs >/dev/null 2>&1 &
+        ip netns exec "$sns" "$B" "$tool" "${sa[@]}" >/dev/null 2>&1 &
         local spid=$!
         sleep 0.5
-        v=$(ip netns exec "$cns" timeout 120 "$B" "$tool" $cargs 2>/dev/null |
+        v=$(ip netns exec "$cns" timeout 120 "$B" "$tool" "${ca[@]}" 2>/dev/null |
             awk -v f="$field" 'h { print $f; exit } /#bytes/ { h = 1 }')
         wait "$spid" 2>/dev/null || true
         [ -n "$v" ] && vals+=("$v")

@@ -32,4 +32,4 @@ for t in $targets; do
     grep -E '^stat::number_of_executed_units' "$log" || true
     rm -f "$log"
 done
-echo "fuzz smoke run: $(echo $targets | wc -w) targets, no crash"
+echo "fuzz smoke run: $(echo "$targets" | wc -w) targets, no crash"

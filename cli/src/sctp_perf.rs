@@ -1138,6 +1138,15 @@ fn join(a: &[IpAddr]) -> String {
 mod tests {
     use super::*;
 
+    /// The pattern the lab's guest-side peer (tests/interop/tools/sctp_peer.py, whose test
+    /// pins the same bytes) checks softrnic's data against.
+    #[test]
+    fn pattern_matches_the_lab_peer() {
+        let at = |o| pattern_byte(3, 1000, o);
+        assert_eq!([at(0), at(1), at(2), at(3)], [49, 56, 63, 70]);
+        assert_eq!([at(300), at(301), at(302), at(303)], [100, 109, 114, 123]);
+    }
+
     #[test]
     fn params_round_trip() {
         let p = Params {

@@ -26,33 +26,52 @@ ROW = re.compile(
 )
 
 
-def summary(binary, pcap):
-    p = subprocess.run([binary, "decode", "--summary", pcap], capture_output=True, text=True)
+def parse_summary(text):
+    """The connection rows of `softrnic decode --summary` output."""
     rows = []
-    for line in p.stdout.splitlines():
+    for line in text.splitlines():
         m = ROW.match(line)
         if not m:
             continue
         g = m.groups()
-        p2p = g[11].lower()
-        if p2p.startswith("on/"):
-            p2p = p2p[3:]
+        p2p = g[11].lower().removeprefix("on/")
         rows.append({
             "conn": int(g[0]), "initiator": g[1], "responder": g[3], "status": g[5].strip(),
             "rev": g[6], "crc": g[7], "mkr": g[8], "ird_i": g[9], "ird_r": g[10], "p2p": p2p,
             "fpdus": int(g[12]), "crc_ok": int(g[13]), "errors": int(g[14]),
         })
-    return p.returncode, p.stdout, rows
+    return rows
 
 
-def counts_ours(binary, pcap):
-    p = subprocess.run([binary, "decode", "--counts", pcap], capture_output=True, text=True)
+def parse_counts(text):
+    """Opcode counts from `softrnic decode --counts` output: {"0x00": 6, ...}."""
     out = {}
-    for line in p.stdout.splitlines():
+    for line in text.splitlines():
         f = line.split()
         if len(f) == 3 and f[0].startswith("0x"):
             out[f[0].lower()] = int(f[2])
     return out
+
+
+def parse_tshark(text):
+    """Opcode counts from tshark's `-T fields -e iwarp_rdma.opcode` output."""
+    out = {}
+    for line in text.splitlines():
+        for op in line.split(","):
+            op = op.strip().lower()
+            if op:
+                out[op] = out.get(op, 0) + 1
+    return out
+
+
+def summary(binary, pcap):
+    p = subprocess.run([binary, "decode", "--summary", pcap], check=False, capture_output=True, text=True)
+    return p.returncode, p.stdout, parse_summary(p.stdout)
+
+
+def counts_ours(binary, pcap):
+    p = subprocess.run([binary, "decode", "--counts", pcap], check=False, capture_output=True, text=True)
+    return parse_counts(p.stdout)
 
 
 def counts_tshark(pcap):
@@ -63,14 +82,8 @@ def counts_tshark(pcap):
          # port (see scripts/tshark-crosscheck.sh).
          "--disable-protocol", "ecatf",
          "-Y", "iwarp_ddp_rdmap", "-T", "fields", "-e", "iwarp_rdma.opcode"],
-        capture_output=True, text=True)
-    out = {}
-    for line in p.stdout.splitlines():
-        for op in line.split(","):
-            op = op.strip().lower()
-            if op:
-                out[op] = out.get(op, 0) + 1
-    return out
+        check=False, capture_output=True, text=True)
+    return parse_tshark(p.stdout)
 
 
 def main():

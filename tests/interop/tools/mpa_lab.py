@@ -265,8 +265,8 @@ def cmd_listen(args):
             srv.settimeout(max(0.05, deadline - time.monotonic()))
             try:
                 conn, peer = srv.accept()
-            except socket.timeout:
-                raise CheckFailed(f"no connection within {args.timeout}s (got {n} of {args.count})")
+            except TimeoutError:
+                raise CheckFailed(f"no connection within {args.timeout}s (got {n} of {args.count})") from None
             with conn:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 req = recv_mpa(conn, deadline)
@@ -304,10 +304,10 @@ def cmd_connect(args):
             try:
                 sock.connect((args.host, args.port))
                 break
-            except (ConnectionRefusedError, socket.timeout, OSError) as e:
+            except (TimeoutError, ConnectionRefusedError, OSError) as e:
                 sock.close()
                 if time.monotonic() > deadline:
-                    raise CheckFailed(f"could not connect to {args.host}:{args.port}: {e}")
+                    raise CheckFailed(f"could not connect to {args.host}:{args.port}: {e}") from e
                 time.sleep(0.5)
         with sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -137,7 +137,7 @@ class Receiver:
         while self.args.n == 0 or self.bytes < self.args.n:
             try:
                 data, _anc, flags, _addr = sock.recvmsg(1 << 16)
-            except socket.timeout:
+            except TimeoutError:
                 log(f"receive timed out after {self.bytes} of {self.args.n} bytes")
                 return
             if not data:
@@ -368,7 +368,6 @@ class Sprf:
 
     def run(self):
         """Runs the test; returns (ok, summary dict)."""
-        a = self.a
         if not self.server:
             send_msg(self.sock, self.encode_params(), 0, PPID_CONTROL)
             self.on_control(self.encode_params())
@@ -399,7 +398,7 @@ class Sprf:
                 break
             try:
                 m, st, ppid, un = recv_msg(self.sock)
-            except socket.timeout:
+            except TimeoutError:
                 log("timed out waiting for the peer")
                 break
             if not m:
@@ -570,7 +569,7 @@ def main():
             try:
                 while sock.recv(1 << 16):
                     pass
-            except socket.timeout:
+            except TimeoutError:
                 log("peer did not close")
                 ok = False
     except OSError as e:

@@ -4,6 +4,7 @@
 # there; the kernel has no address on it), removed on exit, and xdp_run, which retries a
 # softrnic command once the AF_XDP queue a previous run released is free again.
 XDP_ADDR=10.99.0.11
+# shellcheck disable=SC2034 # used by the scripts that source this file
 XDP="--transport xdp --device vx0 --bind $XDP_ADDR"
 ip link add vx0 type veth peer name vxb || exit 1
 trap 'ip link del vx0 2>/dev/null' EXIT

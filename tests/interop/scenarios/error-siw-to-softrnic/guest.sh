@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_ADDR come from the guest's /init
 # g1: one siw `rping -s -V -S 65535` per case. softrnic's client advertises an invalid buffer,
 # so siw's RDMA Read or Write is refused with a Terminate. Per case siw must have taken that
 # Terminate (its kernel log line "siw: got TERMINATE. layer L, type T, code C", in siw's own

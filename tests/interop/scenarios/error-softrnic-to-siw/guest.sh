@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_HOST_IP come from the guest's /init
 # g1: siw's rping client, once per injection case (host flag case.<n>.ready). The host's
 # invalid RDMA operation makes siw terminate the connection, so rping fails by design; its
 # exit status and output are logged, the verdict is the host's and the capture's.

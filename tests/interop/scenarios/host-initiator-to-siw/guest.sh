@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_ADDR come from the guest's /init
 # g1: persistent rping server (-P) on 7174 until the host side has finished. The host side
 # sends MPA Requests and closes after the Reply, so rping's own connections fail by design;
 # the verdict comes from the host command and the capture check.

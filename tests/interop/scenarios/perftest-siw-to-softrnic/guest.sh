@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_HOST_IP come from the guest's /init
 # g1: siw's perftest clients (ib_<tool> -R) against softrnic's servers on the host, one run per
 # line of runs.sh. The host raises <tag>.ready once its server listens; the client's exit
 # status goes to flag <tag>.done. A run expected "ok" that fails fails the guest.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_HOST_IP come from the guest's /init
 # g1: siw's rping client against softrnic's rping server on the host, one run per size
 # (the host raises rping.<size>.ready when its server listens). Each client's exit status
 # goes to the flag rping.<size>.done; any non-zero status fails the guest.

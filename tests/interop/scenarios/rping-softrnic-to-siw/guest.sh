@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_ADDR come from the guest's /init
 # g1: one siw `rping -s -V -S 65535` per size; raises rping.<size>.ready once it listens and
 # waits for the host's client (flag rping.<size>.done) and for the server to exit.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_ADDR come from the guest's /init
 # g1: 1. one siw `rping -s -V` per size for softrnic's AF_XDP client; 2. siw's `rping -c -V`
 # per size against softrnic's AF_XDP server at 10.99.0.11:7175 (the address softrnic's own
 # stack takes on the host's veth, see host.sh).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_ADDR come from the guest's /init
 # g1: siw's persistent rping server for the host's repeated clients, until the host is done.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../../guest/lab-guest.sh

@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_HOST_IP come from the guest's /init
 # g1: rping client towards the host end of the lab network. The outcome of rping depends on
 # the host side (the default stand-in rejects the connection), so rping's exit status is only
 # logged; the host command and the capture check decide the verdict.

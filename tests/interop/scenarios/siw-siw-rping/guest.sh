@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_ADDR come from the guest's /init
 # g1: rping server; g2: rping client (waits for g1's "rping.ready" flag).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../../guest/lab-guest.sh

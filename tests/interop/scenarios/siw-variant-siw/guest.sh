@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2153 # LAB_ADDR come from the guest's /init
 # g1: rping server; g2: rping client (waits for g1's "rping.ready" flag). Same as siw-siw-rping,
 # run on a siw variant image (see scenario.sh).
 set -euo pipefail

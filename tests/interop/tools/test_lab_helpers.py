@@ -1,0 +1,108 @@
+"""Tests of the interop lab's Python helpers, on the golden captures and on recorded outputs
+of `softrnic decode` and tshark (tests/interop/tools/testdata; scripts/lint-lab.sh checks that
+the recordings still match what the decoder prints).
+
+    python3 -m unittest discover -s tests/interop/tools -p 'test_*.py'
+"""
+
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "siw-variants"))
+
+import check_session  # noqa: E402
+import mpa_lab  # noqa: E402
+import sctp_check  # noqa: E402
+import sctp_peer  # noqa: E402
+
+
+def testdata(name):
+    with open(os.path.join(HERE, "testdata", name)) as f:
+        return f.read()
+
+
+def golden(name):
+    return os.path.join(ROOT, "tests", "data", "golden", name)
+
+
+class MpaFrames(unittest.TestCase):
+    def test_build_and_parse_round_trip(self):
+        """RFC 5044 §7.1 frame with the RFC 6581 IRD/ORD words and RTR bits."""
+        f = mpa_lab.build_frame(mpa_lab.KEY_REQ, 2, crc=True, ird=5, ord_=7, p2p=True,
+                                rtr_read=True, extra=b"hi")
+        info = mpa_lab.parse_frame(f)
+        self.assertEqual(info["kind"], "request")
+        self.assertEqual((info["rev"], info["C"], info["H"], info["M"]), (2, True, True, False))
+        self.assertEqual((info["ird"], info["ord"]), (5, 7))
+        self.assertTrue(info["p2p"] and info["rtr_read"])
+        self.assertFalse(info["rtr_write"] or info["rtr_send"])
+        self.assertEqual(info["pd_len"], 6)
+
+    def test_incomplete_or_foreign_frames_are_none(self):
+        f = mpa_lab.build_frame(mpa_lab.KEY_REP, 1, reject=True)
+        self.assertEqual(mpa_lab.parse_frame(f)["R"], True)
+        self.assertIsNone(mpa_lab.parse_frame(f[:19]))
+        self.assertIsNone(mpa_lab.parse_frame(b"GET / HTTP/1.1\r\n\r\n" + b"x" * 8))
+
+    def test_frames_of_a_real_siw_setup(self):
+        """The golden capture of Linux siw's MPA v2 setup: rping's IRD/ORD 1/1 request, then
+        a 16/16 exchange, no CRC, no markers."""
+        frames = list(mpa_lab.mpa_frames(golden("siw-mpa-setup.pcap")))
+        kinds = [f["kind"] for f in frames]
+        self.assertEqual(kinds, ["request", "request", "reply", "request", "reply"])
+        self.assertTrue(all(f["rev"] == 2 and f["H"] and not f["C"] and not f["M"] for f in frames))
+        self.assertEqual((frames[0]["ird"], frames[0]["ord"]), (1, 1))
+        self.assertEqual((frames[2]["ird"], frames[2]["ord"]), (16, 16))
+        self.assertEqual(frames[2]["src"], "10.99.0.1:7174")
+
+
+class DecodeOutputs(unittest.TestCase):
+    def test_summary_rows(self):
+        rows = check_session.parse_summary(testdata("siw-rping-crc.summary.txt"))
+        self.assertEqual([r["conn"] for r in rows], [1, 2, 3])
+        est = [r for r in rows if r["status"] == "established"]
+        self.assertEqual(len(est), 2)
+        self.assertEqual([(r["crc"], r["fpdus"], r["crc_ok"]) for r in est],
+                         [("off", 14, 0), ("on", 18, 18)])
+        self.assertTrue(all(r["errors"] == 0 and r["rev"] == "2" for r in est))
+
+    def test_counts_agree_with_tshark(self):
+        ours = check_session.parse_counts(testdata("siw-rping-crc.counts.txt"))
+        theirs = check_session.parse_tshark(testdata("siw-rping-crc.tshark.txt"))
+        self.assertEqual(ours, {"0x00": 6, "0x01": 4, "0x02": 6, "0x03": 16})
+        self.assertEqual(ours, theirs)
+
+    def test_sctp_summary(self):
+        assocs, total = sctp_check.parse(testdata("sctp-multihomed-failover.summary.txt"))
+        self.assertEqual(len(assocs), 1)
+        a = assocs[0]
+        self.assertEqual((a["initiator"], a["responder"]), ("10.99.0.3:33559", "10.99.0.2:5003"))
+        self.assertEqual(a["bytes"], [68000, 58000])
+        # Data went over both paths of the multihomed association.
+        self.assertEqual({p[0] for p in a["paths"]}, {"10.99.0.3", "10.99.0.2", "10.99.1.2", "10.99.1.3"})
+        self.assertTrue(all(p[2] > 0 for p in a["paths"]))
+        self.assertEqual((int(total[1]), int(total[2]), int(total[3]), int(total[4])), (214, 0, 1, 0))
+
+
+class SctpPerfProtocol(unittest.TestCase):
+    def test_pattern_matches_softrnic(self):
+        """The same bytes as softrnic's sctp-perf (cli/src/sctp_perf.rs pins the same vector):
+        the guest-side peer verifies softrnic's data with it."""
+        p = sctp_peer.sprf_pattern(3, 1000, 600)
+        self.assertEqual(list(p[:4]), [49, 56, 63, 70])
+        self.assertEqual(list(p[300:304]), [100, 109, 114, 123])
+
+    def test_pattern_is_deterministic_and_distinct(self):
+        a = sctp_peer.sprf_pattern(1, 2, 64)
+        self.assertEqual(a, sctp_peer.sprf_pattern(1, 2, 64))
+        self.assertEqual(len(a), 64)
+        self.assertNotEqual(a, sctp_peer.sprf_pattern(1, 3, 64))
+        self.assertNotEqual(a, sctp_peer.sprf_pattern(2, 2, 64))
+
+
+if __name__ == "__main__":
+    unittest.main()
