@@ -507,211 +507,268 @@ impl Core {
 
     fn command(&mut self, shared: &Shared, cmd: Cmd) {
         match cmd {
-            Cmd::Listen(id, l) => {
-                let mut sock = TcpListener::from_std(l);
-                let t = self.token();
-                if self
-                    .poll
-                    .registry()
-                    .register(&mut sock, t, Interest::READABLE)
-                    .is_ok()
-                {
-                    self.conns.insert(t, Conn::Listener { id, sock });
-                    // Connections may have queued before registration.
-                    self.accept_all(shared, t);
-                }
-            }
-            Cmd::CloseListener(id) => {
-                let t = self
-                    .conns
-                    .iter()
-                    .find(|(_, c)| matches!(c, Conn::Listener { id: i, .. } if *i == id))
-                    .map(|(t, _)| *t);
-                if let Some(t) = t {
-                    self.remove(t);
-                } else if let Some(t) = self.conns.iter().find_map(|(t, c)| match c {
-                    Conn::DevListener { id: i, .. } if *i == id => Some(*t),
-                    _ => None,
-                }) {
-                    self.remove(t);
-                }
-            }
+            Cmd::Listen(id, l) => self.listen_tcp(shared, id, l),
+            Cmd::CloseListener(id) => self.close_listener(id),
             Cmd::ListenDev(id, dev, port) => self.listen_dev(shared, id, dev, port),
             Cmd::ConnectDev(qp, dev, peer, local, cfg) => {
-                self.watch_dev(&dev);
-                let r = device::lock(&dev).connect(peer, local);
-                match r {
-                    Ok((h, _)) => {
-                        tracing::debug!(qp = qp.id.0, %peer, "connecting over a device's TCP");
-                        let t = self.token();
-                        let sock = Stream::Dev(DevSock::new(dev, h));
-                        self.conns.insert(t, Conn::Connecting { sock, qp, cfg });
-                        self.pump_devs(shared);
-                    }
-                    Err(e) => fail_connect(shared, &qp, CmError::Tcp(e)),
-                }
+                self.connect_dev(shared, qp, dev, peer, local, cfg)
             }
-            Cmd::Connect(qp, addr, cfg) => match TcpStream::connect(addr) {
-                Ok(mut sock) => {
-                    tracing::debug!(qp = qp.id.0, %addr, "connecting over TCP");
-                    let t = self.token();
-                    match self.poll.registry().register(
-                        &mut sock,
-                        t,
-                        Interest::READABLE | Interest::WRITABLE,
-                    ) {
-                        Ok(()) => {
-                            let sock = Stream::Kernel(sock);
-                            self.conns.insert(t, Conn::Connecting { sock, qp, cfg });
-                        }
-                        Err(e) => fail_connect(shared, &qp, CmError::Tcp(e.to_string())),
-                    }
-                }
-                Err(e) => fail_connect(shared, &qp, CmError::Tcp(e.to_string())),
-            },
-            Cmd::Accept(req, qp, cfg) => {
-                let t = self.conns.iter().find_map(|(t, c)| match c {
-                    Conn::Incoming { req: Some(r), .. } if *r == req => Some(*t),
-                    _ => None,
-                });
-                let Some(t) = t else {
-                    if !self.accept_sctp(shared, req, &qp, &cfg) {
-                        fail_connect(shared, &qp, CmError::Withdrawn);
-                    }
-                    return;
-                };
-                let Some(Conn::Incoming { sock, buf, .. }) = self.conns.remove(&t) else {
-                    return;
-                };
-                self.start_active(shared, t, sock, qp, Setup::Responder(cfg), Some(buf));
-            }
-            Cmd::Reject(req, pd) => {
-                let t = self.conns.iter().find_map(|(t, c)| match c {
-                    Conn::Incoming { req: Some(r), .. } if *r == req => Some(*t),
-                    _ => None,
-                });
-                let Some(t) = t else {
-                    self.reject_sctp(shared, req, &pd);
-                    return;
-                };
-                let Some(Conn::Incoming { sock, buf, .. }) = self.conns.remove(&t) else {
-                    return;
-                };
-                let mut out = Vec::new();
-                if let Ok((request, _)) = ConnFrame::parse(&buf) {
-                    let local = mpa::Config::default();
-                    let reply = mpa::reject_reply(&local, &request, &pd);
-                    if reply.emit(&mut out).is_err() {
-                        out.clear();
-                        let _ = mpa::reject_reply(&local, &request, &[]).emit(&mut out);
-                    }
-                }
-                let deadline = self.now() + LINGER;
-                self.conns.insert(
-                    t,
-                    Conn::Rejecting {
-                        sock,
-                        out,
-                        shut: None,
-                        deadline,
-                    },
-                );
-                self.service(shared, t, true, true);
-            }
-            Cmd::Adopt(qp, stream, setup) => {
-                let mut sock = TcpStream::from_std(stream);
+            Cmd::Connect(qp, addr, cfg) => self.connect_tcp(shared, qp, addr, cfg),
+            Cmd::Accept(req, qp, cfg) => self.accept(shared, req, qp, cfg),
+            Cmd::Reject(req, pd) => self.reject(shared, req, pd),
+            Cmd::Adopt(qp, stream, setup) => self.adopt(shared, qp, stream, setup),
+            Cmd::SocketInode(qp, reply) => self.socket_inode(&qp, &reply),
+            Cmd::ListenSctp(id, l) => self.listen_sctp(shared, id, *l),
+            Cmd::ConnectSctp(qp, c, cfg) => self.connect_sctp(shared, qp, *c, cfg),
+            Cmd::StackUnacked(qp, reply) => self.stack_unacked(&qp, &reply),
+            Cmd::Disconnect(qp) => self.disconnect(shared, qp),
+            Cmd::Destroy(qp) => self.destroy(shared, qp),
+        }
+    }
+
+    /// A kernel TCP listener joins the epoll set.
+    fn listen_tcp(&mut self, shared: &Shared, id: ListenerId, l: std::net::TcpListener) {
+        let mut sock = TcpListener::from_std(l);
+        let t = self.token();
+        if self
+            .poll
+            .registry()
+            .register(&mut sock, t, Interest::READABLE)
+            .is_ok()
+        {
+            self.conns.insert(t, Conn::Listener { id, sock });
+            // Connections may have queued before registration.
+            self.accept_all(shared, t);
+        }
+    }
+
+    /// Removes a listener (kernel TCP or device).
+    fn close_listener(&mut self, id: ListenerId) {
+        let t = self
+            .conns
+            .iter()
+            .find(|(_, c)| matches!(c, Conn::Listener { id: i, .. } if *i == id))
+            .map(|(t, _)| *t);
+        if let Some(t) = t {
+            self.remove(t);
+        } else if let Some(t) = self.conns.iter().find_map(|(t, c)| match c {
+            Conn::DevListener { id: i, .. } if *i == id => Some(*t),
+            _ => None,
+        }) {
+            self.remove(t);
+        }
+    }
+
+    /// Connects over a device's TCP.
+    fn connect_dev(
+        &mut self,
+        shared: &Shared,
+        qp: Arc<QpShared>,
+        dev: SharedDev,
+        peer: std::net::SocketAddrV4,
+        local: Option<std::net::Ipv4Addr>,
+        cfg: mpa::Config,
+    ) {
+        self.watch_dev(&dev);
+        let r = device::lock(&dev).connect(peer, local);
+        match r {
+            Ok((h, _)) => {
+                tracing::debug!(qp = qp.id.0, %peer, "connecting over a device's TCP");
                 let t = self.token();
-                if let Err(e) = self.poll.registry().register(
+                let sock = Stream::Dev(DevSock::new(dev, h));
+                self.conns.insert(t, Conn::Connecting { sock, qp, cfg });
+                self.pump_devs(shared);
+            }
+            Err(e) => fail_connect(shared, &qp, CmError::Tcp(e)),
+        }
+    }
+
+    /// Connects over the kernel's TCP.
+    fn connect_tcp(
+        &mut self,
+        shared: &Shared,
+        qp: Arc<QpShared>,
+        addr: SocketAddr,
+        cfg: mpa::Config,
+    ) {
+        match TcpStream::connect(addr) {
+            Ok(mut sock) => {
+                tracing::debug!(qp = qp.id.0, %addr, "connecting over TCP");
+                let t = self.token();
+                match self.poll.registry().register(
                     &mut sock,
                     t,
                     Interest::READABLE | Interest::WRITABLE,
                 ) {
-                    fail_connect(shared, &qp, CmError::Tcp(e.to_string()));
-                    return;
-                }
-                self.start_active(shared, t, Stream::Kernel(sock), qp, setup, None);
-            }
-            Cmd::SocketInode(qp, reply) => {
-                let ino = self.find_qp(&qp).and_then(|t| match self.conns.get(&t) {
-                    Some(Conn::Active(Active {
-                        sock: Stream::Kernel(s),
-                        ..
-                    })) => socket_inode(s),
-                    _ => None,
-                });
-                let _ = reply.try_send(ino);
-            }
-            Cmd::ListenSctp(id, l) => self.listen_sctp(shared, id, *l),
-            Cmd::ConnectSctp(qp, c, cfg) => self.connect_sctp(shared, qp, *c, cfg),
-            Cmd::StackUnacked(qp, reply) => {
-                let dev = self.find_qp(&qp).and_then(|t| match self.conns.get(&t) {
-                    Some(Conn::Active(Active {
-                        sock: Stream::Dev(d),
-                        ..
-                    })) => Some(d.unacked()),
-                    _ => None,
-                });
-                let _ = reply.try_send(dev.or_else(|| self.sctp_unacked(&qp)));
-            }
-            Cmd::Disconnect(qp) => {
-                let t = self.find_qp(&qp);
-                match t.and_then(|t| self.conns.get(&t).map(|c| (t, c))) {
-                    Some((t, Conn::Active(_))) => {
-                        {
-                            let mut s = qp.lock();
-                            if let Some(e) = s.engine.as_mut() {
-                                // Work posted before the disconnect still completes.
-                                qp.drain_rings(e);
-                                e.close();
-                            }
-                        }
-                        self.service(shared, t, false, false);
+                    Ok(()) => {
+                        let sock = Stream::Kernel(sock);
+                        self.conns.insert(t, Conn::Connecting { sock, qp, cfg });
                     }
-                    Some((t, Conn::Connecting { .. })) => {
-                        self.remove(t);
-                        qp.flush_early();
-                        fail_connect(shared, &qp, CmError::Aborted);
-                    }
-                    _ => {
-                        self.disconnect_sctp(shared, &qp);
-                    }
+                    Err(e) => fail_connect(shared, &qp, CmError::Tcp(e.to_string())),
                 }
             }
-            Cmd::Destroy(qp) => {
-                let t = self.find_qp(&qp);
-                let now = self.now();
-                match t.and_then(|t| self.conns.remove(&t).map(|c| (t, c))) {
-                    Some((_, Conn::Active(mut a))) => {
-                        a.sock.deregister(self.poll.registry());
-                        // Unread data makes the kernel send a reset: an abortive close.
-                        a.sock.shutdown(Shutdown::Both);
-                        let mut s = qp.lock();
-                        if let Some(e) = s.engine.as_mut() {
-                            // Rings closed and drained; the close below flushes it all.
-                            qp.publish_engine(e, false);
-                            if !a.closed {
-                                e.handle_closed(now, CloseReason::Local);
-                            }
-                        }
-                        drain_events(shared, &qp, s.engine.as_mut());
-                    }
-                    Some((_, Conn::Connecting { mut sock, .. })) => {
-                        sock.deregister(self.poll.registry());
-                        sock.shutdown(Shutdown::Both);
-                        fail_connect(shared, &qp, CmError::Aborted);
-                    }
-                    Some((t, other)) => {
-                        self.conns.insert(t, other);
-                    }
-                    None => {
-                        self.destroy_sctp(shared, &qp);
+            Err(e) => fail_connect(shared, &qp, CmError::Tcp(e.to_string())),
+        }
+    }
+
+    /// Accepts a pending connection request on `qp` (TCP, device or SCTP).
+    fn accept(&mut self, shared: &Shared, req: ConnReqId, qp: Arc<QpShared>, cfg: mpa::Config) {
+        let t = self.conns.iter().find_map(|(t, c)| match c {
+            Conn::Incoming { req: Some(r), .. } if *r == req => Some(*t),
+            _ => None,
+        });
+        let Some(t) = t else {
+            if !self.accept_sctp(shared, req, &qp, &cfg) {
+                fail_connect(shared, &qp, CmError::Withdrawn);
+            }
+            return;
+        };
+        let Some(Conn::Incoming { sock, buf, .. }) = self.conns.remove(&t) else {
+            return;
+        };
+        self.start_active(shared, t, sock, qp, Setup::Responder(cfg), Some(buf));
+    }
+
+    /// Rejects a pending connection request: an MPA Reply with the Reject bit, then close.
+    fn reject(&mut self, shared: &Shared, req: ConnReqId, pd: Vec<u8>) {
+        let t = self.conns.iter().find_map(|(t, c)| match c {
+            Conn::Incoming { req: Some(r), .. } if *r == req => Some(*t),
+            _ => None,
+        });
+        let Some(t) = t else {
+            self.reject_sctp(shared, req, &pd);
+            return;
+        };
+        let Some(Conn::Incoming { sock, buf, .. }) = self.conns.remove(&t) else {
+            return;
+        };
+        let mut out = Vec::new();
+        if let Ok((request, _)) = ConnFrame::parse(&buf) {
+            let local = mpa::Config::default();
+            let reply = mpa::reject_reply(&local, &request, &pd);
+            if reply.emit(&mut out).is_err() {
+                out.clear();
+                let _ = mpa::reject_reply(&local, &request, &[]).emit(&mut out);
+            }
+        }
+        let deadline = self.now() + LINGER;
+        self.conns.insert(
+            t,
+            Conn::Rejecting {
+                sock,
+                out,
+                shut: None,
+                deadline,
+            },
+        );
+        self.service(shared, t, true, true);
+    }
+
+    /// Runs MPA (or full operation) on a TCP connection the application made.
+    fn adopt(
+        &mut self,
+        shared: &Shared,
+        qp: Arc<QpShared>,
+        stream: std::net::TcpStream,
+        setup: Setup,
+    ) {
+        let mut sock = TcpStream::from_std(stream);
+        let t = self.token();
+        if let Err(e) =
+            self.poll
+                .registry()
+                .register(&mut sock, t, Interest::READABLE | Interest::WRITABLE)
+        {
+            fail_connect(shared, &qp, CmError::Tcp(e.to_string()));
+            return;
+        }
+        self.start_active(shared, t, Stream::Kernel(sock), qp, setup, None);
+    }
+
+    /// Answers the inode of the QP's kernel TCP socket.
+    fn socket_inode(&self, qp: &Arc<QpShared>, reply: &std::sync::mpsc::SyncSender<Option<u64>>) {
+        let ino = self.find_qp(qp).and_then(|t| match self.conns.get(&t) {
+            Some(Conn::Active(Active {
+                sock: Stream::Kernel(s),
+                ..
+            })) => socket_inode(s),
+            _ => None,
+        });
+        let _ = reply.try_send(ino);
+    }
+
+    /// Answers the octets not yet acknowledged in softrnic's own stacks (device TCP, SCTP).
+    fn stack_unacked(&self, qp: &Arc<QpShared>, reply: &std::sync::mpsc::SyncSender<Option<u64>>) {
+        let dev = self.find_qp(qp).and_then(|t| match self.conns.get(&t) {
+            Some(Conn::Active(Active {
+                sock: Stream::Dev(d),
+                ..
+            })) => Some(d.unacked()),
+            _ => None,
+        });
+        let _ = reply.try_send(dev.or_else(|| self.sctp_unacked(qp)));
+    }
+
+    /// A graceful disconnect: posted work completes, then the stream closes.
+    fn disconnect(&mut self, shared: &Shared, qp: Arc<QpShared>) {
+        let t = self.find_qp(&qp);
+        match t.and_then(|t| self.conns.get(&t).map(|c| (t, c))) {
+            Some((t, Conn::Active(_))) => {
+                {
+                    let mut s = qp.lock();
+                    if let Some(e) = s.engine.as_mut() {
+                        // Work posted before the disconnect still completes.
+                        qp.drain_rings(e);
+                        e.close();
                     }
                 }
+                self.service(shared, t, false, false);
+            }
+            Some((t, Conn::Connecting { .. })) => {
+                self.remove(t);
                 qp.flush_early();
-                if qp.status() == ConnStatus::Connecting {
-                    qp.set_status(ConnStatus::Failed(CmError::Aborted));
-                }
+                fail_connect(shared, &qp, CmError::Aborted);
             }
+            _ => {
+                self.disconnect_sctp(shared, &qp);
+            }
+        }
+    }
+
+    /// Destroys a QP: an abortive close, everything outstanding flushed.
+    fn destroy(&mut self, shared: &Shared, qp: Arc<QpShared>) {
+        let t = self.find_qp(&qp);
+        let now = self.now();
+        match t.and_then(|t| self.conns.remove(&t).map(|c| (t, c))) {
+            Some((_, Conn::Active(mut a))) => {
+                a.sock.deregister(self.poll.registry());
+                // Unread data makes the kernel send a reset: an abortive close.
+                a.sock.shutdown(Shutdown::Both);
+                let mut s = qp.lock();
+                if let Some(e) = s.engine.as_mut() {
+                    // Rings closed and drained; the close below flushes it all.
+                    qp.publish_engine(e, false);
+                    if !a.closed {
+                        e.handle_closed(now, CloseReason::Local);
+                    }
+                }
+                drain_events(shared, &qp, s.engine.as_mut());
+            }
+            Some((_, Conn::Connecting { mut sock, .. })) => {
+                sock.deregister(self.poll.registry());
+                sock.shutdown(Shutdown::Both);
+                fail_connect(shared, &qp, CmError::Aborted);
+            }
+            Some((t, other)) => {
+                self.conns.insert(t, other);
+            }
+            None => {
+                self.destroy_sctp(shared, &qp);
+            }
+        }
+        qp.flush_early();
+        if qp.status() == ConnStatus::Connecting {
+            qp.set_status(ConnStatus::Failed(CmError::Aborted));
         }
     }
 
