@@ -263,6 +263,52 @@ enum SackState {
     Now,
 }
 
+/// What one SACK newly acknowledged, per path (RFC 9260 §6.2.1, §7.2).
+struct SackTally {
+    /// Octets newly acknowledged on each path.
+    acked_bytes: Vec<usize>,
+    /// Per path, the latest send time among newly acknowledged chunks: only data sent after
+    /// a path's last timeout proves that the path works now.
+    acked_sent_at: Vec<Option<Instant>>,
+    /// The highest TSN newly acknowledged (HTNA, §7.2.4).
+    htna: Option<u64>,
+    /// Round-trip samples: (path, RTT), from chunks sent once (Karn's rule).
+    rtt_samples: Vec<(usize, Duration)>,
+}
+
+impl SackTally {
+    fn new(paths: usize) -> SackTally {
+        SackTally {
+            acked_bytes: vec![0; paths],
+            acked_sent_at: vec![None; paths],
+            htna: None,
+            rtt_samples: Vec::new(),
+        }
+    }
+
+    /// Counts a newly acknowledged chunk: out of its path's flight, into the tally, and an
+    /// RTT sample if it was the path's probe.
+    fn count(&mut self, paths: &mut [Path], c: &mut Sent, now: Instant) {
+        let Some(p) = paths.get_mut(c.path) else {
+            return;
+        };
+        if c.in_flight {
+            p.flight = p.flight.saturating_sub(c.size());
+            c.in_flight = false;
+        }
+        self.acked_bytes[c.path] += c.size();
+        self.acked_sent_at[c.path] = self.acked_sent_at[c.path].max(Some(c.sent_at));
+        if let Some((t, at)) = p.rtt_probe
+            && t == c.tsn
+        {
+            p.rtt_probe = None;
+            if c.tx_count == 1 {
+                self.rtt_samples.push((c.path, now - at));
+            }
+        }
+    }
+}
+
 /// Unwraps a 32-bit serial number to the 64-bit value nearest `reference`.
 fn unwrap32(reference: u64, wire: u32) -> u64 {
     let diff = i64::from(wire.wrapping_sub(reference as u32) as i32);
@@ -2426,7 +2472,51 @@ impl Association {
     ///
     /// `is_sack` is false for the cumulative ack carried by a SHUTDOWN, which says nothing
     /// about chunks above it.
+    /// A SACK (or the cumulative TSN of a SHUTDOWN, `is_sack` false) arrived (RFC 9260
+    /// §6.2.1): what it acknowledges leaves the retransmission queue, then fast retransmit,
+    /// the congestion windows, the T3 timers and the peer's window follow.
     fn handle_sack(&mut self, now: Instant, s: &SackChunk, is_sack: bool) {
+        let Some(cum) = self.sack_cum_ack(now, s) else {
+            return;
+        };
+        let cfg = self.shared.config.clone();
+        let mut tally = SackTally::new(self.paths.len());
+        let mut flight_before: Vec<usize> = self.paths.iter().map(|p| p.flight).collect();
+        let cum_advanced = cum > self.cum_ack;
+        self.ack_cumulative(now, cum, &mut tally);
+        if is_sack && (!s.gaps.is_empty() || self.gap_acked > 0) {
+            self.ack_gap_blocks(now, cum, s, &mut tally);
+        }
+        for &(i, r) in &tally.rtt_samples {
+            self.paths[i].rtt_sample(r, &cfg);
+        }
+        if is_sack {
+            self.fast_retransmit(cum, cum_advanced, s, &tally, &mut flight_before);
+        }
+        if self.fast_recovery_exit.is_some_and(|x| self.cum_ack >= x) {
+            self.fast_recovery_exit = None;
+        }
+        self.grow_windows(now, cum_advanced, &tally, &flight_before);
+        debug_assert_eq!(
+            self.unacked_bytes,
+            self.outstanding
+                .iter()
+                .filter(|c| !c.acked)
+                .map(|c| c.data.len())
+                .sum::<usize>()
+        );
+        self.peer_rwnd = (s.a_rwnd as usize).saturating_sub(self.unacked_bytes);
+        if is_sack {
+            self.last_sack_at = Some(now);
+            let mtu = self.paths.get(self.data_path).map_or(1500, |p| p.pmtu);
+            self.peer_window_closed = self.peer_rwnd < mtu;
+        }
+    }
+
+    /// The SACK's cumulative TSN ack, unwrapped; `None` when the SACK is to be ignored (the
+    /// association is not sending data, or it is an old, reordered SACK: §6.2.1 D i) or
+    /// acknowledges a TSN never sent (a protocol violation, which aborts).
+    fn sack_cum_ack(&mut self, now: Instant, s: &SackChunk) -> Option<u64> {
         if !matches!(
             self.state,
             State::Established
@@ -2435,12 +2525,12 @@ impl Association {
                 | State::ShutdownSent
                 | State::ShutdownAckSent
         ) {
-            return;
+            return None;
         }
         let cum = unwrap32(self.cum_ack, s.cum_tsn_ack);
         if cum < self.cum_ack {
             // D i): an old, reordered SACK.
-            return;
+            return None;
         }
         if cum >= self.next_tsn {
             self.protocol_violation(
@@ -2450,21 +2540,15 @@ impl Association {
                     s.cum_tsn_ack
                 ),
             );
-            return;
+            return None;
         }
-        let cfg = self.shared.config.clone();
-        let npaths = self.paths.len();
-        let mut acked_bytes = vec![0usize; npaths];
-        // Per path, the latest send time among newly acknowledged chunks: only data sent
-        // after a path's last timeout proves that the path works now.
-        let mut acked_sent_at: Vec<Option<Instant>> = vec![None; npaths];
-        let mut flight_before: Vec<usize> = self.paths.iter().map(|p| p.flight).collect();
-        let cum_advanced = cum > self.cum_ack;
-        let mut htna: Option<u64> = None;
-        let mut rtt_samples: Vec<(usize, Duration)> = Vec::new();
-        // Cumulative part.
+        Some(cum)
+    }
+
+    /// Everything up to `cum` leaves the retransmission queue.
+    fn ack_cumulative(&mut self, now: Instant, cum: u64, tally: &mut SackTally) {
         while self.cum_ack < cum {
-            let Some(c) = self.outstanding.pop_front() else {
+            let Some(mut c) = self.outstanding.pop_front() else {
                 break;
             };
             self.cum_ack = c.tsn;
@@ -2474,141 +2558,138 @@ impl Association {
                 continue;
             }
             self.unacked_bytes = self.unacked_bytes.saturating_sub(c.data.len());
-            match c.rtx {
-                Rtx::Fast => self.rtx_fast -= 1,
-                Rtx::Timeout => self.rtx_timeout -= 1,
-                Rtx::No => {}
-            }
-            htna = Some(c.tsn);
-            let p = &mut self.paths[c.path];
-            if c.in_flight {
-                p.flight = p.flight.saturating_sub(c.size());
-            }
-            acked_bytes[c.path] += c.size();
-            acked_sent_at[c.path] = acked_sent_at[c.path].max(Some(c.sent_at));
-            if let Some((t, at)) = p.rtt_probe
-                && t == c.tsn
-            {
-                p.rtt_probe = None;
-                if c.tx_count == 1 {
-                    rtt_samples.push((c.path, now - at));
-                }
-            }
+            self.forget_rtx(c.rtx);
+            tally.htna = Some(c.tsn);
+            tally.count(&mut self.paths, &mut c, now);
         }
         self.cum_ack = cum;
-        // Gap ack blocks.
-        if is_sack && (!s.gaps.is_empty() || self.gap_acked > 0) {
-            let mut blocks: Vec<(u64, u64)> = s
-                .gaps
-                .iter()
-                .filter(|g| g.start <= g.end && g.start > 0)
-                .map(|g| (cum + u64::from(g.start), cum + u64::from(g.end)))
-                .collect();
-            blocks.sort_unstable();
-            let mut bi = 0;
-            for c in self.outstanding.iter_mut() {
-                while bi < blocks.len() && blocks[bi].1 < c.tsn {
-                    bi += 1;
+    }
+
+    /// Chunks inside the SACK's gap ack blocks are acknowledged; chunks acknowledged by an
+    /// earlier SACK and outside them now were reneged and go out again.
+    fn ack_gap_blocks(&mut self, now: Instant, cum: u64, s: &SackChunk, tally: &mut SackTally) {
+        let mut blocks: Vec<(u64, u64)> = s
+            .gaps
+            .iter()
+            .filter(|g| g.start <= g.end && g.start > 0)
+            .map(|g| (cum + u64::from(g.start), cum + u64::from(g.end)))
+            .collect();
+        blocks.sort_unstable();
+        let mut bi = 0;
+        for c in self.outstanding.iter_mut() {
+            while bi < blocks.len() && blocks[bi].1 < c.tsn {
+                bi += 1;
+            }
+            let in_gap = bi < blocks.len() && blocks[bi].0 <= c.tsn;
+            if in_gap && !c.acked {
+                c.acked = true;
+                self.gap_acked += 1;
+                self.unacked_bytes = self.unacked_bytes.saturating_sub(c.data.len());
+                match c.rtx {
+                    Rtx::Fast => self.rtx_fast -= 1,
+                    Rtx::Timeout => self.rtx_timeout -= 1,
+                    Rtx::No => {}
                 }
-                let in_gap = bi < blocks.len() && blocks[bi].0 <= c.tsn;
-                if in_gap && !c.acked {
-                    c.acked = true;
-                    self.gap_acked += 1;
-                    self.unacked_bytes = self.unacked_bytes.saturating_sub(c.data.len());
-                    match c.rtx {
-                        Rtx::Fast => self.rtx_fast -= 1,
-                        Rtx::Timeout => self.rtx_timeout -= 1,
-                        Rtx::No => {}
-                    }
-                    c.rtx = Rtx::No;
-                    htna = Some(htna.map_or(c.tsn, |h| h.max(c.tsn)));
-                    let p = &mut self.paths[c.path];
-                    if c.in_flight {
-                        p.flight = p.flight.saturating_sub(c.size());
-                        c.in_flight = false;
-                    }
-                    acked_bytes[c.path] += c.size();
-                    acked_sent_at[c.path] = acked_sent_at[c.path].max(Some(c.sent_at));
-                    if let Some((t, at)) = p.rtt_probe
-                        && t == c.tsn
-                    {
-                        p.rtt_probe = None;
-                        if c.tx_count == 1 {
-                            rtt_samples.push((c.path, now - at));
-                        }
-                    }
-                } else if !in_gap && c.acked {
-                    // Reneged: the peer dropped it; send it again.
-                    c.acked = false;
-                    self.gap_acked -= 1;
-                    self.unacked_bytes += c.data.len();
-                    c.rtx = Rtx::Timeout;
-                    self.rtx_timeout += 1;
-                }
+                c.rtx = Rtx::No;
+                tally.htna = Some(tally.htna.map_or(c.tsn, |h| h.max(c.tsn)));
+                tally.count(&mut self.paths, c, now);
+            } else if !in_gap && c.acked {
+                // Reneged: the peer dropped it; send it again.
+                c.acked = false;
+                self.gap_acked -= 1;
+                self.unacked_bytes += c.data.len();
+                c.rtx = Rtx::Timeout;
+                self.rtx_timeout += 1;
             }
         }
-        for (i, r) in rtt_samples {
-            self.paths[i].rtt_sample(r, &cfg);
+    }
+
+    /// An acknowledged chunk no longer counts as waiting for retransmission.
+    fn forget_rtx(&mut self, rtx: Rtx) {
+        match rtx {
+            Rtx::Fast => self.rtx_fast -= 1,
+            Rtx::Timeout => self.rtx_timeout -= 1,
+            Rtx::No => {}
         }
-        // Miss indications and fast retransmit (§7.2.4). Only chunks below a gap-acked TSN
-        // are "reported missing"; outside Fast Recovery the HTNA rule further limits the
-        // count to chunks below the highest TSN newly acknowledged by this SACK.
+    }
+
+    /// Miss indications and fast retransmit (§7.2.4). Only chunks below a gap-acked TSN are
+    /// "reported missing"; outside Fast Recovery the HTNA rule further limits the count to
+    /// chunks below the highest TSN newly acknowledged by this SACK. Entering Fast Recovery
+    /// halves the windows of the paths with newly marked chunks.
+    fn fast_retransmit(
+        &mut self,
+        cum: u64,
+        cum_advanced: bool,
+        s: &SackChunk,
+        tally: &SackTally,
+        flight_before: &mut [usize],
+    ) {
         let mut newly_marked: Vec<usize> = Vec::new();
-        let highest_gap = s.gaps.iter().map(|g| cum + u64::from(g.end)).max();
-        if let (true, Some(hg)) = (is_sack, highest_gap) {
-            let in_fr = self.fast_recovery_exit.is_some();
-            let limit = if in_fr && cum_advanced {
-                hg
-            } else {
-                htna.map_or(0, |h| h.min(hg))
-            };
-            for c in self.outstanding.iter_mut() {
-                if c.tsn >= limit {
-                    break;
-                }
-                if c.acked || c.rtx != Rtx::No || c.fast_retransmitted || !c.in_flight {
-                    continue;
-                }
-                c.misses += 1;
-                if c.misses >= 3 {
-                    c.rtx = Rtx::Fast;
-                    c.fast_retransmitted = true;
-                    c.in_flight = false;
-                    self.rtx_fast += 1;
-                    let p = &mut self.paths[c.path];
-                    p.flight = p.flight.saturating_sub(c.size());
-                    p.stats.fast_retransmits += 1;
-                    if !newly_marked.contains(&c.path) {
-                        newly_marked.push(c.path);
-                    }
-                }
-            }
-        }
-        if !newly_marked.is_empty() {
-            tracing::trace!(vtag = self.local_tag(), paths = ?newly_marked, "SCTP fast retransmit");
-            self.stats.fast_retransmits += 1;
-            if self.fast_recovery_exit.is_none() {
-                for &i in &newly_marked {
-                    let p = &mut self.paths[i];
-                    p.ssthresh = (p.cwnd / 2).max(4 * p.pmtu);
-                    p.cwnd = p.ssthresh;
-                    p.pba = 0;
-                    flight_before[i] = 0;
-                }
-                self.fast_recovery_exit = Some(self.next_tsn - 1);
-            }
-            self.fast_once = true;
-        }
-        if self.fast_recovery_exit.is_some_and(|x| self.cum_ack >= x) {
-            self.fast_recovery_exit = None;
-        }
-        // Congestion window growth (§7.2.1, §7.2.2) and T3 management.
+        let Some(hg) = s.gaps.iter().map(|g| cum + u64::from(g.end)).max() else {
+            return;
+        };
         let in_fr = self.fast_recovery_exit.is_some();
-        for i in 0..npaths {
-            let acked = acked_bytes[i];
+        let limit = if in_fr && cum_advanced {
+            hg
+        } else {
+            tally.htna.map_or(0, |h| h.min(hg))
+        };
+        for c in self.outstanding.iter_mut() {
+            if c.tsn >= limit {
+                break;
+            }
+            if c.acked || c.rtx != Rtx::No || c.fast_retransmitted || !c.in_flight {
+                continue;
+            }
+            c.misses += 1;
+            if c.misses >= 3 {
+                c.rtx = Rtx::Fast;
+                c.fast_retransmitted = true;
+                c.in_flight = false;
+                self.rtx_fast += 1;
+                let p = &mut self.paths[c.path];
+                p.flight = p.flight.saturating_sub(c.size());
+                p.stats.fast_retransmits += 1;
+                if !newly_marked.contains(&c.path) {
+                    newly_marked.push(c.path);
+                }
+            }
+        }
+        if newly_marked.is_empty() {
+            return;
+        }
+        tracing::trace!(vtag = self.local_tag(), paths = ?newly_marked, "SCTP fast retransmit");
+        self.stats.fast_retransmits += 1;
+        if self.fast_recovery_exit.is_none() {
+            for &i in &newly_marked {
+                let p = &mut self.paths[i];
+                p.ssthresh = (p.cwnd / 2).max(4 * p.pmtu);
+                p.cwnd = p.ssthresh;
+                p.pba = 0;
+                flight_before[i] = 0;
+            }
+            self.fast_recovery_exit = Some(self.next_tsn - 1);
+        }
+        self.fast_once = true;
+    }
+
+    /// Congestion window growth (§7.2.1, §7.2.2) and T3 management (§6.3.2 R3) on each
+    /// path with newly acknowledged data; a path whose data sent after its last error was
+    /// acknowledged is working again.
+    fn grow_windows(
+        &mut self,
+        now: Instant,
+        cum_advanced: bool,
+        tally: &SackTally,
+        flight_before: &[usize],
+    ) {
+        let in_fr = self.fast_recovery_exit.is_some();
+        for (i, &before) in flight_before.iter().enumerate() {
+            let acked = tally.acked_bytes[i];
             if acked > 0 {
                 self.assoc_errors = 0;
-                let fresh = match (acked_sent_at[i], self.paths[i].last_error) {
+                let fresh = match (tally.acked_sent_at[i], self.paths[i].last_error) {
                     (Some(sent), Some(err)) => sent > err,
                     _ => true,
                 };
@@ -2617,7 +2698,7 @@ impl Association {
                 }
                 let p = &mut self.paths[i];
                 let mtu = p.pmtu;
-                let full = flight_before[i] + mtu > p.cwnd;
+                let full = before + mtu > p.cwnd;
                 if cum_advanced && !in_fr && full {
                     if p.cwnd <= p.ssthresh {
                         p.cwnd += acked.min(mtu);
@@ -2641,20 +2722,6 @@ impl Association {
                 p.pba = 0;
                 p.t3 = None;
             }
-        }
-        debug_assert_eq!(
-            self.unacked_bytes,
-            self.outstanding
-                .iter()
-                .filter(|c| !c.acked)
-                .map(|c| c.data.len())
-                .sum::<usize>()
-        );
-        self.peer_rwnd = (s.a_rwnd as usize).saturating_sub(self.unacked_bytes);
-        if is_sack {
-            self.last_sack_at = Some(now);
-            let mtu = self.paths.get(self.data_path).map_or(1500, |p| p.pmtu);
-            self.peer_window_closed = self.peer_rwnd < mtu;
         }
     }
 
