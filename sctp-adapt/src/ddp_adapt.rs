@@ -221,7 +221,13 @@ impl SessionControl {
         if self.function == FunctionCode::Terminate && !self.private_data.is_empty() {
             return Err(AdaptError::TerminateWithData(self.private_data.len()));
         }
-        if self.function.is_enhanced() && self.private_data.len() < ENHANCED_DATA_LEN {
+        // RFC 6581 §7, §9: the IRD/ORD words lead the Private Data of the Enhanced Initiate
+        // and Accept; an Enhanced Reject need not carry them.
+        if matches!(
+            self.function,
+            FunctionCode::EnhancedInitiate | FunctionCode::EnhancedAccept
+        ) && self.private_data.len() < ENHANCED_DATA_LEN
+        {
             return Err(AdaptError::EnhancedDataMissing(self.private_data.len()));
         }
         Ok(())
@@ -389,9 +395,10 @@ pub enum SessionError {
     /// Not allowed in this state.
     #[error("not allowed in session state {0:?}")]
     State(SessionState),
-    /// A DDP Segment before the peer answered the Initiate (RFC 5043 §6.6).
+    /// A DDP Segment before the peer answered the Initiate (RFC 5043 §6.2: Initiate,
+    /// Accept, then DDP Segments).
     #[error(
-        "no DDP Segment may be sent before the peer answered the Session Initiate (RFC 5043 §6.6)"
+        "no DDP Segment may be sent before the peer accepted the Session Initiate (RFC 5043 §6.2)"
     )]
     NotAccepted,
     /// A control message that could overtake the previous one (§6.6).
@@ -730,6 +737,22 @@ impl StreamSession {
                 self.enhanced = c.function.is_enhanced();
                 SessionEvent::InitiateReceived(c.private_data)
             }
+            // RFC 6581 §10: the answer to an Enhanced Initiate is enhanced, and the answer
+            // to a plain one is plain.
+            (S::InitiateSent, M::Control(c))
+                if matches!(c.function.base(), F::Accept | F::Reject)
+                    && c.function.is_enhanced() != self.enhanced =>
+            {
+                return Err(format!(
+                    "{} answers {} Session Initiate (RFC 6581 §10)",
+                    c.function,
+                    if self.enhanced {
+                        "an Enhanced"
+                    } else {
+                        "a plain"
+                    }
+                ));
+            }
             (S::InitiateSent, M::Control(c)) => match c.function.base() {
                 F::Accept => {
                     self.state = S::Established;
@@ -757,7 +780,7 @@ impl StreamSession {
             }
             (S::AwaitingUlp, M::Segment(_)) => {
                 return Err(
-                    "DDP Segment from the active side before the session was accepted (RFC 5043 §6.6)"
+                    "DDP Segment from the active side before the session was accepted (RFC 5043 §6.2)"
                         .into(),
                 );
             }
@@ -1088,6 +1111,62 @@ mod tests {
         let ev = active.receive(acc.ppid, true, &acc.data);
         assert_eq!(ev, vec![SessionEvent::Accepted(vec![0, 8, 0, 16])]);
         assert_eq!(active.state(), SessionState::Established);
+    }
+
+    /// RFC 6581 §7, §9: only the Enhanced Initiate and Accept lead with the IRD/ORD words;
+    /// an Enhanced Reject with less (or no) Private Data is a Reject, not a violation.
+    #[test]
+    fn rfc6581_9_enhanced_reject_needs_no_ird_ord() {
+        let rej = SessionControl {
+            ddp_ssn: 0,
+            function: FunctionCode::EnhancedReject,
+            private_data: vec![1, 2],
+        };
+        assert_eq!(rej.validate(), Ok(()));
+        let mut active = StreamSession::initiate_enhanced(0, 1400, &[0, 1, 0, 1]).unwrap();
+        let _ = active.poll_outgoing();
+        let ev = active.receive(PPID_DDP_STREAM_SESSION_CONTROL, true, &rej.emit().unwrap());
+        assert_eq!(ev, vec![SessionEvent::Rejected(vec![1, 2])]);
+        let acc = SessionControl {
+            ddp_ssn: 0,
+            function: FunctionCode::EnhancedAccept,
+            private_data: vec![1, 2],
+        };
+        assert_eq!(acc.validate(), Err(AdaptError::EnhancedDataMissing(2)));
+    }
+
+    /// RFC 6581 §10: an Enhanced Initiate is answered with an Enhanced Accept or Reject and
+    /// a plain one with a plain answer; a mismatched answer is a violation that terminates
+    /// the session (the IRD/ORD words would otherwise be read from, or handed to, the wrong
+    /// place).
+    #[test]
+    fn rfc6581_10_answer_matches_the_initiate() {
+        for (enhanced_init, answer) in [
+            (true, FunctionCode::Accept),
+            (true, FunctionCode::Reject),
+            (false, FunctionCode::EnhancedAccept),
+            (false, FunctionCode::EnhancedReject),
+        ] {
+            let mut active = if enhanced_init {
+                StreamSession::initiate_enhanced(0, 1400, &[0, 1, 0, 1]).unwrap()
+            } else {
+                StreamSession::initiate(0, 1400, b"").unwrap()
+            };
+            let _ = active.poll_outgoing();
+            let c = SessionControl {
+                ddp_ssn: 0,
+                function: answer,
+                private_data: vec![0, 4, 0, 4],
+            };
+            let ev = active.receive(PPID_DDP_STREAM_SESSION_CONTROL, true, &c.emit().unwrap());
+            assert!(
+                matches!(&ev[..], [SessionEvent::Violation(w)] if w.contains("RFC 6581 §10")),
+                "{answer:?} to enhanced={enhanced_init}: {ev:?}"
+            );
+            assert_eq!(active.state(), SessionState::Closed);
+            let out = active.poll_outgoing();
+            assert_eq!(&out[0].data[2..4], &[0, 4], "a Session Terminate goes out");
+        }
     }
 
     /// RFC 5043 §10: messages are put back in DDP-SSN order however far they arrive out of
