@@ -40,6 +40,9 @@ pub const MAX_PRIVATE_DATA: usize = 512;
 pub const MIN_USER_DATA: usize = 516;
 /// Length of the RFC 6581 IRD/ORD words at the start of an enhanced message's Private Data.
 pub const ENHANCED_DATA_LEN: usize = 4;
+/// The smallest maximum DDP Segment size (RFC 5043 §9: "or 516 bytes, whichever is
+/// larger").
+pub const MIN_MAX_SEGMENT: usize = 516;
 /// DDP-SSN distance beyond which a received DDP-SSN is invalid (RFC 5043 §10).
 pub const SSN_WINDOW: u16 = 32768;
 
@@ -335,16 +338,14 @@ pub fn parse(ppid: u32, data: &[u8]) -> Result<DdpSctpMessage<'_>, AdaptError> {
 
 /// The largest DDP Segment (RFC 5043 §9) for a path MTU: what fits one DATA chunk of one
 /// packet without IP fragmentation, less the DDP-SSN and a 16-byte margin so a SACK can be
-/// bundled; never less than 516 bytes of user data (512 bytes of Private Data).
+/// bundled — or [`MIN_MAX_SEGMENT`] (516) bytes, whichever is larger, as §9 has it.
 /// `below_ip` is the IP header plus any encapsulation (20 + 8 for IPv4 over UDP).
 pub fn max_ddp_segment(pmtu: usize, below_ip: usize) -> usize {
     const SCTP_COMMON: usize = 12;
     const DATA_CHUNK_HEADER: usize = 16;
     const BUNDLING_MARGIN: usize = 16;
-    let user = pmtu
-        .saturating_sub(below_ip + SCTP_COMMON + DATA_CHUNK_HEADER + BUNDLING_MARGIN)
-        .max(MIN_USER_DATA);
-    user - 2
+    pmtu.saturating_sub(below_ip + SCTP_COMMON + DATA_CHUNK_HEADER + BUNDLING_MARGIN + 2)
+        .max(MIN_MAX_SEGMENT)
 }
 
 /// Role in a DDP Stream Session (RFC 5043 §6.2).
@@ -918,15 +919,17 @@ mod tests {
         assert!(!PeerAdaptation::classify(Some(2)).ddp_allowed());
     }
 
-    /// RFC 5043 §9: maximum segment from the MTU, never under 516 bytes of user data.
+    /// RFC 5043 §9: maximum segment from the MTU, never under 516 bytes.
     #[test]
     fn rfc5043_9_max_segment_size() {
         // 1500 - 20 (IPv4) - 12 - 16 - 16 margin = 1436 bytes of user data, 1434 of segment.
         assert_eq!(max_ddp_segment(1500, 20), 1434);
         // UDP encapsulation costs 8 more.
         assert_eq!(max_ddp_segment(1500, 28), 1426);
-        // Tiny MTU: still 516 bytes of user data (SCTP fragmentation then unavoidable).
-        assert_eq!(max_ddp_segment(576, 20), 514);
+        // Small MTU: still 516 bytes ("or 516 bytes, whichever is larger"); below a 566-byte
+        // path SCTP then fragments.
+        assert_eq!(max_ddp_segment(576, 20), 516);
+        assert_eq!(max_ddp_segment(68, 20), 516);
         let mut s = StreamSession::listen(0, 100);
         s.receive(PPID_DDP_STREAM_SESSION_CONTROL, true, &[0, 0, 0, 1]);
         s.accept(&[]).unwrap();
