@@ -1793,18 +1793,20 @@ mod tests {
         assert!((0..5).all(|i| signaled(i, 1, 5)));
     }
 
+    /// The tools' options as parsed from `extra`.
+    fn a(extra: &[&str]) -> PerfArgs {
+        #[derive(clap::Parser)]
+        struct P {
+            #[command(flatten)]
+            a: PerfArgs,
+        }
+        let mut v = vec!["x"];
+        v.extend_from_slice(extra);
+        <P as clap::Parser>::parse_from(v).a
+    }
+
     #[test]
     fn rx_depth_follows_perftest() {
-        let a = |extra: &[&str]| {
-            #[derive(clap::Parser)]
-            struct P {
-                #[command(flatten)]
-                a: PerfArgs,
-            }
-            let mut v = vec!["x"];
-            v.extend_from_slice(extra);
-            <P as clap::Parser>::parse_from(v).a
-        };
         let p = Plan::new(Test::SendBw, &a(&["-n", "5"])).unwrap();
         assert_eq!((p.rx_depth, p.tx_depth), (6, 5));
         let p = Plan::new(Test::SendBw, &a(&["-n", "5", "-a"])).unwrap();
@@ -1826,16 +1828,6 @@ mod tests {
     /// Zero and out-of-range depths are usage errors naming the option, never clamped.
     #[test]
     fn zero_and_huge_depths_are_refused() {
-        let a = |extra: &[&str]| {
-            #[derive(clap::Parser)]
-            struct P {
-                #[command(flatten)]
-                a: PerfArgs,
-            }
-            let mut v = vec!["x"];
-            v.extend_from_slice(extra);
-            <P as clap::Parser>::parse_from(v).a
-        };
         for (flag, v) in [
             ("-t", "0"),
             ("-t", "16385"),

@@ -255,14 +255,16 @@ fn attack(rng: &mut TestRng, port: u16) {
     }
 }
 
-/// Attacks the server for the soak time from two peers at once; the server must be up
-/// all along.
-fn soak(server: &mut Server, tool: &str) {
-    let seed = seed_for(tool);
-    let until = Instant::now() + soak_time();
-    let port = server.port;
+/// Two hostile peers, each with its own generator from `seed`, run `attack` until `until`;
+/// returns how many attacks they made.
+fn run_peers(
+    seed: u64,
+    until: Instant,
+    attack: impl Fn(&mut TestRng) + Send + Clone + 'static,
+) -> u64 {
     let peers: Vec<_> = (0..2u8)
         .map(|k| {
+            let attack = attack.clone();
             std::thread::spawn(move || {
                 let mut s = [0u8; 32];
                 s[..8].copy_from_slice(&seed.to_le_bytes());
@@ -270,17 +272,26 @@ fn soak(server: &mut Server, tool: &str) {
                 let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &s);
                 let mut n = 0u64;
                 while Instant::now() < until {
-                    attack(&mut rng, port);
+                    attack(&mut rng);
                     n += 1;
                 }
                 n
             })
         })
         .collect();
-    let mut attacks = 0;
-    for p in peers {
-        attacks += p.join().expect("hostile peer");
-    }
+    peers
+        .into_iter()
+        .map(|p| p.join().expect("hostile peer"))
+        .sum()
+}
+
+/// Attacks the server for the soak time from two peers at once; the server must be up
+/// all along.
+fn soak(server: &mut Server, tool: &str) {
+    let seed = seed_for(tool);
+    let until = Instant::now() + soak_time();
+    let port = server.port;
+    let attacks = run_peers(seed, until, move |rng| attack(rng, port));
     assert!(attacks > 0);
     // The soak step of .ci/run shows how hard each server was pushed.
     eprintln!(
@@ -492,25 +503,16 @@ fn sctp_perf_server_survives_a_hostile_soak() {
     let seed = seed_for("sctp-perf");
     let until = Instant::now() + soak_time();
     let udp_port = srv.port;
-    let peers: Vec<_> = (0..2u8)
-        .map(|k| {
-            std::thread::spawn(move || {
-                let mut s = [0u8; 32];
-                s[..8].copy_from_slice(&seed.to_le_bytes());
-                s[8] = k;
-                let mut rng = TestRng::from_seed(RngAlgorithm::ChaCha, &s);
+    let attacks = run_peers(seed, until, move |rng| {
+        thread_local! {
+            static UDP: std::net::UdpSocket = {
                 let udp = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
-                udp.set_nonblocking(true).unwrap();
-                let mut n = 0u64;
-                while Instant::now() < until {
-                    sctp_attack(&mut rng, &udp, udp_port, 5821);
-                    n += 1;
-                }
-                n
-            })
-        })
-        .collect();
-    let attacks: u64 = peers.into_iter().map(|p| p.join().expect("peer")).sum();
+                udp.set_nonblocking(true).expect("non-blocking");
+                udp
+            };
+        }
+        UDP.with(|udp| sctp_attack(rng, udp, udp_port, 5821));
+    });
     eprintln!(
         "sctp-perf: {attacks} hostile packets in {:?} (seed {seed})",
         soak_time()
