@@ -806,207 +806,17 @@ impl Core {
         if e.ep.poll_timeout().is_some_and(|d| d <= snow) {
             e.ep.handle_timeout(snow);
         }
-        while let Some(id) = e.ep.accept() {
-            tracing::debug!(
-                vtag = e.ep.association(id).map(|a| a.local_tag()),
-                peer = ?e.ep.association(id).map(|a| a.remote_addresses()),
-                "SCTP association accepted"
-            );
-            if e.listener.is_some() {
-                e.assocs.insert(
-                    id,
-                    AssocRole::Waiting {
-                        held: Vec::new(),
-                        deadline: now + INITIATE_TIMEOUT,
-                    },
-                );
-            } else if let Some(a) = e.ep.association_mut(id) {
-                a.abort();
-            }
-        }
-        // Association events.
-        let mut ended: Vec<(AssocId, CloseReason)> = Vec::new();
-        let mut paths: Vec<(AssocId, IpAddr, PathChange)> = Vec::new();
-        let mut up: Vec<AssocId> = Vec::new();
-        while let Some((id, ev)) = e.ep.poll_event() {
-            match ev {
-                sctp::Event::Connected => up.push(id),
-                sctp::Event::ShutdownComplete => ended.push((id, CloseReason::PeerClosed)),
-                sctp::Event::Aborted { .. } => ended.push((id, CloseReason::Reset)),
-                sctp::Event::PathUp { remote } => paths.push((id, remote.ip(), PathChange::Up)),
-                sctp::Event::PathPotentiallyFailed { remote } => {
-                    paths.push((id, remote.ip(), PathChange::PotentiallyFailed))
-                }
-                sctp::Event::PathDown { remote } => paths.push((id, remote.ip(), PathChange::Down)),
-                sctp::Event::PrimaryChanged { remote } => {
-                    paths.push((id, remote.ip(), PathChange::Primary))
-                }
-                sctp::Event::DataReadable { .. }
-                | sctp::Event::ErrorReceived { .. }
-                | sctp::Event::Restarted => {}
-            }
-        }
-        // RFC 5043 §11.1: no DDP on an association whose peer did not announce it.
-        for id in up {
-            if let Some(a) = e.ep.association_mut(id)
-                && !PeerAdaptation::classify(a.peer_adaptation_indication()).ddp_allowed()
-            {
-                tracing::warn!(
-                    vtag = a.local_tag(),
-                    indication = ?a.peer_adaptation_indication(),
-                    "peer did not announce the DDP adaptation (RFC 5043 §11.1): aborting"
-                );
-                a.abort();
-                ended.push((id, CloseReason::Reset));
-            }
-        }
+        e.accept_new(now);
+        let events = e.take_events();
         let ids: Vec<AssocId> = e.assocs.keys().copied().collect();
-        let mut gone = Vec::new();
-        for id in ids {
-            let mut msgs = Vec::new();
-            if let Some(a) = e.ep.association_mut(id) {
-                while let Some(m) = a.recv() {
-                    msgs.push(m);
-                }
-            }
-            let end = ended.iter().find(|(i, _)| *i == id).map(|(_, r)| *r);
-            let vanished =
-                e.ep.association(id)
-                    .is_none_or(|a| a.state() == State::Closed);
-            let done = match e.assocs.get_mut(&id) {
-                Some(AssocRole::Waiting { held, deadline }) => {
-                    held.extend(msgs);
-                    let first = held.first().map(|m| (m.ppid, m.data.clone()));
-                    match first {
-                        _ if end.is_some() || vanished => true,
-                        Some((ppid, data)) => {
-                            match parse_initiate(ppid, &data) {
-                                Some((enhanced, pd)) => {
-                                    let rid = ConnReqId(
-                                        shared
-                                            .next_req
-                                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                                    );
-                                    let (peer, peer_addrs, local) = match e.ep.association(id) {
-                                        Some(a) => {
-                                            let r = a.remote_addresses();
-                                            let p = r
-                                                .first()
-                                                .map_or(SocketAddr::from(([0, 0, 0, 0], 0)), |x| {
-                                                    SocketAddr::new(x.ip(), a.peer_port())
-                                                });
-                                            (
-                                                p,
-                                                r.iter().map(|x| x.ip()).collect(),
-                                                SocketAddr::new(
-                                                    e.io.local_addrs()
-                                                        .first()
-                                                        .copied()
-                                                        .unwrap_or(p.ip()),
-                                                    e.ep.port(),
-                                                ),
-                                            )
-                                        }
-                                        None => (
-                                            SocketAddr::from(([0, 0, 0, 0], 0)),
-                                            Vec::new(),
-                                            SocketAddr::from(([0, 0, 0, 0], 0)),
-                                        ),
-                                    };
-                                    tracing::info!(
-                                        %peer,
-                                        req = rid.0,
-                                        ?enhanced,
-                                        "DDP Stream Session Initiate received"
-                                    );
-                                    shared
-                                        .pending
-                                        .lock()
-                                        .unwrap_or_else(|p| p.into_inner())
-                                        .insert(rid);
-                                    shared.publish(Event::ConnectRequest(ConnectRequest {
-                                        id: rid,
-                                        listener: e.listener.unwrap_or(ListenerId(0)),
-                                        peer,
-                                        local,
-                                        request: None,
-                                        sctp: Some(SctpRequest {
-                                            scheme: e.scheme,
-                                            enhanced,
-                                            peer_addrs,
-                                        }),
-                                        private_data: pd,
-                                    }));
-                                    let held = std::mem::take(held);
-                                    e.assocs.insert(id, AssocRole::Requested { req: rid, held });
-                                    false
-                                }
-                                None => {
-                                    // Not an Initiate (RFC 5043 §6.1): end the session.
-                                    if let Some(a) = e.ep.association_mut(id) {
-                                        a.abort();
-                                    }
-                                    true
-                                }
-                            }
-                        }
-                        None if now >= *deadline => {
-                            if let Some(a) = e.ep.association_mut(id) {
-                                a.abort();
-                            }
-                            true
-                        }
-                        None => false,
-                    }
-                }
-                Some(AssocRole::Requested { req, held }) => {
-                    held.extend(msgs);
-                    if end.is_some() || vanished {
-                        shared
-                            .pending
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .remove(req);
-                        true
-                    } else {
-                        false
-                    }
-                }
-                Some(AssocRole::Closing { deadline }) => {
-                    if end.is_some() || vanished || now >= *deadline {
-                        if let Some(a) = e.ep.association_mut(id)
-                            && a.state() != State::Closed
-                        {
-                            a.abort();
-                        }
-                        true
-                    } else {
-                        false
-                    }
-                }
-                Some(AssocRole::Qp { qp, shut, span }) => {
-                    let qp = qp.clone();
-                    let _span = span.clone().entered();
-                    for (_, remote, change) in paths.iter().filter(|(i, _, _)| *i == id) {
-                        shared.publish(Event::Path {
-                            qp: qp.id,
-                            remote: *remote,
-                            change: *change,
-                        });
-                    }
-                    drive_qp(shared, &mut e.ep, id, &qp, shut, msgs, end, vanished, now)
-                }
-                None => true,
-            };
-            if done {
-                gone.push(id);
-            }
-        }
+        let gone: Vec<AssocId> = ids
+            .into_iter()
+            .filter(|&id| e.step_assoc(shared, id, &events, now))
+            .collect();
         // Send first: a closing association's last packet (SHUTDOWN COMPLETE, ABORT) is
         // still in it.
         e.io.flush(&mut e.ep, instant(now));
         for id in &gone {
-            e.assocs.remove(id);
             if e.ep
                 .association(*id)
                 .is_some_and(|a| a.state() == State::Closed)
@@ -1019,6 +829,276 @@ impl Core {
             self.remove_sctp(key);
         }
     }
+}
+
+/// What an endpoint's associations reported in one pass.
+#[derive(Default)]
+struct AssocEvents {
+    /// Associations that ended, and how.
+    ended: Vec<(AssocId, CloseReason)>,
+    /// Path changes.
+    paths: Vec<(AssocId, IpAddr, PathChange)>,
+}
+
+impl SctpEp {
+    /// New associations: a listener's wait for their Session Initiate; without a listener
+    /// they are aborted.
+    fn accept_new(&mut self, now: Duration) {
+        while let Some(id) = self.ep.accept() {
+            tracing::debug!(
+                vtag = self.ep.association(id).map(|a| a.local_tag()),
+                peer = ?self.ep.association(id).map(|a| a.remote_addresses()),
+                "SCTP association accepted"
+            );
+            if self.listener.is_some() {
+                self.assocs.insert(
+                    id,
+                    AssocRole::Waiting {
+                        held: Vec::new(),
+                        deadline: now + INITIATE_TIMEOUT,
+                    },
+                );
+            } else if let Some(a) = self.ep.association_mut(id) {
+                a.abort();
+            }
+        }
+    }
+
+    /// The associations' events. An association that came up without the peer announcing
+    /// the DDP adaptation is aborted (RFC 5043 §11.1).
+    fn take_events(&mut self) -> AssocEvents {
+        let mut ev = AssocEvents::default();
+        let mut up: Vec<AssocId> = Vec::new();
+        while let Some((id, e)) = self.ep.poll_event() {
+            match e {
+                sctp::Event::Connected => up.push(id),
+                sctp::Event::ShutdownComplete => ev.ended.push((id, CloseReason::PeerClosed)),
+                sctp::Event::Aborted { .. } => ev.ended.push((id, CloseReason::Reset)),
+                sctp::Event::PathUp { remote } => ev.paths.push((id, remote.ip(), PathChange::Up)),
+                sctp::Event::PathPotentiallyFailed { remote } => {
+                    ev.paths
+                        .push((id, remote.ip(), PathChange::PotentiallyFailed))
+                }
+                sctp::Event::PathDown { remote } => {
+                    ev.paths.push((id, remote.ip(), PathChange::Down))
+                }
+                sctp::Event::PrimaryChanged { remote } => {
+                    ev.paths.push((id, remote.ip(), PathChange::Primary))
+                }
+                sctp::Event::DataReadable { .. }
+                | sctp::Event::ErrorReceived { .. }
+                | sctp::Event::Restarted => {}
+            }
+        }
+        for id in up {
+            if let Some(a) = self.ep.association_mut(id)
+                && !PeerAdaptation::classify(a.peer_adaptation_indication()).ddp_allowed()
+            {
+                tracing::warn!(
+                    vtag = a.local_tag(),
+                    indication = ?a.peer_adaptation_indication(),
+                    "peer did not announce the DDP adaptation (RFC 5043 §11.1): aborting"
+                );
+                a.abort();
+                ev.ended.push((id, CloseReason::Reset));
+            }
+        }
+        ev
+    }
+
+    /// One association's pass: its messages go to its QP (or wait for one), its end and
+    /// path changes are reported. `true`: it is done and leaves the endpoint's list.
+    fn step_assoc(
+        &mut self,
+        shared: &Shared,
+        id: AssocId,
+        ev: &AssocEvents,
+        now: Duration,
+    ) -> bool {
+        let mut msgs = Vec::new();
+        if let Some(a) = self.ep.association_mut(id) {
+            while let Some(m) = a.recv() {
+                msgs.push(m);
+            }
+        }
+        let end = ev.ended.iter().find(|(i, _)| *i == id).map(|(_, r)| *r);
+        let gone = end.is_some()
+            || self
+                .ep
+                .association(id)
+                .is_none_or(|a| a.state() == State::Closed);
+        let Some(mut role) = self.assocs.remove(&id) else {
+            return true;
+        };
+        let done = match &mut role {
+            AssocRole::Waiting { held, deadline } => {
+                held.extend(msgs);
+                let deadline = *deadline;
+                match self.step_waiting(shared, id, held, gone, deadline, now) {
+                    Waited::Done => true,
+                    Waited::Waiting => false,
+                    Waited::Requested(req) => {
+                        role = AssocRole::Requested {
+                            req,
+                            held: std::mem::take(held),
+                        };
+                        false
+                    }
+                }
+            }
+            AssocRole::Requested { req, held } => {
+                held.extend(msgs);
+                if gone {
+                    shared
+                        .pending
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(req);
+                }
+                gone
+            }
+            AssocRole::Closing { deadline } => {
+                let done = gone || now >= *deadline;
+                if done
+                    && let Some(a) = self.ep.association_mut(id)
+                    && a.state() != State::Closed
+                {
+                    a.abort();
+                }
+                done
+            }
+            AssocRole::Qp { qp, shut, span } => {
+                let qp = qp.clone();
+                let _span = span.clone().entered();
+                for (_, remote, change) in ev.paths.iter().filter(|(i, _, _)| *i == id) {
+                    shared.publish(Event::Path {
+                        qp: qp.id,
+                        remote: *remote,
+                        change: *change,
+                    });
+                }
+                let vanished = self
+                    .ep
+                    .association(id)
+                    .is_none_or(|a| a.state() == State::Closed);
+                drive_qp(
+                    shared,
+                    &mut self.ep,
+                    id,
+                    &qp,
+                    shut,
+                    msgs,
+                    end,
+                    vanished,
+                    now,
+                )
+            }
+        };
+        if !done {
+            self.assocs.insert(id, role);
+        }
+        done
+    }
+
+    /// A passive association waiting for its Session Initiate: the first message it held
+    /// is the Initiate (reported as a connection request), something else (the session
+    /// ends, RFC 5043 §6.1), or nothing yet (until the deadline).
+    fn step_waiting(
+        &mut self,
+        shared: &Shared,
+        id: AssocId,
+        held: &[Message],
+        gone: bool,
+        deadline: Duration,
+        now: Duration,
+    ) -> Waited {
+        if gone {
+            return Waited::Done;
+        }
+        let Some(first) = held.first() else {
+            if now >= deadline {
+                if let Some(a) = self.ep.association_mut(id) {
+                    a.abort();
+                }
+                return Waited::Done;
+            }
+            return Waited::Waiting;
+        };
+        match parse_initiate(first.ppid, &first.data) {
+            Some((enhanced, pd)) => {
+                Waited::Requested(self.report_initiate(shared, id, enhanced, pd))
+            }
+            None => {
+                // Not an Initiate (RFC 5043 §6.1): end the session.
+                if let Some(a) = self.ep.association_mut(id) {
+                    a.abort();
+                }
+                Waited::Done
+            }
+        }
+    }
+
+    /// A Session Initiate arrived on association `id`: a connection request for the
+    /// application.
+    fn report_initiate(
+        &self,
+        shared: &Shared,
+        id: AssocId,
+        enhanced: Option<(u16, u16)>,
+        pd: Vec<u8>,
+    ) -> ConnReqId {
+        let rid = ConnReqId(
+            shared
+                .next_req
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        );
+        let none = SocketAddr::from(([0, 0, 0, 0], 0));
+        let (peer, peer_addrs, local) = match self.ep.association(id) {
+            Some(a) => {
+                let r = a.remote_addresses();
+                let p = r
+                    .first()
+                    .map_or(none, |x| SocketAddr::new(x.ip(), a.peer_port()));
+                let local_ip = self.io.local_addrs().first().copied().unwrap_or(p.ip());
+                (
+                    p,
+                    r.iter().map(|x| x.ip()).collect(),
+                    SocketAddr::new(local_ip, self.ep.port()),
+                )
+            }
+            None => (none, Vec::new(), none),
+        };
+        tracing::info!(%peer, req = rid.0, ?enhanced, "DDP Stream Session Initiate received");
+        shared
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(rid);
+        shared.publish(Event::ConnectRequest(ConnectRequest {
+            id: rid,
+            listener: self.listener.unwrap_or(ListenerId(0)),
+            peer,
+            local,
+            request: None,
+            sctp: Some(SctpRequest {
+                scheme: self.scheme,
+                enhanced,
+                peer_addrs,
+            }),
+            private_data: pd,
+        }));
+        rid
+    }
+}
+
+/// Where a passive association waiting for its Initiate stands after a pass.
+enum Waited {
+    /// Still waiting.
+    Waiting,
+    /// Reported as a connection request.
+    Requested(ConnReqId),
+    /// Ended (gone, timed out, or not an Initiate).
+    Done,
 }
 
 /// The span of `qp` running on association `id`.
