@@ -263,6 +263,31 @@ enum SackState {
     Now,
 }
 
+/// The verdict of the verification tag rules on a packet.
+enum TagCheck {
+    /// Handle its chunks.
+    Accept,
+    /// Drop it (counted).
+    Discard,
+    /// Answered already (an INIT, or a SHUTDOWN ACK out of the blue).
+    Answered,
+}
+
+/// What one received packet carried, for the acknowledgement decision.
+#[derive(Default)]
+struct RxTally {
+    /// DATA arrived.
+    got_data: bool,
+    /// New DATA (not only duplicates).
+    got_new_data: bool,
+    /// DATA arrived out of order.
+    ooo: bool,
+    /// A SACK is due at once (immediate bit, duplicate or dropped DATA).
+    immediate: bool,
+    /// Unrecognized chunks to report in an ERROR.
+    reports: Vec<ErrorCause>,
+}
+
 /// What one SACK newly acknowledged, per path (RFC 9260 §6.2.1, §7.2).
 struct SackTally {
     /// Octets newly acknowledged on each path.
@@ -1687,41 +1712,93 @@ impl Association {
         if self.state == State::Closed {
             return;
         }
+        let Some((vtag, raws)) = self.chunks_of(data) else {
+            return;
+        };
+        match self.check_tag(now, local, remote, vtag, &raws) {
+            TagCheck::Discard => {
+                self.stats.packets_discarded += 1;
+                return;
+            }
+            TagCheck::Answered => return,
+            TagCheck::Accept => {}
+        }
+        self.stats.packets_received += 1;
+        let path = self.path_index(remote);
+        if let Some(i) = path {
+            self.paths[i].stats.packets_received += 1;
+            self.paths[i].local = local;
+        }
+        self.add_burst();
+        let Some(rx) = self.handle_chunks(now, local, remote, vtag, path, &raws) else {
+            return;
+        };
+        if !rx.reports.is_empty() && self.peer_tag != 0 {
+            self.queue_to(
+                local,
+                remote,
+                self.peer_tag,
+                &[Chunk::Error(rx.reports.clone())],
+            );
+        }
+        self.schedule_sack(now, path, &rx);
+        self.progress_shutdown(now);
+    }
+
+    /// The packet's verification tag and chunks, if it is for this association (its ports)
+    /// and its chunk framing holds; otherwise it is counted as discarded.
+    fn chunks_of<'a>(&mut self, data: &'a [u8]) -> Option<(u32, Vec<RawChunk<'a>>)> {
         let pkt = Packet::new_unchecked(data);
         let hdr = pkt.header();
         if hdr.dst_port != self.shared.local_port || hdr.src_port != self.peer_port {
             self.stats.packets_discarded += 1;
-            return;
+            return None;
         }
-        let mut raws: Vec<RawChunk<'_>> = Vec::with_capacity(4);
-        for r in ChunkIter::new(pkt.payload()) {
+        let mut raws: Vec<RawChunk<'a>> = Vec::with_capacity(4);
+        for r in ChunkIter::new(data.get(COMMON_HEADER_LEN..).unwrap_or_default()) {
             match r {
                 Ok(r) => raws.push(r),
                 Err(_) => {
                     // Broken chunk framing: nothing in the packet can be trusted.
                     self.stats.packets_discarded += 1;
-                    return;
+                    return None;
                 }
             }
         }
-        let Some(first) = raws.first() else {
+        if raws.is_empty() {
             self.stats.packets_discarded += 1;
-            return;
+            return None;
+        }
+        Some((hdr.verification_tag, raws))
+    }
+
+    /// The verification tag rules of RFC 9260 §8.5.1: an INIT travels alone with tag 0 (A;
+    /// it is handled here), ABORT and SHUTDOWN COMPLETE carry our tag or, with T set, the
+    /// peer's (B, C), a COOKIE ECHO is checked against its cookie (D), a SHUTDOWN ACK while
+    /// setting up is answered as out of the blue (E), anything else carries our tag.
+    fn check_tag(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        vtag: u32,
+        raws: &[RawChunk<'_>],
+    ) -> TagCheck {
+        let Some(first) = raws.first() else {
+            return TagCheck::Discard;
         };
-        let vtag = hdr.verification_tag;
-        // RFC 9260 §8.5.1 rule A: an INIT travels alone with tag 0.
         if raws.iter().any(|c| c.chunk_type == chunk_type::INIT) {
             if raws.len() != 1 || vtag != 0 {
-                self.stats.packets_discarded += 1;
-                return;
+                return TagCheck::Discard;
             }
-            match Chunk::parse(first) {
-                Ok(Chunk::Init(init)) => self.handle_init(now, local, remote, &init),
-                _ => self.stats.packets_discarded += 1,
-            }
-            return;
+            return match Chunk::parse(first) {
+                Ok(Chunk::Init(init)) => {
+                    self.handle_init(now, local, remote, &init);
+                    TagCheck::Answered
+                }
+                _ => TagCheck::Discard,
+            };
         }
-        // Rules B and C: ABORT and SHUTDOWN COMPLETE carry our tag, or the peer's with T set.
         if let Some(c) = raws.iter().find(|c| {
             c.chunk_type == chunk_type::ABORT || c.chunk_type == chunk_type::SHUTDOWN_COMPLETE
         }) {
@@ -1731,41 +1808,48 @@ impl Association {
             } else {
                 vtag == self.local_tag
             };
-            if !ok {
-                self.stats.packets_discarded += 1;
-                return;
-            }
-        } else if first.chunk_type == chunk_type::COOKIE_ECHO {
+            return if ok {
+                TagCheck::Accept
+            } else {
+                TagCheck::Discard
+            };
+        }
+        if first.chunk_type == chunk_type::COOKIE_ECHO {
             // Rule D: checked against the cookie (§5.2.4).
-        } else if first.chunk_type == chunk_type::SHUTDOWN_ACK
+            return TagCheck::Accept;
+        }
+        if first.chunk_type == chunk_type::SHUTDOWN_ACK
             && matches!(self.state, State::CookieWait | State::CookieEchoed)
         {
-            // Rule E: treat as out of the blue: SHUTDOWN COMPLETE with the T bit, reflecting
-            // the packet's tag.
+            // Rule E: SHUTDOWN COMPLETE with the T bit, reflecting the packet's tag.
             self.queue_to(
                 local,
                 remote,
                 vtag,
                 &[Chunk::ShutdownComplete { t_bit: true }],
             );
-            return;
-        } else if vtag != self.local_tag {
-            self.stats.packets_discarded += 1;
-            return;
+            return TagCheck::Answered;
         }
-        self.stats.packets_received += 1;
-        let path = self.path_index(remote);
-        if let Some(i) = path {
-            self.paths[i].stats.packets_received += 1;
-            self.paths[i].local = local;
+        if vtag == self.local_tag {
+            TagCheck::Accept
+        } else {
+            TagCheck::Discard
         }
-        self.add_burst();
-        let mut reports: Vec<ErrorCause> = Vec::new();
-        let mut got_data = false;
-        let mut got_new_data = false;
-        let mut ooo = false;
-        let mut immediate = false;
-        for raw in &raws {
+    }
+
+    /// Handles the chunks of an accepted packet in order; `None` when the association
+    /// ended or aborted on the way (nothing more to answer).
+    fn handle_chunks(
+        &mut self,
+        now: Instant,
+        local: SocketAddr,
+        remote: SocketAddr,
+        vtag: u32,
+        path: Option<usize>,
+        raws: &[RawChunk<'_>],
+    ) -> Option<RxTally> {
+        let mut rx = RxTally::default();
+        for raw in raws {
             if self.state == State::Closed {
                 break;
             }
@@ -1773,31 +1857,31 @@ impl Association {
                 Ok(c) => c,
                 Err(e) => {
                     self.protocol_violation(now, e.to_string());
-                    return;
+                    return None;
                 }
             };
             match chunk {
                 Chunk::Data(d) => {
-                    got_data = true;
+                    rx.got_data = true;
                     if d.immediate() {
-                        immediate = true;
+                        rx.immediate = true;
                     }
                     match self.handle_data(&d, path) {
                         DataOutcome::New { in_order } => {
-                            got_new_data = true;
+                            rx.got_new_data = true;
                             if !in_order {
-                                ooo = true;
+                                rx.ooo = true;
                             }
                         }
-                        DataOutcome::Duplicate | DataOutcome::Dropped => immediate = true,
-                        DataOutcome::Abort => return,
+                        DataOutcome::Duplicate | DataOutcome::Dropped => rx.immediate = true,
+                        DataOutcome::Abort => return None,
                     }
                 }
                 Chunk::Sack(s) => self.handle_sack(now, &s, true),
                 Chunk::InitAck(ia) => self.handle_init_ack(now, local, remote, &ia),
                 Chunk::CookieEcho(c) => {
                     if !self.handle_cookie_echo(now, local, remote, vtag, c) {
-                        return;
+                        return None;
                     }
                 }
                 Chunk::CookieAck => {
@@ -1822,7 +1906,7 @@ impl Association {
                     self.close(Event::Aborted {
                         reason: AbortReason::Peer(causes),
                     });
-                    return;
+                    return None;
                 }
                 Chunk::Shutdown { cum_tsn_ack } => self.handle_shutdown(now, cum_tsn_ack, path),
                 Chunk::ShutdownAck => {
@@ -1834,13 +1918,13 @@ impl Association {
                             &[Chunk::ShutdownComplete { t_bit: false }],
                         );
                         self.close(Event::ShutdownComplete);
-                        return;
+                        return None;
                     }
                 }
                 Chunk::ShutdownComplete { .. } => {
                     if self.state == State::ShutdownAckSent {
                         self.close(Event::ShutdownComplete);
-                        return;
+                        return None;
                     }
                 }
                 Chunk::Error(causes) => self.handle_error(now, causes),
@@ -1848,7 +1932,8 @@ impl Association {
                 Chunk::Unknown { chunk_type, .. } => {
                     let action = UnknownAction::for_chunk(chunk_type);
                     if action.reports() {
-                        reports.push(ErrorCause::UnrecognizedChunk(raw.bytes.to_vec()));
+                        rx.reports
+                            .push(ErrorCause::UnrecognizedChunk(raw.bytes.to_vec()));
                     }
                     if !action.continues() {
                         break;
@@ -1856,10 +1941,15 @@ impl Association {
                 }
             }
         }
-        if !reports.is_empty() && self.peer_tag != 0 {
-            self.queue_to(local, remote, self.peer_tag, &[Chunk::Error(reports)]);
-        }
-        if got_data {
+        Some(rx)
+    }
+
+    /// When to acknowledge what the packet carried (RFC 9260 §6.2): at once for
+    /// out-of-order, duplicate or immediate-bit DATA, every `sack_freq` packets, with an
+    /// error to report, or — while shutting down — with a SHUTDOWN (§9.2); otherwise after
+    /// the delayed-SACK time.
+    fn schedule_sack(&mut self, now: Instant, path: Option<usize>, rx: &RxTally) {
+        if rx.got_data {
             if let Some(i) = path {
                 self.sack_path = i;
             }
@@ -1869,11 +1959,11 @@ impl Association {
                 self.send_t2(now);
             } else {
                 self.packets_since_sack += 1;
-                if immediate
-                    || ooo
+                if rx.immediate
+                    || rx.ooo
                     || !self.rx_ranges.is_empty()
                     || self.packets_since_sack >= self.shared.config.sack_freq
-                    || !got_new_data
+                    || !rx.got_new_data
                 {
                     self.sack = SackState::Now;
                 } else if self.sack == SackState::None {
@@ -1885,13 +1975,12 @@ impl Association {
             // RFC 9260 §6.5: report at once (bundled with the SACK).
             self.sack = SackState::Now;
         }
-        if self.sack == SackState::Now && got_data {
+        if self.sack == SackState::Now && rx.got_data {
             // Acknowledge now rather than at the next poll: a driver that hands over a batch
             // of packets before polling still gets one SACK per `sack_freq` packets, which
             // keeps the sender's ack clock (and cwnd growth) independent of batching.
             self.flush_sack();
         }
-        self.progress_shutdown(now);
     }
 
     fn protocol_violation(&mut self, _now: Instant, what: String) {
