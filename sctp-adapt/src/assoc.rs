@@ -667,6 +667,17 @@ impl Association {
         self.queued_bytes
     }
 
+    /// DATA chunks of `stream` accepted by `send` and not yet acknowledged: queued, or sent
+    /// and neither cumulatively nor selectively acknowledged (what RFC 5043 §10 bounds).
+    pub fn unacked_chunks(&self, stream: u16) -> usize {
+        self.queue.iter().filter(|p| p.stream == stream).count()
+            + self
+                .outstanding
+                .iter()
+                .filter(|c| c.stream == stream && !c.acked)
+                .count()
+    }
+
     /// Makes `remote` the primary path.
     pub fn set_primary(&mut self, remote: SocketAddr) -> Result<(), PathError> {
         let i = self

@@ -45,6 +45,9 @@ pub const ENHANCED_DATA_LEN: usize = 4;
 pub const MIN_MAX_SEGMENT: usize = 516;
 /// DDP-SSN distance beyond which a received DDP-SSN is invalid (RFC 5043 §10).
 pub const SSN_WINDOW: u16 = 32768;
+/// Most DATA chunks a sender has on one stream without acknowledgment, so that every
+/// DDP-SSN in flight stays inside the receiver's window (RFC 5043 §10).
+pub const MAX_UNACKED_CHUNKS: usize = 32767;
 
 /// What the peer's Adaptation Layer Indication allows (RFC 5043 §11.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

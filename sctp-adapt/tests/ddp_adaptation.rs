@@ -155,3 +155,23 @@ fn rfc5043_6_2_session_over_an_association() {
         .collect();
     assert_eq!(got, want);
 }
+
+/// RFC 5043 §10: a sender keeps fewer than 32768 DATA chunks of its stream
+/// unacknowledged, so every DDP-SSN in flight is inside the receiver's window.
+/// `unacked_chunks` counts what `send` took and the peer has not acknowledged, per stream,
+/// which the RNIC's SCTP transport holds under `MAX_UNACKED_CHUNKS`.
+#[test]
+fn rfc5043_10_unacknowledged_chunks_are_counted_per_stream() {
+    assert_eq!(sctp::ddp_adapt::MAX_UNACKED_CHUNKS, 32767);
+    assert!(sctp::ddp_adapt::MAX_UNACKED_CHUNKS < usize::from(sctp::ddp_adapt::SSN_WINDOW));
+    let mut p = Pair::connected(61, AssociationConfig::default());
+    for i in 0..10 {
+        p.assoc_a().send(0, 16, true, &pattern(i, 100)).unwrap();
+    }
+    p.assoc_a().send(1, 16, true, &pattern(99, 100)).unwrap();
+    assert_eq!(p.assoc_a().unacked_chunks(0), 10);
+    assert_eq!(p.assoc_a().unacked_chunks(1), 1);
+    p.run_for(Duration::from_secs(2));
+    assert_eq!(p.assoc_a().unacked_chunks(0), 0);
+    assert_eq!(p.assoc_a().unacked_chunks(1), 0);
+}

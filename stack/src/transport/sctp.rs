@@ -1174,7 +1174,16 @@ fn drive_qp(
             State::Established | State::ShutdownPending | State::ShutdownReceived
         );
         if up && !*shut {
+            // RFC 5043 §10: at most 32767 DATA chunks of the stream unacknowledged.
+            let mut room: Option<usize> = None;
             while let Some((stream, _, data)) = eng.poll_message() {
+                let r = room.get_or_insert_with(|| {
+                    ddp_adapt::MAX_UNACKED_CHUNKS.saturating_sub(a.unacked_chunks(stream))
+                });
+                if *r == 0 {
+                    break;
+                }
+                *r -= 1;
                 match a.check_send(stream, data.len()) {
                     Ok(()) => {}
                     Err(sctp::SendError::BufferFull { .. }) => break,
