@@ -484,10 +484,16 @@ fn check_complete(sock: &SctpSocket, sh: &Shared) {
     }
 }
 
+/// How long after its last data the sender waits for room to send its FIN, and then for the
+/// receiver's report, when nothing flows any more (a peer that stopped acknowledging).
+const REPORT_GRACE: Duration = Duration::from_secs(10);
+
 fn tx_loop(sock: &SctpSocket, sh: &Shared, p: Params) {
     let len = (p.len as usize).max(HDR);
     let start = Instant::now();
     let limit = Duration::from_millis(p.duration_ms);
+    // A timed test stops sending at its time even while the peer acknowledges nothing.
+    let deadline = (p.bytes == 0).then(|| start + limit);
     let mut per = vec![0u64; usize::from(p.streams)];
     let mut buf = vec![0u8; len];
     let mut i = 0u64;
@@ -503,11 +509,15 @@ fn tx_loop(sock: &SctpSocket, sh: &Shared, p: Params) {
         let stream = (i % u64::from(p.streams)) as u16;
         let seq = per[usize::from(stream)];
         fill_data(&mut buf, stream, seq, p.verify);
-        if let Err(e) = sock.send(stream, PPID_DATA, p.unordered, &buf) {
-            report(&format!("send: {e}"));
-            sh.failed.store(true, Ordering::Relaxed);
-            sh.tx_done.store(true, Ordering::Relaxed);
-            return;
+        match sock.send_until(stream, PPID_DATA, p.unordered, &buf, deadline) {
+            Ok(()) => {}
+            Err(Error::TimedOut) => break,
+            Err(e) => {
+                report(&format!("send: {e}"));
+                sh.failed.store(true, Ordering::Relaxed);
+                sh.tx_done.store(true, Ordering::Relaxed);
+                return;
+            }
         }
         per[usize::from(stream)] += 1;
         i += 1;
@@ -526,7 +536,8 @@ fn tx_loop(sock: &SctpSocket, sh: &Shared, p: Params) {
     for c in &per {
         body.extend_from_slice(&c.to_be_bytes());
     }
-    if let Err(e) = sock.send(0, PPID_CONTROL, false, &control(2, &body)) {
+    let fin_by = Instant::now() + REPORT_GRACE;
+    if let Err(e) = sock.send_until(0, PPID_CONTROL, false, &control(2, &body), Some(fin_by)) {
         report(&format!("cannot send FIN: {e}"));
         sh.failed.store(true, Ordering::Relaxed);
     }
@@ -670,6 +681,11 @@ pub fn run(a: &SctpPerfArgs) -> ExitCode {
         sock.shutdown();
     }
     let closed = sock.wait_closed(Some(Duration::from_secs(10)));
+    if closed.is_err() {
+        // The peer did not complete the shutdown: end the association (ABORT) rather than
+        // wait minutes for SCTP to give up on it.
+        sock.abort();
+    }
     while let Some(n) = sock.poll_notification() {
         let _ = writeln!(out, "{n}  (at {:.2} s)", t0.elapsed().as_secs_f64());
     }
@@ -949,6 +965,10 @@ fn watch(
     let mut next_tick = interval.map(|i| t0 + i);
     let mut last = (0u64, 0u64, t0);
     let mut closed_early = false;
+    // A timed test ends by its time, its FIN and the report a little after, even when the
+    // peer stopped acknowledging (SCTP itself would take minutes to give up on it).
+    let give_up = (params.bytes == 0 && !params.plain)
+        .then(|| t0 + Duration::from_millis(params.duration_ms) + 2 * REPORT_GRACE);
     loop {
         thread::sleep(Duration::from_millis(20));
         while let Some(n) = sock.poll_notification() {
@@ -990,6 +1010,16 @@ fn watch(
         let rx_ok = !d.receives || (st.done && !params.plain);
         drop(st);
         if (tx_ok && rx_ok) || closed_early || sh.failed.load(Ordering::Relaxed) {
+            return;
+        }
+        if give_up.is_some_and(|g| now >= g) {
+            let _ = writeln!(
+                out,
+                "error: the test's time and {} s more have passed and the transfer has not \
+                 finished (the peer acknowledges nothing): giving up",
+                2 * REPORT_GRACE.as_secs()
+            );
+            sh.failed.store(true, Ordering::Relaxed);
             return;
         }
     }

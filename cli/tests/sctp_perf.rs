@@ -199,3 +199,33 @@ fn nonsense_flags_are_refused() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// `-t` holds when nothing flows: with the server frozen (SIGSTOP) mid-test, a 2-second
+/// client stops sending at its time, waits a bounded grace for its FIN and the report,
+/// says why it gives up, aborts the association and exits 1 — in well under a minute
+/// (SCTP alone took 225 s to give up on the peer).
+#[test]
+fn sctp_perf_client_honours_its_time_when_the_peer_freezes() {
+    let (mut srv, udp, rest) = server(5806);
+    let pid = srv.id().to_string();
+    let freezer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let _ = Command::new("kill").args(["-STOP", &pid]).status();
+        pid
+    });
+    let t0 = std::time::Instant::now();
+    let (code, out) = client(5806, udp, &["-t", "2", "-i", "0"]);
+    let took = t0.elapsed();
+    let pid = freezer.join().unwrap();
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    let _ = srv.kill();
+    let _ = srv.wait();
+    let _ = rest.join();
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("giving up"), "{out}");
+    assert!(out.contains("result: FAILED"), "{out}");
+    assert!(
+        took < std::time::Duration::from_secs(50),
+        "took {took:?}\n{out}"
+    );
+}

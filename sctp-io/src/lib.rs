@@ -464,6 +464,19 @@ impl SctpSocket {
 
     /// Sends a message; blocks while the send buffer is full.
     pub fn send(&self, stream: u16, ppid: u32, unordered: bool, data: &[u8]) -> Result<(), Error> {
+        self.send_until(stream, ppid, unordered, data, None)
+    }
+
+    /// Sends a message; blocks while the send buffer is full, but not past `deadline`
+    /// (`Err(TimedOut)`, nothing queued).
+    pub fn send_until(
+        &self,
+        stream: u16,
+        ppid: u32,
+        unordered: bool,
+        data: &[u8],
+        deadline: Option<StdInstant>,
+    ) -> Result<(), Error> {
         let mut g = self.shared.lock();
         loop {
             if let Some(Err(r)) = &g.closed {
@@ -477,7 +490,7 @@ impl SctpSocket {
                 }
                 Err(SendError::BufferFull { .. }) => {
                     g.flush(now);
-                    g = self.wait(g, None)?;
+                    g = self.wait(g, deadline)?;
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -560,6 +573,9 @@ impl SctpSocket {
         }
         g.flush(now);
         g.drain_events();
+        drop(g);
+        // Threads waiting in recv/send/wait_closed see the association gone at once.
+        self.shared.cond.notify_all();
     }
 
     /// Waits until the association has closed (shutdown complete or abort). `Ok` after a
