@@ -45,10 +45,11 @@ for cap in "${caps[@]}"; do
     # Out-of-order reassembly on: bridge captures can record a segment after the ACK that
     # covers it; without it tshark takes such a segment (e.g. an MPA Reply) for a spurious
     # retransmission, never hands it to its MPA dissector and so skips the whole connection.
-    # EtherCAT-over-TCP (ecatf) off: it claims TCP port 34980, which can be an ephemeral
-    # client port of an MPA connection (seen in a lab capture: tshark took the connection
-    # for EtherCAT and counted none of its FPDUs).
-    theirs=$(tshark -r "$cap" -o tcp.reassemble_out_of_order:TRUE \
+    # Heuristic dissectors first: MPA is found by a heuristic, and an ephemeral client port
+    # of an MPA connection can be the registered port of another protocol (seen in lab
+    # captures: 34980 EtherCAT, 48049 CBSP), which then takes the whole connection and none
+    # of its FPDUs is counted. EtherCAT-over-TCP (ecatf) stays off for older tsharks.
+    theirs=$(tshark -r "$cap" -o tcp.try_heuristic_first:TRUE -o tcp.reassemble_out_of_order:TRUE \
         --disable-protocol rpcordma --disable-protocol smb_direct --disable-protocol ecatf \
         -Y iwarp_ddp_rdmap -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' |
         awk 'NF { n[tolower($1)]++ } END { for (k in n) print k, n[k] }')
