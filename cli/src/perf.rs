@@ -1069,7 +1069,11 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     let len = usize::try_from(area.saturating_mul(2))
         .map_err(|_| PerfError::Usage("size too large".into()))?;
     let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-    let buf = rnic.mem().register_new(pd, len, MrOptions::new(access))?;
+    // No test invalidates its buffer, so it is registered as not invalidatable: over SCTP
+    // its Tagged segments are then placed as they arrive, gaps or not (RFC 5041 §2.1).
+    let buf = rnic
+        .mem()
+        .register_new(pd, len, MrOptions::new(access).not_invalidatable())?;
     let credit = rnic.mem().register_new(
         pd,
         8,

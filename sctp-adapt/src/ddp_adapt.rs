@@ -386,6 +386,20 @@ pub enum SessionEvent {
     Rejected(Vec<u8>),
     /// A DDP Segment, in DDP-SSN order.
     Segment(Vec<u8>),
+    /// A Tagged DDP Segment that arrived ahead of earlier messages (session established).
+    /// Placement may happen in any order, Delivery may not (RFC 5041 §1.2, §2.1): the ULP
+    /// may place its payload now and say so with [`StreamSession::mark_placed`]`(pos)`;
+    /// the segment is handed over again in order, as [`SessionEvent::Segment`] or, once
+    /// placed, as [`SessionEvent::PlacedSegment`].
+    Ahead {
+        /// Its position in the stream, for [`StreamSession::mark_placed`].
+        pos: u64,
+        /// The DDP Segment.
+        segment: Vec<u8>,
+    },
+    /// A DDP Segment, in DDP-SSN order, whose payload the ULP placed when it arrived
+    /// (see [`SessionEvent::Ahead`]): only its in-order processing remains.
+    PlacedSegment(Vec<u8>),
     /// The peer terminated the session.
     Terminated,
     /// The received sequence broke RFC 5043 §6 or §10; the session is closed and a
@@ -453,7 +467,11 @@ pub struct StreamSession {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum DdpSctpMessageOwned {
     Control(SessionControl),
-    Segment(Vec<u8>),
+    /// A DDP Segment; `placed`: the ULP placed its payload when it arrived.
+    Segment {
+        data: Vec<u8>,
+        placed: bool,
+    },
 }
 
 impl StreamSession {
@@ -703,13 +721,31 @@ impl StreamSession {
                         .to_string(),
                     );
                 }
-                DdpSctpMessageOwned::Segment(s.segment.to_vec())
+                DdpSctpMessageOwned::Segment {
+                    data: s.segment.to_vec(),
+                    placed: false,
+                }
             }
+        };
+        // A Tagged segment behind a gap: the ULP may place it now (RFC 5041 §2.1). DDP's
+        // first octet carries the T flag in its top bit (RFC 5041 §5.1).
+        let early = match &owned {
+            DdpSctpMessageOwned::Segment { data, .. }
+                if ahead > 0
+                    && self.state == SessionState::Established
+                    && data.first().is_some_and(|c| c & 0x80 != 0) =>
+            {
+                Some(SessionEvent::Ahead {
+                    pos: at,
+                    segment: data.clone(),
+                })
+            }
+            _ => None,
         };
         // Keyed by unwrapped position so the map iterates in sequence order; delivering one
         // message costs O(log n) however many wait behind it.
         self.rx_buf.insert(at, owned);
-        let mut events = Vec::new();
+        let mut events: Vec<SessionEvent> = early.into_iter().collect();
         while let Some(m) = self.rx_buf.remove(&self.rx_delivered) {
             self.rx_next = self.rx_next.wrapping_add(1);
             self.rx_delivered += 1;
@@ -728,6 +764,15 @@ impl StreamSession {
             }
         }
         events
+    }
+
+    /// The ULP placed the payload of the segment it was handed as
+    /// [`SessionEvent::Ahead`]`{ pos, .. }`; its in-order delivery will be a
+    /// [`SessionEvent::PlacedSegment`]. Unknown positions are ignored.
+    pub fn mark_placed(&mut self, pos: u64) {
+        if let Some(DdpSctpMessageOwned::Segment { placed, .. }) = self.rx_buf.get_mut(&pos) {
+            *placed = true;
+        }
     }
 
     /// Applies the legal sequences of RFC 5043 §6.2-§6.4 to the next message in order.
@@ -777,12 +822,18 @@ impl StreamSession {
                     return Err(format!("{} not allowed here", c.function));
                 }
             },
-            (S::Established, M::Segment(s)) => SessionEvent::Segment(s),
+            (S::Established, M::Segment { data, placed }) => {
+                if placed {
+                    SessionEvent::PlacedSegment(data)
+                } else {
+                    SessionEvent::Segment(data)
+                }
+            }
             (S::Established | S::AwaitingUlp, M::Control(c)) if c.function == F::Terminate => {
                 self.state = S::Closed;
                 SessionEvent::Terminated
             }
-            (S::AwaitingUlp, M::Segment(_)) => {
+            (S::AwaitingUlp, M::Segment { .. }) => {
                 return Err(
                     "DDP Segment from the active side before the session was accepted (RFC 5043 §6.2)"
                         .into(),
@@ -794,7 +845,7 @@ impl StreamSession {
                     c.function
                 ));
             }
-            (state, M::Segment(_)) => {
+            (state, M::Segment { .. }) => {
                 return Err(format!(
                     "DDP Segment not allowed in state {state:?} (RFC 5043 §6)"
                 ));
@@ -1208,5 +1259,57 @@ mod tests {
             }
         }
         assert_eq!(got, (0..20_000).collect::<Vec<_>>());
+    }
+
+    /// RFC 5041 §1.2, §2.1 over RFC 5043 §10: a Tagged segment that arrives ahead of an
+    /// earlier message is offered for placement at once; an Untagged one is not (its
+    /// Delivery must wait). In order, the Tagged one comes again, marked as placed when the
+    /// ULP said so.
+    #[test]
+    fn rfc5041_2_1_tagged_segments_ahead_of_a_gap_are_offered_for_placement() {
+        let mut active = StreamSession::initiate(0, 100, b"").unwrap();
+        let mut passive = StreamSession::listen(0, 100);
+        let init = active.poll_outgoing().remove(0);
+        passive.receive(init.ppid, true, &init.data);
+        passive.accept(b"").unwrap();
+        let acc = passive.poll_outgoing().remove(0);
+        active.receive(acc.ppid, true, &acc.data);
+        // Untagged (T = 0), Tagged (T = 1), Tagged, Untagged.
+        let segs: [&[u8]; 4] = [&[0x41, 1], &[0xC1, 2], &[0x81, 3], &[0x01, 4]];
+        let mut msgs = Vec::new();
+        for s in segs {
+            active.send_segment(s).unwrap();
+            msgs.push(active.poll_outgoing().remove(0));
+        }
+        let rx = |p: &mut StreamSession, i: usize| p.receive(msgs[i].ppid, true, &msgs[i].data);
+        // The last Untagged one: nothing yet.
+        assert_eq!(rx(&mut passive, 3), vec![]);
+        // The second: offered at its position; the ULP places it.
+        let e = rx(&mut passive, 1);
+        let [SessionEvent::Ahead { pos, segment }] = &e[..] else {
+            panic!("{e:?}");
+        };
+        assert_eq!(segment, &[0xC1, 2]);
+        passive.mark_placed(*pos);
+        // The third: offered, not placed by the ULP.
+        let e = rx(&mut passive, 2);
+        assert!(matches!(&e[..], [SessionEvent::Ahead { .. }]), "{e:?}");
+        // The first fills the gap: all four in order, the placed one marked.
+        assert_eq!(
+            rx(&mut passive, 0),
+            vec![
+                SessionEvent::Segment(vec![0x41, 1]),
+                SessionEvent::PlacedSegment(vec![0xC1, 2]),
+                SessionEvent::Segment(vec![0x81, 3]),
+                SessionEvent::Segment(vec![0x01, 4]),
+            ]
+        );
+        // In order, nothing is offered ahead.
+        active.send_segment(&[0x81, 5]).unwrap();
+        let m = active.poll_outgoing().remove(0);
+        assert_eq!(
+            passive.receive(m.ppid, true, &m.data),
+            vec![SessionEvent::Segment(vec![0x81, 5])]
+        );
     }
 }

@@ -144,8 +144,11 @@ fn rfc5043_6_2_session_over_an_association() {
     for i in 0..200u32 {
         active.send_segment(&pattern(u64::from(i), 1000)).unwrap();
     }
+    // Segments whose first octet has the T bit set are also offered ahead of a gap
+    // (RFC 5041 §2.1); only the in-order deliveries are counted here.
     for _ in 0..400 {
         pump(&mut p, &mut active, &mut passive, &mut got);
+        got.retain(|e| !matches!(e, SessionEvent::Ahead { .. }));
         if got.len() == 200 {
             break;
         }

@@ -866,9 +866,16 @@ impl QpEngine {
                 break;
             }
             match item {
-                RxItem::Segment(seg) => {
+                RxItem::Segment { data, placed } => {
                     self.awaiting_first_fpdu = false;
-                    self.on_ulpdu(&seg);
+                    self.on_ulpdu(&data, placed);
+                }
+                RxItem::Ahead { pos, data } => {
+                    if self.place_ahead(&data)
+                        && let Llp::Sctp(l) = &mut self.llp
+                    {
+                        l.mark_placed(pos);
+                    }
                 }
                 RxItem::Setup(step) => self.setup_step(step),
                 RxItem::Terminated => {
@@ -1273,7 +1280,7 @@ impl QpEngine {
                 return false;
             }
             match r {
-                Ok(fpdu) => self.on_ulpdu(fpdu.ulpdu),
+                Ok(fpdu) => self.on_ulpdu(fpdu.ulpdu, false),
                 Err(e) => self.on_deframe_error(&e),
             }
             !self.rx_stopped
@@ -1350,7 +1357,57 @@ impl QpEngine {
         Ok(())
     }
 
-    fn on_ulpdu(&mut self, seg: &[u8]) {
+    /// A Tagged segment that arrived ahead of earlier messages (SCTP LLP): places its
+    /// payload now when that cannot differ from placing it in order (RFC 5041 §1.2, §2.1:
+    /// Placement in any order, Delivery in order). It must be an RDMA Write or Read
+    /// Response segment on a QP in RTS, pass every check of its in-order processing that
+    /// does not depend on the messages before it, and target an STag that cannot be
+    /// invalidated ([`crate::MemTable::check_sink_ahead`]); a Read Response segment must
+    /// also lie inside the sink of a Read still outstanding. Returns whether it was placed;
+    /// its in-order processing then runs every check again and skips only the copy.
+    fn place_ahead(&mut self, seg: &[u8]) -> bool {
+        if self.rx_stopped || self.rtr_expect.is_some() || self.state() != QpState::Rts {
+            return false;
+        }
+        let Ok(msg) = Message::parse(seg) else {
+            return false;
+        };
+        let (last, stag, to, response) = match msg.header {
+            Header::RdmaWrite { last, stag, to } => (last, stag, to, false),
+            Header::ReadResponse { last, stag, to } => (last, stag, to, true),
+            _ => return false,
+        };
+        let len = msg.payload.len() as u64;
+        if response
+            && !self.orq.iter().any(|o| {
+                o.stag == stag
+                    && to >= o.to
+                    && (to - o.to)
+                        .checked_add(len)
+                        .is_some_and(|end| end <= u64::from(o.size))
+            })
+        {
+            return false;
+        }
+        let repr = TaggedRepr {
+            last,
+            rsvd_ulp: msg.header.rdmap_control(),
+            stag,
+            to,
+        };
+        let Some(span) =
+            self.mem
+                .check_sink_ahead(self.cfg.pd, &repr, msg.payload.len(), Access::REMOTE_WRITE)
+        else {
+            return false;
+        };
+        span.write(0, msg.payload);
+        true
+    }
+
+    /// One DDP Segment in order; `placed`: its payload was placed when it arrived
+    /// ([`QpEngine::place_ahead`]), so only the copy is skipped.
+    fn on_ulpdu(&mut self, seg: &[u8], placed: bool) {
         let msg = match Message::parse(seg) {
             Ok(m) => m,
             Err(e) => {
@@ -1373,6 +1430,7 @@ impl QpEngine {
                 to,
                 msg.payload,
                 false,
+                placed,
             ),
             Header::ReadResponse { last, stag, to } => self.on_tagged(
                 seg,
@@ -1382,6 +1440,7 @@ impl QpEngine {
                 to,
                 msg.payload,
                 true,
+                placed,
             ),
             Header::Send {
                 solicited_event,
@@ -1444,6 +1503,7 @@ impl QpEngine {
         to: u64,
         payload: &[u8],
         response: bool,
+        placed: bool,
     ) {
         let repr = TaggedRepr {
             last,
@@ -1510,7 +1570,9 @@ impl QpEngine {
                 return;
             }
         };
-        if let Some(span) = span {
+        if let Some(span) = span
+            && !placed
+        {
             span.write(0, payload);
         }
         if !response {

@@ -1219,6 +1219,29 @@ impl MemTable {
             .map(|e| e.span(header.to, payload_len as u64)))
     }
 
+    /// [`MemTable::check_sink`] for a Tagged segment placed ahead of earlier messages (RFC
+    /// 5041 §2.1): the span when the segment passes every check and carries payload, and
+    /// the STag cannot be invalidated. An invalidatable STag is never placed ahead: a Send
+    /// with Invalidate among the messages not yet arrived would invalidate it before this
+    /// segment's turn, and a segment placed through it early would have written through an
+    /// invalid STag. `None` leaves the segment to its in-order processing.
+    pub fn check_sink_ahead(
+        &self,
+        pd: Pd,
+        header: &TaggedRepr,
+        payload_len: usize,
+        needed: Access,
+    ) -> Option<Span> {
+        let t = self.lock();
+        let e = t.get(header.stag)?;
+        if e.invalidatable || payload_len == 0 {
+            return None;
+        }
+        let tb = e.tagged_buffer(stag_index(header.stag), pd);
+        ddp::check_tagged(header, payload_len, Some(&tb), needed).ok()?;
+        Some(e.span(header.to, payload_len as u64))
+    }
+
     /// Validates an incoming RDMA Read Request's Data Source (RFC 5040 §5.2.1, §7.2) for a
     /// stream of `pd`; returns the source memory (`None` for a zero-length read, which is not
     /// validated).

@@ -125,8 +125,15 @@ fn rfc5043_every_operation_with_reordered_messages() {
         p.a.eng
             .post_send(SendWr::send(1, vec![src.sge(0, data.len() as u32)]))
             .expect("send");
+        // Targets that cannot be invalidated are placed as their segments arrive (RFC 5041
+        // §2.1); the others in order: odd seeds the first kind, even seeds the second.
+        let target = if seed % 2 == 1 {
+            MrOptions::new(all_access()).not_invalidatable()
+        } else {
+            MrOptions::new(all_access())
+        };
         // Write into b.
-        let wdst = p.b.mr(data.len());
+        let wdst = p.b.mr_with(data.len(), target.clone());
         p.a.eng
             .post_send(SendWr::write(
                 2,
@@ -139,7 +146,7 @@ fn rfc5043_every_operation_with_reordered_messages() {
         let rsrc = p.b.mr(30_000);
         let rdata = pattern(30_000, 0x40 + seed as u8);
         rsrc.buf().write_at(0, &rdata).expect("fits");
-        let sink = p.a.mr(30_000);
+        let sink = p.a.mr_with(30_000, target);
         p.a.eng
             .post_send(SendWr::read(
                 3,
@@ -371,4 +378,198 @@ fn rfc5043_10_ordered_message_ends_the_session() {
             .any(|(_, ppid, d)| *ppid == PPID_DDP_STREAM_SESSION_CONTROL
                 && SessionControl::parse(d).is_ok_and(|c| c.function == FunctionCode::Terminate))
     );
+}
+
+/// The payload length of a DDP Segment message (PPID 16).
+fn payload_len(d: &[u8]) -> usize {
+    match ddp_adapt::parse(PPID_DDP_SEGMENT, d) {
+        Ok(DdpSctpMessage::Segment(s)) => s.rdmap().expect("rdmap").payload.len(),
+        other => panic!("not a segment: {other:?}"),
+    }
+}
+
+/// Delivers `msgs` to `to` (in the given order).
+fn deliver(to: &mut common::Side, msgs: &[(u16, u32, Vec<u8>)]) {
+    for (_, ppid, d) in msgs {
+        to.eng
+            .handle_message(std::time::Duration::ZERO, *ppid, true, d);
+    }
+}
+
+/// What [`write_behind_a_gap`] saw.
+struct Gap {
+    /// The Write's data.
+    data: Vec<u8>,
+    /// Payload octets of the Write's first segment (the one held back).
+    first: usize,
+    /// b's Write target and receive completions with the first segment held back.
+    before: Vec<u8>,
+    recvs_before: usize,
+    /// The same once it arrived.
+    after: Vec<u8>,
+    recvs_after: usize,
+}
+
+/// An RDMA Write of 40 000 bytes and then a Send, from a to b: every message but the
+/// Write's first is delivered, then the first.
+fn write_behind_a_gap(target: MrOptions) -> Gap {
+    let mut p = SctpPair::established(None);
+    let data = pattern(40_000, 7);
+    let src = p.a.mr(data.len());
+    src.buf().write_at(0, &data).expect("fits");
+    let wdst = p.b.mr_with(data.len(), target);
+    let rbuf = p.b.mr(16);
+    p.b.eng
+        .post_recv(RecvWr::new(10, vec![rbuf.sge(0, 16)]))
+        .expect("recv");
+    p.a.eng
+        .post_send(SendWr::write(
+            1,
+            vec![src.sge(0, data.len() as u32)],
+            wdst.stag(),
+            wdst.to_at(0),
+        ))
+        .expect("write");
+    p.a.eng
+        .post_send(SendWr::send(2, vec![src.sge(0, 16)]))
+        .expect("send");
+    let msgs = SctpPair::take(&mut p.a);
+    let first = payload_len(&msgs[0].2);
+    deliver(&mut p.b, &msgs[1..]);
+    let before = wdst.buf().to_vec();
+    let recvs_before = p.b.recv_wcs().len();
+    deliver(&mut p.b, &msgs[..1]);
+    p.pump();
+    assert!(p.b.terminate_sent().is_none());
+    Gap {
+        data,
+        first,
+        before,
+        recvs_before,
+        after: wdst.buf().to_vec(),
+        recvs_after: p.b.recv_wcs().len(),
+    }
+}
+
+/// RFC 5041 §1.2, §2.1 over RFC 5043 §10: Placement may happen in any order, Delivery may
+/// not. An RDMA Write's segments that arrive ahead of its first are placed on arrival into
+/// an STag that cannot be invalidated; the Send behind them completes only once the gap is
+/// filled; at the end every byte is in place.
+#[test]
+fn rfc5041_2_1_tagged_segments_ahead_of_a_gap_are_placed_on_arrival() {
+    let g = write_behind_a_gap(MrOptions::new(all_access()).not_invalidatable());
+    assert!(
+        g.before[..g.first].iter().all(|&b| b == 0),
+        "the gap's bytes"
+    );
+    assert_eq!(
+        &g.before[g.first..],
+        &g.data[g.first..],
+        "placed ahead of the gap"
+    );
+    assert_eq!(g.recvs_before, 0, "the Send waits for the gap");
+    assert_eq!(g.recvs_after, 1);
+    assert_eq!(g.after, g.data);
+}
+
+/// RFC 5040 §5.3 with RFC 5041 §2.1: an STag that can be invalidated is not placed ahead
+/// of a gap (a Send with Invalidate, which invalidates on Delivery, could be among the
+/// missing messages); its segments wait for their turn, and every byte lands then.
+#[test]
+fn rfc5041_2_1_invalidatable_stags_are_placed_in_order_only() {
+    let g = write_behind_a_gap(MrOptions::new(all_access()));
+    assert!(g.before.iter().all(|&b| b == 0), "nothing placed ahead");
+    assert_eq!(g.recvs_before, 0);
+    assert_eq!(g.recvs_after, 1);
+    assert_eq!(g.after, g.data);
+}
+
+/// RFC 5040 §5.3 (a Send with Invalidate invalidates its STag when Delivered) with SCTP
+/// reordering: a Write that arrives ahead of the earlier Send with Invalidate of its STag
+/// is not placed; when the Send arrives the STag is invalidated first, and the Write is
+/// refused with "Invalid STag" — the memory stays untouched.
+#[test]
+fn rfc5040_5_3_write_overtaking_send_with_invalidate_never_places() {
+    let mut p = SctpPair::established(None);
+    let victim = p.b.mr(4096);
+    let rbuf = p.b.mr(16);
+    p.b.eng
+        .post_recv(RecvWr::new(10, vec![rbuf.sge(0, 16)]))
+        .expect("recv");
+    let src = p.a.mr(4096);
+    src.buf().write_at(0, &[0xAB; 4096]).expect("fits");
+    p.a.eng
+        .post_send(SendWr::new(
+            1,
+            SendOp::Send {
+                solicited: false,
+                invalidate: Some(victim.stag()),
+            },
+            vec![src.sge(0, 16)],
+        ))
+        .expect("send inv");
+    p.a.eng
+        .post_send(SendWr::write(
+            2,
+            vec![src.sge(0, 4096)],
+            victim.stag(),
+            victim.to_at(0),
+        ))
+        .expect("write");
+    let msgs = SctpPair::take(&mut p.a);
+    deliver(&mut p.b, &msgs[1..]);
+    assert!(victim.buf().to_vec().iter().all(|&b| b == 0));
+    deliver(&mut p.b, &msgs[..1]);
+    p.pump();
+    let r = p.b.recv_wcs();
+    assert_eq!(r[0].invalidated_stag, Some(victim.stag()));
+    let t = p.b.terminate_sent().expect("the Write is refused");
+    assert_eq!(
+        t.cause,
+        stack::rdmap::TermCause::Ddp(stack::ddp::DdpCode::Tagged(
+            stack::ddp::TaggedCode::InvalidStag
+        ))
+    );
+    assert!(victim.buf().to_vec().iter().all(|&b| b == 0));
+}
+
+/// RFC 5041 §2.1 for an RDMA Read Response: its segments that arrive ahead of the first
+/// are placed into the Read's sink (an STag that cannot be invalidated) on arrival; the
+/// Read completes only once the first arrives.
+#[test]
+fn rfc5041_2_1_read_response_segments_ahead_of_a_gap_are_placed_on_arrival() {
+    let mut p = SctpPair::established(None);
+    let rdata = pattern(30_000, 0x33);
+    let rsrc = p.b.mr(rdata.len());
+    rsrc.buf().write_at(0, &rdata).expect("fits");
+    let sink = p.a.mr_with(
+        rdata.len(),
+        MrOptions::new(all_access()).not_invalidatable(),
+    );
+    p.a.eng
+        .post_send(SendWr::read(
+            3,
+            vec![sink.sge(0, rdata.len() as u32)],
+            rsrc.stag(),
+            rsrc.to_at(0),
+        ))
+        .expect("read");
+    let req = SctpPair::take(&mut p.a);
+    deliver(&mut p.b, &req);
+    let resp = SctpPair::take(&mut p.b);
+    assert!(resp.len() > 2);
+    let first = payload_len(&resp[0].2);
+    deliver(&mut p.a, &resp[1..]);
+    let early = sink.buf().to_vec();
+    assert!(early[..first].iter().all(|&b| b == 0));
+    assert_eq!(&early[first..], &rdata[first..]);
+    assert!(
+        p.a.send_wcs().is_empty(),
+        "no completion before the gap is filled"
+    );
+    deliver(&mut p.a, &resp[..1]);
+    let w = p.a.send_wcs();
+    assert_eq!(w.len(), 1);
+    assert_eq!(w[0].status, WcStatus::Success);
+    assert_eq!(sink.buf().to_vec(), rdata);
 }

@@ -9,7 +9,10 @@
 //!   association took the message.
 //! * **Order.** Messages arrive in any order; the DDP Stream Session puts them back in
 //!   DDP-SSN order (§5.2.1, §10) before DDP sees them, so untagged messages complete only
-//!   when every segment of them has arrived, and completions keep RDMAP's order.
+//!   when every segment of them has arrived, and completions keep RDMAP's order. A Tagged
+//!   segment that arrives ahead of a gap is also offered to the engine at once
+//!   ([`RxItem::Ahead`]): Placement may happen in any order, Delivery may not (RFC 5041
+//!   §1.2, §2.1).
 //! * **Setup** (§6, RFC 6581 §7): the active side sends the (Enhanced) DDP Stream Session
 //!   Initiate with its IRD/ORD and the ULP's private data (PPID 17); the passive side
 //!   answers Accept (with its IRD/ORD) or Reject. No DDP Segment goes out before the
@@ -105,8 +108,12 @@ pub enum SctpSetupError {
 /// What a received message did, for the engine.
 #[derive(Debug)]
 pub(crate) enum RxItem {
-    /// A DDP Segment, in DDP-SSN order.
-    Segment(Vec<u8>),
+    /// A DDP Segment, in DDP-SSN order; `placed`: its payload was placed when it arrived
+    /// (after an [`RxItem::Ahead`] the engine confirmed with [`SctpLlp::mark_placed`]).
+    Segment { data: Vec<u8>, placed: bool },
+    /// A Tagged DDP Segment that arrived ahead of earlier messages: the engine may place it
+    /// now (RFC 5041 §2.1) and confirm with [`SctpLlp::mark_placed`]`(pos)`.
+    Ahead { pos: u64, data: Vec<u8> },
     /// Setup progressed or ended.
     Setup(SetupStep),
     /// The peer ended the session (DDP Stream Session Terminate).
@@ -276,7 +283,12 @@ impl SctpLlp {
         let mut items = Vec::with_capacity(events.len());
         for e in events {
             let item = match e {
-                SessionEvent::Segment(s) => RxItem::Segment(s),
+                SessionEvent::Segment(data) => RxItem::Segment {
+                    data,
+                    placed: false,
+                },
+                SessionEvent::PlacedSegment(data) => RxItem::Segment { data, placed: true },
+                SessionEvent::Ahead { pos, segment } => RxItem::Ahead { pos, data: segment },
                 SessionEvent::InitiateReceived(pd) => RxItem::Setup(self.on_initiate(&pd)),
                 SessionEvent::Accepted(pd) => RxItem::Setup(self.on_accept(&pd)),
                 SessionEvent::Rejected(pd) => {
@@ -313,6 +325,11 @@ impl SctpLlp {
         }
         self.collect();
         items
+    }
+
+    /// The engine placed the payload of the [`RxItem::Ahead`] at `pos`.
+    pub(crate) fn mark_placed(&mut self, pos: u64) {
+        self.session.mark_placed(pos);
     }
 
     /// Splits the peer's private data into its RFC 6581 IRD/ORD and the ULP's part.
