@@ -1,14 +1,16 @@
 //! softrnic's own TCP/IP on a TAP device against the kernel's TCP: in a network namespace of
 //! its own, a TAP device carries the kernel's address 10.213.0.1; one RNIC uses the kernel's
 //! TCP there, another runs its own stack on the TAP device as 10.213.0.2. Connections both
-//! ways, every operation with every byte checked, at MTU 1500 and 9000 (jumbo frames).
+//! ways, every operation with every byte checked, at MTU 1500 and 9000 (jumbo frames). The
+//! TAP device is captured (when tcpdump is there) and the capture must decode as MPA with no
+//! protocol error.
 //!
 //! Needs root (a network namespace, a TAP device): `cargo test -p softrnic-stack --test
 //! netns_tap -- --ignored`, as `.ci/run` does when it runs as root.
 
 mod common;
 
-use common::netns::Netns;
+use common::netns::{Capture, Netns, check_capture};
 use common::node::{Node, connect_pair, every_operation};
 use stack::ProgressMode;
 
@@ -18,8 +20,10 @@ fn tap_against_kernel(mtu: usize) {
     ns.ip(&["link", "set", "srtap0", "mtu", &mtu.to_string()]);
     ns.ip(&["addr", "add", "10.213.0.1/24", "dev", "srtap0"]);
     ns.ip(&["link", "set", "srtap0", "up"]);
+    let cap = Capture::start_if_available(&ns, "srtap0", &format!("softrnic-tap-{mtu}"));
+    let name = ns.0.clone();
     let body = std::thread::spawn(move || {
-        ns.enter();
+        common::netns::enter(&name);
         // The TAP side connects to the kernel side.
         let tap = Node::new(ProgressMode::Thread);
         let kernel = Node::new(ProgressMode::Thread);
@@ -42,9 +46,13 @@ fn tap_against_kernel(mtu: usize) {
             |p| format!("tcp://10.213.0.2:{p}"),
         );
         every_operation(&kernel2, &tap2, 1 << 20);
-        drop(ns);
     });
     body.join().expect("test body");
+    if let Some(cap) = cap {
+        let summary = check_capture(&cap.finish(), 100);
+        eprintln!("TAP at MTU {mtu}: capture: {summary}");
+    }
+    drop(ns);
 }
 
 #[test]
