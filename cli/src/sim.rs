@@ -43,6 +43,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use netsim::rng::splitmix64_mix;
 use netsim::tcp::smoltcp::iface::SocketHandle;
 use netsim::tcp::smoltcp::socket::tcp::State as TcpState;
 use netsim::tcp::{TcpApp, TcpCtx, TcpHost, TcpHostConfig};
@@ -74,16 +75,9 @@ const RECONNECT_BACKOFF: Duration = Duration::from_millis(10);
 // Patterns
 // ---------------------------------------------------------------------------------------------
 
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// The key of the pattern of operation `op` in round `round` of a run with `seed`.
 pub fn pattern_key(seed: u64, round: u64, op: u64) -> u64 {
-    splitmix64(splitmix64(splitmix64(seed) ^ round) ^ op)
+    splitmix64_mix(splitmix64_mix(splitmix64_mix(seed) ^ round) ^ op)
 }
 
 fn read_u64(chunk: &[u8]) -> u64 {
@@ -93,7 +87,7 @@ fn read_u64(chunk: &[u8]) -> u64 {
 }
 
 fn pattern_word(key: u64, i: usize) -> [u8; 8] {
-    splitmix64(key ^ (i as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)).to_le_bytes()
+    splitmix64_mix(key ^ (i as u64).wrapping_mul(0xd1b5_4a32_d192_ed03)).to_le_bytes()
 }
 
 /// Fills `out` with the pseudo-random pattern of `key` (byte `i` depends on `key` and `i`

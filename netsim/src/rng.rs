@@ -15,13 +15,23 @@ use rand_core::{Rng, SeedableRng};
 #[derive(Clone, Debug)]
 pub struct DetRng(ChaCha8Rng);
 
-/// SplitMix64 step: expands a 64-bit seed into key material with a fixed, published formula.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
+/// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators",
+/// OOPSLA 2014) as a stateless mix: the word a SplitMix64 generator in state `x` returns next.
+/// A fixed, published formula, so whatever is derived from it (ChaCha keys here, payload
+/// patterns and STag keys elsewhere) depends on nothing but its input.
+pub const fn splitmix64_mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// One SplitMix64 generator step: the next word of the generator in `state`, which advances.
+/// Expands a 64-bit seed into key material.
+pub fn splitmix64(state: &mut u64) -> u64 {
+    let z = splitmix64_mix(*state);
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z
 }
 
 impl DetRng {
@@ -189,5 +199,7 @@ mod golden {
         let mut s = 0;
         assert_eq!(splitmix64(&mut s), 0xe220_a839_7b1d_cdaf);
         assert_eq!(splitmix64(&mut s), 0x6e78_9e6a_a1b9_65f4);
+        assert_eq!(splitmix64_mix(0), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(splitmix64_mix(0x9E37_79B9_7F4A_7C15), 0x6e78_9e6a_a1b9_65f4);
     }
 }

@@ -56,6 +56,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use ddp::Access;
 use ddp::{DdpError, TaggedBuffer, TaggedRepr};
+use netsim::rng::splitmix64;
 use rdmap::{AtomicRequest, ReadRequest, TermCause};
 use thiserror::Error;
 
@@ -614,13 +615,7 @@ struct IndexPerm {
 
 impl IndexPerm {
     fn from_seed(mut seed: u64) -> IndexPerm {
-        let mut next = || {
-            seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = seed;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        };
+        let mut next = || splitmix64(&mut seed);
         IndexPerm {
             keys: [next() as u32, next() as u32, next() as u32, next() as u32],
             state: next(),
@@ -658,11 +653,7 @@ impl IndexPerm {
     }
 
     fn next_key(&mut self) -> u8 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 56) as u8
+        (splitmix64(&mut self.state) >> 56) as u8
     }
 }
 
