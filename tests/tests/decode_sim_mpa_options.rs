@@ -2,10 +2,10 @@
 //! CRC (§4.4) and RFC 6581 peer-to-peer mode with each RTR type, produced by the real engine in
 //! netsim and read back from the link's capture.
 
+use harness::mpa::{Capture, Scenario};
 use mpa::{CrcPolicy, RtrSet, RtrType};
 use softrnic::capture::read_bytes;
 use softrnic::decode::{ConnStatus, decode_frames};
-use softrnic::sim::{Capture, Scenario};
 
 fn run(mpa: mpa::Config, seed: u64) -> softrnic::decode::Report {
     let mut s = Scenario::named("loss").unwrap();

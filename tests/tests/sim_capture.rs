@@ -1,9 +1,10 @@
 //! Simulation captures: deterministic per seed, and decodable by `softrnic decode` with zero
 //! errors.
 
+use harness::mpa::{Capture, Scenario};
 use softrnic::capture::read_bytes;
 use softrnic::decode::{DecodeOptions, decode_file, decode_frames};
-use softrnic::sim::{Capture, Scenario, SimArgs, run_command};
+use softrnic::sim::{SimArgs, run_command};
 
 fn capture(name: &str, seed: u64, bytes: u64) -> Vec<u8> {
     let mut s = Scenario::named(name).unwrap();

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use harness::mpa::{Capture, RunReport, Scenario};
 use mpa::CrcPolicy;
-use softrnic::sim::{Capture, RunReport, Scenario};
 
 fn run(s: &Scenario, seed: u64) -> RunReport {
     s.run(seed, Capture::None).expect("simulation set-up")

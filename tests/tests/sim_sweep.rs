@@ -1,6 +1,7 @@
 //! Seed sweeps: many short runs over a range of loss rates, none may lose or misplace a byte.
 
-use softrnic::sim::{Capture, SimArgs, plan, run_command};
+use harness::mpa::Capture;
+use softrnic::sim::{SimArgs, plan, run_command};
 
 /// 20 seeds spread over 0–10 % i.i.d. loss (plus the scenario's reordering and duplication),
 /// 256 KiB each: 0 lost, 0 misplaced. The full 1,000-seed sweep is

@@ -1,7 +1,7 @@
 //! RDMA Write, Read and Send between two softrnic engines over simulated lossy links: every
 //! byte is checked at its target (verified, lost or misplaced).
 
-use softrnic::sim::{Capture, RunReport, Scenario};
+use harness::mpa::{Capture, RunReport, Scenario};
 
 fn run(name: &str, bytes: u64, seed: u64) -> RunReport {
     let mut s = Scenario::named(name).expect("built-in scenario");
