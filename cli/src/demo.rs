@@ -30,8 +30,8 @@ use stack::ddp::{DdpCode, TaggedCode};
 use stack::mpa;
 use stack::rdmap::TermCause;
 use stack::{
-    Access, Cq, Event, MemoryRegion, MrOptions, Pd, Qp, QpAttr, RecvWr, Rnic, RnicConfig, SendOp,
-    SendWr, Wc, WcStatus,
+    Access, Cq, Event, FastRegRegion, MemoryRegion, MrOptions, Pd, Qp, QpAttr, RecvWr,
+    RegisteredBuf, Rnic, RnicConfig, SendOp, SendWr, Wc, WcOpcode, WcStatus,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -289,6 +289,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<Report, DemoError> {
     report.rows.push(rdma_read(&a, &b)?);
     report.rows.push(fetch_add(&a, &b)?);
     report.rows.push(cmp_swap(&a, &b)?);
+    report.rows.push(fast_register(&a, &b)?);
     report.rows.push(send_invalidate(&a, &b)?);
     Ok(report)
 }
@@ -487,6 +488,65 @@ fn cmp_swap(a: &Side, b: &Side) -> Result<Row, DemoError> {
         time: start.elapsed(),
         verified,
         note: "one swap, one failed compare".into(),
+    })
+}
+
+/// Fast registration on b: an STag with no memory gets a buffer through a Fast Register
+/// work request, a's Write lands through it, a Local Invalidate work request ends it, and a
+/// second Fast Register under a rotated key makes it usable again (the STag of the first use
+/// names nothing from then on).
+fn fast_register(a: &Side, b: &Side) -> Result<Row, DemoError> {
+    const LEN: usize = 64 * 1024;
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    let mem = b.rnic.mem();
+    let buf = RegisteredBuf::try_new(LEN)?;
+    let src = a.mr(LEN)?;
+    let start = Instant::now();
+    let first = mem.alloc_fast_reg(b.pd, LEN as u64)?;
+    let mut verified = mem.query(first).is_some_and(|i| !i.valid);
+    let mut stag = first;
+    for (round, id) in [(0u8, 600u64), (1, 610)] {
+        if round == 1 {
+            // Rotate the consumer key: the low byte of the STag.
+            stag = (first & !0xFF) | u32::from((first as u8).wrapping_add(1));
+        }
+        let region = FastRegRegion::new(&buf);
+        let to = region.to_at(0);
+        mem.map_fast_reg(b.pd, first, region)?;
+        b.qp.post_send(SendWr::new(
+            id,
+            SendOp::FastRegister { stag, access },
+            vec![],
+        ))?;
+        verified &= b.expect(id)?.opcode == WcOpcode::FastRegister;
+        let data = pattern(LEN, 0x60 + round);
+        src.buf().write_at(0, &data)?;
+        a.qp.post_send(SendWr::write(
+            id + 1,
+            vec![src.sge(0, LEN as u32)],
+            stag,
+            to,
+        ))?;
+        a.expect(id + 1)?;
+        // The Write is placed once the peer processed it: a Send behind it says so.
+        sync(a, b, id + 2)?;
+        verified &= buf.to_vec() == data;
+        b.qp.post_send(SendWr::new(
+            id + 3,
+            SendOp::LocalInvalidate { stag },
+            vec![],
+        ))?;
+        b.expect(id + 3)?;
+        verified &= mem.query(stag).is_some_and(|i| !i.valid);
+    }
+    verified &= mem.query(first).is_none();
+    Ok(Row {
+        op: "Fast Register",
+        ops: 2,
+        bytes: 2 * LEN as u64,
+        time: start.elapsed(),
+        verified,
+        note: format!("STag {first:#010x} -> {stag:#010x}: key rotated, old STag names nothing"),
     })
 }
 

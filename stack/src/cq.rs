@@ -46,6 +46,8 @@ pub enum WcOpcode {
     ImmediateData,
     /// A Local Invalidate.
     LocalInvalidate,
+    /// A Fast Register.
+    FastRegister,
     /// A receive: an incoming Send, or an incoming Immediate Data message (then
     /// [`Wc::imm_data`] is set).
     Recv,
@@ -61,6 +63,7 @@ impl std::fmt::Display for WcOpcode {
             WcOpcode::CmpSwap => "Compare and Swap",
             WcOpcode::ImmediateData => "Immediate Data",
             WcOpcode::LocalInvalidate => "Local Invalidate",
+            WcOpcode::FastRegister => "Fast Register",
             WcOpcode::Recv => "receive",
         })
     }

@@ -460,6 +460,7 @@ fn wc_opcode(op: &SendOp) -> WcOpcode {
         SendOp::CmpSwap { .. } => WcOpcode::CmpSwap,
         SendOp::ImmediateData { .. } => WcOpcode::ImmediateData,
         SendOp::LocalInvalidate { .. } => WcOpcode::LocalInvalidate,
+        SendOp::FastRegister { .. } => WcOpcode::FastRegister,
     }
 }
 
@@ -734,6 +735,11 @@ impl QpEngine {
             SendOp::LocalInvalidate { .. } => {
                 if !wr.sgl.is_empty() {
                     return Err(PostError::InvalidWr("Local Invalidate carries no SGL"));
+                }
+            }
+            SendOp::FastRegister { .. } => {
+                if !wr.sgl.is_empty() {
+                    return Err(PostError::InvalidWr("Fast Register carries no SGL"));
                 }
             }
         }
@@ -2083,6 +2089,16 @@ impl QpEngine {
             },
             SendOp::LocalInvalidate { stag } => {
                 if self.mem.invalidate(pd, stag).is_err() {
+                    return self.wr_local_error(seq, WcStatus::LocalProtection);
+                }
+                if let Some(e) = self.sq.get_mut(self.sq_next) {
+                    e.generated = true;
+                }
+                self.sq_next += 1;
+                return true;
+            }
+            SendOp::FastRegister { stag, access } => {
+                if self.mem.fast_register(pd, stag, access).is_err() {
                     return self.wr_local_error(seq, WcStatus::LocalProtection);
                 }
                 if let Some(e) = self.sq.get_mut(self.sq_next) {

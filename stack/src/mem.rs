@@ -150,6 +150,39 @@ pub enum MemError {
         /// The STag given.
         stag: u32,
     },
+    /// A Fast Register names an STag that was not allocated for fast registration.
+    #[error("STag {stag:#010x} is not a fast-register STag")]
+    NotFastReg {
+        /// The STag given.
+        stag: u32,
+    },
+    /// A Fast Register must give the STag a new consumer key, so that the STag of its last
+    /// use is refused from then on.
+    #[error("Fast Register of STag {stag:#010x} keeps its key {key:#04x}: rotate the key")]
+    KeyNotRotated {
+        /// The STag given.
+        stag: u32,
+        /// The key it already had.
+        key: u8,
+    },
+    /// A Fast Register of an STag that has no memory mapped to it.
+    #[error("no memory is mapped to fast-register STag {stag:#010x}")]
+    NotMapped {
+        /// The STag given.
+        stag: u32,
+    },
+    /// A Fast Register asks for more memory than the STag was allocated for.
+    #[error(
+        "Fast Register of {len} bytes exceeds the {max} bytes STag {stag:#010x} was allocated for"
+    )]
+    FastRegTooLong {
+        /// The STag given.
+        stag: u32,
+        /// Bytes asked for.
+        len: u64,
+        /// Its maximum.
+        max: u64,
+    },
     /// The Tagged Offset range of a registration wraps past 2^64.
     #[error("base TO {base:#x} plus length {len} wraps past 2^64")]
     ToWrap {
@@ -158,6 +191,79 @@ pub enum MemError {
         /// Length.
         len: u64,
     },
+}
+
+/// Checks a registration's rights and range of `buf` and returns its length and base TO.
+fn layout(
+    buf: &RegisteredBuf,
+    range: &Range<usize>,
+    access: Access,
+    addressing: Addressing,
+) -> Result<(u64, u64), MemError> {
+    if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
+        && !access.contains(Access::LOCAL_WRITE)
+    {
+        return Err(MemError::RemoteNeedsLocalWrite { access });
+    }
+    if range.start > range.end || range.end > buf.len() {
+        return Err(MemError::OutOfBounds {
+            start: range.start,
+            end: range.end,
+            len: buf.len(),
+        });
+    }
+    let len = (range.end - range.start) as u64;
+    let base_to = match addressing {
+        Addressing::ZeroBased => 0,
+        Addressing::VirtualAddress => buf.addr().wrapping_add(range.start as u64),
+    };
+    if base_to.checked_add(len).is_none() {
+        return Err(MemError::ToWrap { base: base_to, len });
+    }
+    Ok((len, base_to))
+}
+
+/// The memory [`MemTable::map_fast_reg`] maps to a fast-register STag (the kernel verbs'
+/// `ib_map_mr_sg`); a Fast Register work request then makes it valid.
+#[derive(Clone, Debug)]
+pub struct FastRegRegion {
+    /// The buffer.
+    pub buf: Arc<RegisteredBuf>,
+    /// The bytes of it the STag covers.
+    pub range: Range<usize>,
+    /// TO numbering.
+    pub addressing: Addressing,
+}
+
+impl FastRegRegion {
+    /// All of `buf`, VA-based.
+    pub fn new(buf: &Arc<RegisteredBuf>) -> FastRegRegion {
+        FastRegRegion {
+            buf: buf.clone(),
+            range: 0..buf.len(),
+            addressing: Addressing::VirtualAddress,
+        }
+    }
+
+    /// Only `range` of the buffer.
+    pub fn range(mut self, range: Range<usize>) -> Self {
+        self.range = range;
+        self
+    }
+
+    /// Zero-based Tagged Offsets.
+    pub fn zero_based(mut self) -> Self {
+        self.addressing = Addressing::ZeroBased;
+        self
+    }
+
+    /// The Tagged Offset of byte `offset` of the range once registered.
+    pub fn to_at(&self, offset: u64) -> u64 {
+        match self.addressing {
+            Addressing::ZeroBased => offset,
+            Addressing::VirtualAddress => self.buf.addr() + self.range.start as u64 + offset,
+        }
+    }
 }
 
 /// How the Tagged Offsets of a region are numbered.
@@ -570,6 +676,12 @@ struct Entry {
     buf_off: usize,
     valid: bool,
     invalidatable: bool,
+    /// A fast-register STag: the most bytes a Fast Register may give it.
+    fast_reg: Option<u64>,
+    /// The memory mapped to a fast-register STag for its next Fast Register.
+    mapped: Option<FastRegRegion>,
+    /// A fast-register STag has been registered before (its next key must be new).
+    used: bool,
 }
 
 impl Entry {
@@ -670,6 +782,44 @@ struct Table {
 }
 
 impl Table {
+    /// A free slot, its STag index and the key to use (`key`, or a default one that differs
+    /// from the slot's last key).
+    fn alloc_slot(&mut self, key: Option<u8>) -> Result<(u32, u32, u8), MemError> {
+        let slot = loop {
+            let slot = match self.free.pop_front() {
+                Some(i) => i,
+                None => {
+                    let next = self.entries.len().max(1);
+                    if next > MAX_STAG_INDEX as usize {
+                        return Err(MemError::TableFull);
+                    }
+                    self.entries.resize_with(next + 1, || None);
+                    self.generation.resize(next + 1, 0);
+                    next as u32
+                }
+            };
+            // Index 0 stays unused (STags of index 0 name no region, e.g. the RTR's).
+            if self.perm.index(slot) != 0 {
+                break slot;
+            }
+        };
+        let index = self.perm.index(slot);
+        let last = self.generation.get(slot as usize).copied().unwrap_or(0);
+        let key = match key {
+            Some(k) => k,
+            None => loop {
+                let k = self.perm.next_key();
+                if k != last {
+                    break k;
+                }
+            },
+        };
+        if let Some(g) = self.generation.get_mut(slot as usize) {
+            *g = key;
+        }
+        Ok((slot, index, key))
+    }
+
     fn slot_of(&self, stag: u32) -> usize {
         self.perm.slot(stag_index(stag)) as usize
     }
@@ -1025,60 +1175,10 @@ impl MemTable {
         opts: MrOptions,
     ) -> Result<MemoryRegion, MemError> {
         let a = opts.access;
-        if (a.contains(Access::REMOTE_WRITE) || a.contains(Access::REMOTE_ATOMIC))
-            && !a.contains(Access::LOCAL_WRITE)
-        {
-            return Err(MemError::RemoteNeedsLocalWrite { access: a });
-        }
         let range = opts.range.clone().unwrap_or(0..buf.len());
-        if range.start > range.end || range.end > buf.len() {
-            return Err(MemError::OutOfBounds {
-                start: range.start,
-                end: range.end,
-                len: buf.len(),
-            });
-        }
-        let len = (range.end - range.start) as u64;
-        let base_to = match opts.addressing {
-            Addressing::ZeroBased => 0,
-            Addressing::VirtualAddress => buf.addr().wrapping_add(range.start as u64),
-        };
-        if base_to.checked_add(len).is_none() {
-            return Err(MemError::ToWrap { base: base_to, len });
-        }
+        let (len, base_to) = layout(buf, &range, a, opts.addressing)?;
         let mut t = self.lock();
-        let slot = loop {
-            let slot = match t.free.pop_front() {
-                Some(i) => i,
-                None => {
-                    let next = t.entries.len().max(1);
-                    if next > MAX_STAG_INDEX as usize {
-                        return Err(MemError::TableFull);
-                    }
-                    t.entries.resize_with(next + 1, || None);
-                    t.generation.resize(next + 1, 0);
-                    next as u32
-                }
-            };
-            // Index 0 stays unused (STags of index 0 name no region, e.g. the RTR's).
-            if t.perm.index(slot) != 0 {
-                break slot;
-            }
-        };
-        let index = t.perm.index(slot);
-        let last = t.generation.get(slot as usize).copied().unwrap_or(0);
-        let key = match opts.key {
-            Some(k) => k,
-            None => loop {
-                let k = t.perm.next_key();
-                if k != last {
-                    break k;
-                }
-            },
-        };
-        if let Some(g) = t.generation.get_mut(slot as usize) {
-            *g = key;
-        }
+        let (slot, index, key) = t.alloc_slot(opts.key)?;
         let entry = Entry {
             key,
             pd,
@@ -1089,6 +1189,9 @@ impl MemTable {
             buf_off: range.start,
             valid: true,
             invalidatable: opts.invalidatable,
+            fast_reg: None,
+            mapped: None,
+            used: true,
         };
         if let Some(s) = t.entries.get_mut(slot as usize) {
             *s = Some(entry);
@@ -1102,6 +1205,103 @@ impl MemTable {
             buf: buf.clone(),
             buf_off: range.start,
         })
+    }
+
+    /// Allocates a fast-register STag in `pd` (verbs "Allocate STag" for fast registration,
+    /// ibverbs' `ib_alloc_mr`): no memory behind it, invalid until a Fast Register work
+    /// request ([`crate::SendOp::FastRegister`]) gives it at most `max_len` bytes. Returns
+    /// the STag; each Fast Register gives it a new consumer key.
+    pub fn alloc_fast_reg(&self, pd: Pd, max_len: u64) -> Result<u32, MemError> {
+        let mut t = self.lock();
+        let (slot, index, key) = t.alloc_slot(None)?;
+        let entry = Entry {
+            key,
+            pd,
+            access: Access::NONE,
+            base_to: 0,
+            len: 0,
+            buf: empty_buf(),
+            buf_off: 0,
+            valid: false,
+            invalidatable: true,
+            fast_reg: Some(max_len),
+            mapped: None,
+            used: false,
+        };
+        if let Some(s) = t.entries.get_mut(slot as usize) {
+            *s = Some(entry);
+        }
+        Ok(make_stag(index, key))
+    }
+
+    /// Maps `region` to the fast-register STag `stag` (index and current key) of `pd` for
+    /// its next Fast Register work request (the kernel verbs' `ib_map_mr_sg`). The range is
+    /// checked now; the STag stays as it is until the Fast Register. On error nothing
+    /// changes.
+    pub fn map_fast_reg(&self, pd: Pd, stag: u32, region: FastRegRegion) -> Result<(), MemError> {
+        let mut t = self.lock();
+        let Some(e) = t.get_mut(stag).filter(|e| e.key == stag_key(stag)) else {
+            return Err(MemError::UnknownStag { stag });
+        };
+        let Some(max) = e.fast_reg else {
+            return Err(MemError::NotFastReg { stag });
+        };
+        if e.pd != pd {
+            return Err(MemError::PdMismatch {
+                stag,
+                owner: e.pd.0,
+                pd: pd.0,
+            });
+        }
+        let (len, _) = layout(&region.buf, &region.range, Access::NONE, region.addressing)?;
+        if len > max {
+            return Err(MemError::FastRegTooLong { stag, len, max });
+        }
+        e.mapped = Some(region);
+        Ok(())
+    }
+
+    /// Fast Register (what the work request does, in send-queue order): the fast-register
+    /// STag whose index `stag` names becomes valid with the memory mapped to it, rights
+    /// `access` and `stag`'s consumer key, which must differ from the key of its last
+    /// registration (so the STag of its last use is refused from now on; the first may keep
+    /// the key [`MemTable::alloc_fast_reg`] returned). The STag must be invalid (newly
+    /// allocated, or invalidated locally or by a peer's Send with Invalidate) and in `pd`.
+    /// On error nothing changes.
+    pub fn fast_register(&self, pd: Pd, stag: u32, access: Access) -> Result<(), MemError> {
+        let mut t = self.lock();
+        let Some(e) = t.get_mut(stag) else {
+            return Err(MemError::UnknownStag { stag });
+        };
+        if e.fast_reg.is_none() {
+            return Err(MemError::NotFastReg { stag });
+        }
+        if e.pd != pd {
+            return Err(MemError::PdMismatch {
+                stag,
+                owner: e.pd.0,
+                pd: pd.0,
+            });
+        }
+        if e.valid {
+            return Err(MemError::StillValid { stag });
+        }
+        if e.used && e.key == stag_key(stag) {
+            return Err(MemError::KeyNotRotated { stag, key: e.key });
+        }
+        let Some(region) = e.mapped.clone() else {
+            return Err(MemError::NotMapped { stag });
+        };
+        let (len, base_to) = layout(&region.buf, &region.range, access, region.addressing)?;
+        e.key = stag_key(stag);
+        e.access = access;
+        e.base_to = base_to;
+        e.len = len;
+        e.buf = region.buf;
+        e.buf_off = region.range.start;
+        e.valid = true;
+        e.used = true;
+        Ok(())
     }
 
     /// Allocates a buffer of `len` bytes and registers all of it.

@@ -86,6 +86,18 @@ pub enum SendOp {
         /// The STag to invalidate.
         stag: u32,
     },
+    /// Fast Register (RDMA Verbs' Fast-Register work request, the kernel verbs'
+    /// `IB_WR_REG_MR`), executed in send-queue order: the fast-register STag (from
+    /// [`crate::MemTable::alloc_fast_reg`]) whose index `stag` names becomes valid with the
+    /// memory last mapped to it ([`crate::MemTable::map_fast_reg`]), rights `access` and
+    /// `stag`'s consumer key, which must be new. The STag must be invalid. The SGL must be
+    /// empty.
+    FastRegister {
+        /// The STag with its new key.
+        stag: u32,
+        /// Rights granted (remote write and remote atomic need local write).
+        access: crate::Access,
+    },
 }
 
 impl SendOp {

@@ -98,9 +98,10 @@ pub use stack::mpa::Session as MpaSession;
 /// connecting to Linux siw; [`QpCaps::for_profile`] carries its runtime quirks.
 pub use stack::mpa::{Profile, Role as MpaRole, RtrType};
 pub use stack::{
-    Access, Addressing, AdoptRole, CloseReason, CmError, ConnectRequest, Cq, CqId, Event, Listener,
-    MemError, MemoryRegion, PathChange, Pd, PostError, ProgressMode, QpId, QpState, RecvWr,
-    RegisteredBuf, RnicConfig, RnicError, SctpRequest, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
+    Access, Addressing, AdoptRole, CloseReason, CmError, ConnectRequest, Cq, CqId, Event,
+    FastRegRegion, Listener, MemError, MemoryRegion, PathChange, Pd, PostError, ProgressMode, QpId,
+    QpState, RecvWr, RegisteredBuf, RnicConfig, RnicError, SctpRequest, SendOp, SendWr, Sge, Wc,
+    WcOpcode, WcStatus,
 };
 
 /// Errors of the verbs.
@@ -263,7 +264,8 @@ pub fn empty_wc() -> Wc {
 #[derive(Debug, Default)]
 struct Book {
     pds: HashMap<Pd, PdUse>,
-    /// STag → PD, for registrations made through the verbs.
+    /// STag index (the STag without its consumer key, which a Fast Register changes) → PD,
+    /// for registrations and STags made through the verbs.
     stags: HashMap<u32, Pd>,
     cqs: HashMap<CqId, Cq>,
     /// QP → (PD, send CQ, recv CQ).
@@ -348,11 +350,32 @@ impl Rnic {
     // ---------------------------------------------------------------- memory
 
     fn record_region(&self, mr: &MemoryRegion) {
+        self.record_stag(mr.stag(), mr.pd());
+    }
+
+    fn record_stag(&self, stag: u32, pd: Pd) {
         let mut b = self.book();
-        b.stags.insert(mr.stag(), mr.pd());
-        if let Some(u) = b.pds.get_mut(&mr.pd()) {
+        b.stags.insert(stag >> 8, pd);
+        if let Some(u) = b.pds.get_mut(&pd) {
             u.regions += 1;
         }
+    }
+
+    /// `allocate_stag` (RDMA Verbs "Allocate STag" for fast registration): an STag in `pd`
+    /// with no memory behind it, invalid until a [`SendOp::FastRegister`] work request gives
+    /// it at most `max_len` bytes of the memory [`Rnic::fast_reg_map`] mapped to it.
+    /// Release it with [`Rnic::deallocate_stag`] once invalid.
+    pub fn allocate_stag(&self, pd: Pd, max_len: u64) -> Result<u32> {
+        self.check_pd(pd)?;
+        let stag = self.rnic.mem().alloc_fast_reg(pd, max_len)?;
+        self.record_stag(stag, pd);
+        Ok(stag)
+    }
+
+    /// Maps `region` to the fast-register STag `stag` for its next Fast Register work
+    /// request (the range is checked now; the STag changes only when the request runs).
+    pub fn fast_reg_map(&self, pd: Pd, stag: u32, region: FastRegRegion) -> Result<()> {
+        Ok(self.rnic.mem().map_fast_reg(pd, stag, region)?)
     }
 
     /// `nsmr_register`: allocates `len` bytes of page-aligned, zeroed memory and registers
@@ -443,7 +466,10 @@ impl Rnic {
 
     fn forget_stag(&self, stag: u32) -> Result<()> {
         let mut b = self.book();
-        let pd = b.stags.remove(&stag).ok_or(VerbsError::UnknownStag(stag))?;
+        let pd = b
+            .stags
+            .remove(&(stag >> 8))
+            .ok_or(VerbsError::UnknownStag(stag))?;
         if let Some(u) = b.pds.get_mut(&pd) {
             u.regions = u.regions.saturating_sub(1);
         }

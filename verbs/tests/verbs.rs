@@ -321,3 +321,72 @@ fn qp_destroy_flushes() {
     assert_eq!((wc.wr_id, wc.status), (77, WcStatus::Flushed));
     a.r.close();
 }
+
+/// Fast registration through the verbs over loopback: `allocate_stag`, `fast_reg_map`, a
+/// Fast Register work request; the peer writes through the STag; Local Invalidate ends it;
+/// a second Fast Register under a rotated key; `deallocate_stag` once it is invalid, and the
+/// PD is free again.
+#[test]
+fn fast_registration_through_the_verbs() {
+    let (a, b) = pair(RnicConfig::default());
+    // The MPA responder sends (and runs work requests) once the initiator's first FPDU
+    // arrived (RFC 5044 §7.1.2): a Send from a first.
+    let hello = b.r.nsmr_register(b.pd, 8, all()).unwrap();
+    b.r.qp_post_rq(&b.qp, RecvWr::new(9, vec![hello.sge(0, 8)]))
+        .unwrap();
+    let first = a.r.nsmr_register(a.pd, 8, all()).unwrap();
+    a.r.qp_post_sq(&a.qp, SendWr::send(9, vec![first.sge(0, 8)]))
+        .unwrap();
+    assert_eq!(one(&a).wr_id, 9);
+    assert_eq!(one(&b).wr_id, 9);
+    let buf = RegisteredBuf::new(4096);
+    let stag = b.r.allocate_stag(b.pd, 4096).unwrap();
+    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let src = a.r.nsmr_register(a.pd, 4096, all()).unwrap();
+    let mut current = stag;
+    for round in 0..2u8 {
+        if round == 1 {
+            current = (stag & !0xFF) | u32::from((stag as u8).wrapping_add(1));
+        }
+        b.r.fast_reg_map(b.pd, stag, verbs::FastRegRegion::new(&buf).zero_based())
+            .unwrap();
+        b.r.qp_post_sq(
+            &b.qp,
+            SendWr::new(
+                1,
+                SendOp::FastRegister {
+                    stag: current,
+                    access,
+                },
+                vec![],
+            ),
+        )
+        .unwrap();
+        let w = one(&b);
+        assert_eq!(
+            (w.opcode, w.status),
+            (WcOpcode::FastRegister, WcStatus::Success)
+        );
+        src.buf().write_at(0, &[round + 1; 4096]).unwrap();
+        // The Write, then a Send behind it that completes at b once both arrived.
+        let rbuf = b.r.nsmr_register(b.pd, 8, all()).unwrap();
+        b.r.qp_post_rq(&b.qp, RecvWr::new(2, vec![rbuf.sge(0, 8)]))
+            .unwrap();
+        a.r.qp_post_sq(&a.qp, SendWr::write(3, vec![src.sge(0, 4096)], current, 0))
+            .unwrap();
+        a.r.qp_post_sq(&a.qp, SendWr::send(4, vec![src.sge(0, 8)]))
+            .unwrap();
+        assert_eq!(one(&a).status, WcStatus::Success);
+        assert_eq!(one(&a).status, WcStatus::Success);
+        assert_eq!(one(&b).wr_id, 2);
+        assert!(buf.to_vec().iter().all(|&x| x == round + 1));
+        b.r.qp_post_sq(
+            &b.qp,
+            SendWr::new(5, SendOp::LocalInvalidate { stag: current }, vec![]),
+        )
+        .unwrap();
+        assert_eq!(one(&b).opcode, WcOpcode::LocalInvalidate);
+    }
+    b.r.deallocate_stag(current).unwrap();
+    assert!(b.r.as_stack().mem().query(current).is_none());
+}
