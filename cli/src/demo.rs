@@ -30,8 +30,8 @@ use stack::ddp::{DdpCode, TaggedCode};
 use stack::mpa;
 use stack::rdmap::TermCause;
 use stack::{
-    Access, Cq, Event, FastRegRegion, MemoryRegion, MrOptions, Pd, Qp, QpAttr, RecvWr,
-    RegisteredBuf, Rnic, RnicConfig, SendOp, SendWr, Wc, WcOpcode, WcStatus,
+    Access, Addressing, Cq, Event, FastRegRegion, MemoryRegion, MrOptions, MwType, Pd, Qp, QpAttr,
+    RecvWr, RegisteredBuf, Rnic, RnicConfig, SendOp, SendWr, Wc, WcOpcode, WcStatus,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -290,6 +290,7 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<Report, DemoError> {
     report.rows.push(fetch_add(&a, &b)?);
     report.rows.push(cmp_swap(&a, &b)?);
     report.rows.push(fast_register(&a, &b)?);
+    report.rows.push(memory_window(&a, &b)?);
     report.rows.push(send_invalidate(&a, &b)?);
     Ok(report)
 }
@@ -547,6 +548,96 @@ fn fast_register(a: &Side, b: &Side) -> Result<Row, DemoError> {
         time: start.elapsed(),
         verified,
         note: format!("STag {first:#010x} -> {stag:#010x}: key rotated, old STag names nothing"),
+    })
+}
+
+/// Memory windows on b: a Type 1 window exposes 16 KiB in the middle of a 64 KiB region,
+/// zero-based and read-only, for a's RDMA Read; a Type 2 window, bound by a work request of
+/// b's QP, takes a's RDMA Write and is then invalidated by a Local Invalidate; the region's
+/// bytes outside the windows stay as they were.
+fn memory_window(a: &Side, b: &Side) -> Result<Row, DemoError> {
+    const LEN: usize = 64 * 1024;
+    const WIN: u64 = 16 * 1024;
+    let mem = b.rnic.mem();
+    let rights = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE | Access::MW_BIND;
+    let region = mem.register_new(b.pd, LEN, MrOptions::new(rights))?;
+    let before = pattern(LEN, 0x70);
+    region.buf().write_at(0, &before)?;
+    let start = Instant::now();
+    // Type 1, read-only, zero-based: bytes 16 KiB .. 32 KiB of the region.
+    let w1 = mem.alloc_mw(b.pd, MwType::Type1)?;
+    mem.bind_mw(
+        b.pd,
+        None,
+        w1,
+        region.stag(),
+        region.to_at(WIN),
+        WIN,
+        Access::REMOTE_READ,
+        Addressing::ZeroBased,
+    )?;
+    let sink = a.mr(WIN as usize)?;
+    a.qp.post_send(SendWr::read(700, vec![sink.sge(0, WIN as u32)], w1, 0))?;
+    a.expect(700)?;
+    let mut verified = sink.buf().to_vec() == before[WIN as usize..2 * WIN as usize];
+    // Type 2, bound on b's send queue: bytes 32 KiB .. 48 KiB, VA-based, write-only.
+    let w2 = mem.alloc_mw(b.pd, MwType::Type2)?;
+    b.qp.post_send(SendWr::new(
+        701,
+        SendOp::BindWindow {
+            mw: w2,
+            region: region.stag(),
+            to: region.to_at(2 * WIN),
+            len: WIN,
+            access: Access::REMOTE_WRITE,
+            zero_based: false,
+        },
+        vec![],
+    ))?;
+    verified &= b.expect(701)?.opcode == WcOpcode::BindWindow;
+    let data = pattern(WIN as usize, 0x71);
+    let src = a.mr(WIN as usize)?;
+    src.buf().write_at(0, &data)?;
+    a.qp.post_send(SendWr::write(
+        702,
+        vec![src.sge(0, WIN as u32)],
+        w2,
+        region.to_at(2 * WIN),
+    ))?;
+    a.expect(702)?;
+    sync(a, b, 703)?;
+    b.qp.post_send(SendWr::new(
+        704,
+        SendOp::LocalInvalidate { stag: w2 },
+        vec![],
+    ))?;
+    b.expect(704)?;
+    let now = region.buf().to_vec();
+    let (w, e) = (2 * WIN as usize, 3 * WIN as usize);
+    verified &= now[w..e] == data[..] && now[..w] == before[..w] && now[e..] == before[e..];
+    verified &= mem.query(w2).is_some_and(|i| !i.valid);
+    // The Type 1 window is unbound (a bind of length 0, new key), then the region can go.
+    let w1b = (w1 & !0xFF) | u32::from((w1 as u8).wrapping_add(1));
+    mem.bind_mw(
+        b.pd,
+        None,
+        w1b,
+        region.stag(),
+        region.to_at(0),
+        0,
+        Access::REMOTE_READ,
+        Addressing::ZeroBased,
+    )?;
+    mem.deregister(w1b)?;
+    mem.deregister(w2)?;
+    mem.deregister(region.stag())?;
+    Ok(Row {
+        op: "Memory windows",
+        ops: 2,
+        bytes: 2 * WIN,
+        time: start.elapsed(),
+        verified,
+        note: "Type 1 read-only Read; Type 2 bound by WR, Write, invalidated".into(),
     })
 }
 

@@ -66,12 +66,18 @@ impl Access {
     pub const REMOTE_WRITE: Access = Access(0x04);
     /// The remote peer may run Atomic Operations on the buffer (RFC 7306).
     pub const REMOTE_ATOMIC: Access = Access(0x08);
+    /// Memory windows may be bound to the region (a verbs right; nothing on the wire
+    /// checks it).
+    pub const MW_BIND: Access = Access(0x10);
+    /// The rights a peer uses through an STag.
+    pub const REMOTE: Access = Access(0x0e);
 
-    const NAMES: [(Access, &'static str); 4] = [
+    const NAMES: [(Access, &'static str); 5] = [
         (Access::LOCAL_WRITE, "local write"),
         (Access::REMOTE_READ, "remote read"),
         (Access::REMOTE_WRITE, "remote write"),
         (Access::REMOTE_ATOMIC, "remote atomic"),
+        (Access::MW_BIND, "window bind"),
     ];
 
     /// The raw bits.
@@ -81,7 +87,7 @@ impl Access {
 
     /// From raw bits; unknown bits are dropped.
     pub const fn from_bits_truncate(bits: u8) -> Access {
-        Access(bits & 0x0f)
+        Access(bits & 0x1f)
     }
 
     /// Whether every right in `other` is also in `self`.

@@ -48,6 +48,8 @@ pub enum WcOpcode {
     LocalInvalidate,
     /// A Fast Register.
     FastRegister,
+    /// A memory window bind.
+    BindWindow,
     /// A receive: an incoming Send, or an incoming Immediate Data message (then
     /// [`Wc::imm_data`] is set).
     Recv,
@@ -64,6 +66,7 @@ impl std::fmt::Display for WcOpcode {
             WcOpcode::ImmediateData => "Immediate Data",
             WcOpcode::LocalInvalidate => "Local Invalidate",
             WcOpcode::FastRegister => "Fast Register",
+            WcOpcode::BindWindow => "Bind Memory Window",
             WcOpcode::Recv => "receive",
         })
     }

@@ -461,6 +461,7 @@ fn wc_opcode(op: &SendOp) -> WcOpcode {
         SendOp::ImmediateData { .. } => WcOpcode::ImmediateData,
         SendOp::LocalInvalidate { .. } => WcOpcode::LocalInvalidate,
         SendOp::FastRegister { .. } => WcOpcode::FastRegister,
+        SendOp::BindWindow { .. } => WcOpcode::BindWindow,
     }
 }
 
@@ -740,6 +741,11 @@ impl QpEngine {
             SendOp::FastRegister { .. } => {
                 if !wr.sgl.is_empty() {
                     return Err(PostError::InvalidWr("Fast Register carries no SGL"));
+                }
+            }
+            SendOp::BindWindow { .. } => {
+                if !wr.sgl.is_empty() {
+                    return Err(PostError::InvalidWr("Bind Memory Window carries no SGL"));
                 }
             }
         }
@@ -1363,6 +1369,15 @@ impl QpEngine {
         Ok(())
     }
 
+    /// This QP's stream, as the memory checks see it (its PD, and itself for Type 2 memory
+    /// windows).
+    fn stream_owner(&self) -> crate::mem::StreamOwner {
+        crate::mem::StreamOwner {
+            pd: self.cfg.pd,
+            qp: Some(self.cfg.qp.0),
+        }
+    }
+
     /// A Tagged segment that arrived ahead of earlier messages (SCTP LLP): places its
     /// payload now when that cannot differ from placing it in order (RFC 5041 §1.2, §2.1:
     /// Placement in any order, Delivery in order). It must be an RDMA Write or Read
@@ -1401,10 +1416,12 @@ impl QpEngine {
             stag,
             to,
         };
-        let Some(span) =
-            self.mem
-                .check_sink_ahead(self.cfg.pd, &repr, msg.payload.len(), Access::REMOTE_WRITE)
-        else {
+        let Some(span) = self.mem.check_sink_ahead(
+            self.stream_owner(),
+            &repr,
+            msg.payload.len(),
+            Access::REMOTE_WRITE,
+        ) else {
             return false;
         };
         span.write(0, msg.payload);
@@ -1529,7 +1546,7 @@ impl QpEngine {
         }
         let span = match self
             .mem
-            .check_sink(self.cfg.pd, &repr, len, Access::REMOTE_WRITE)
+            .check_sink(self.stream_owner(), &repr, len, Access::REMOTE_WRITE)
         {
             Ok(s) => s,
             Err(e) => {
@@ -1641,7 +1658,7 @@ impl QpEngine {
         }
         if u.last
             && let Some(stag) = invalidate
-            && let Err(cause) = self.mem.check_remote_invalidate(pd, stag)
+            && let Err(cause) = self.mem.check_remote_invalidate(self.stream_owner(), stag)
         {
             self.fail_segment(cause, seg, Some(WcStatus::Fatal));
             return;
@@ -1659,7 +1676,7 @@ impl QpEngine {
         if let Progress::Complete { len } = progress {
             let mut invalidated = None;
             if let Some(stag) = invalidate {
-                if let Err(cause) = self.mem.remote_invalidate(pd, stag) {
+                if let Err(cause) = self.mem.remote_invalidate(self.stream_owner(), stag) {
                     self.fail_segment(cause, seg, Some(WcStatus::Fatal));
                     return;
                 }
@@ -1712,7 +1729,7 @@ impl QpEngine {
             self.fail_segment(TermCause::from(e), seg, None);
             return;
         }
-        let src = match self.mem.check_read_source(self.cfg.pd, &req) {
+        let src = match self.mem.check_read_source(self.stream_owner(), &req) {
             Ok(s) => s,
             Err(cause) => {
                 self.fail_segment(cause, seg, None);
@@ -1735,7 +1752,7 @@ impl QpEngine {
             self.fail_segment(TermCause::from(e), seg, None);
             return;
         }
-        let target = match self.mem.check_atomic(self.cfg.pd, &req) {
+        let target = match self.mem.check_atomic(self.stream_owner(), &req) {
             Ok(t) => t,
             Err(cause) => {
                 self.fail_segment(cause, seg, None);
@@ -2099,6 +2116,33 @@ impl QpEngine {
             }
             SendOp::FastRegister { stag, access } => {
                 if self.mem.fast_register(pd, stag, access).is_err() {
+                    return self.wr_local_error(seq, WcStatus::LocalProtection);
+                }
+                if let Some(e) = self.sq.get_mut(self.sq_next) {
+                    e.generated = true;
+                }
+                self.sq_next += 1;
+                return true;
+            }
+            SendOp::BindWindow {
+                mw,
+                region,
+                to,
+                len,
+                access,
+                zero_based,
+            } => {
+                let addressing = if zero_based {
+                    crate::mem::Addressing::ZeroBased
+                } else {
+                    crate::mem::Addressing::VirtualAddress
+                };
+                let qp = Some(self.cfg.qp.0);
+                if self
+                    .mem
+                    .bind_mw(pd, qp, mw, region, to, len, access, addressing)
+                    .is_err()
+                {
                     return self.wr_local_error(seq, WcStatus::LocalProtection);
                 }
                 if let Some(e) = self.sq.get_mut(self.sq_next) {

@@ -94,8 +94,8 @@ pub use engine::{
     CloseReason, EngineError, PostError, QpConfig, QpEngine, QpEvent, QpState, Setup, SetupError,
 };
 pub use mem::{
-    Access, Addressing, FastRegRegion, MemError, MemTable, MemoryRegion, MrOptions, Pd,
-    RegisteredBuf, TxPart,
+    Access, Addressing, FastRegRegion, MemError, MemTable, MemoryRegion, MrOptions, MwType, Pd,
+    RegisteredBuf, StreamOwner, TxPart,
 };
 pub use rnic::{
     AdoptRole, CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Listener, ListenerId,

@@ -165,6 +165,51 @@ pub enum MemError {
         /// The key it already had.
         key: u8,
     },
+    /// A region with memory windows bound to it cannot be deregistered.
+    #[error("STag {stag:#010x} has {windows} memory window(s) bound to it")]
+    WindowsBound {
+        /// The region's STag.
+        stag: u32,
+        /// Windows bound.
+        windows: u32,
+    },
+    /// A memory window operation named an STag that is not a window of that kind (or a
+    /// window where a region is needed).
+    #[error("STag {stag:#010x} is not {what}")]
+    NotAWindow {
+        /// The STag given.
+        stag: u32,
+        /// What was needed.
+        what: &'static str,
+    },
+    /// A window bind asks for rights the region lacks, or the region does not allow
+    /// windows.
+    #[error("window rights {asked} exceed what region {region:#010x} grants ({granted})")]
+    WindowRights {
+        /// The region.
+        region: u32,
+        /// Rights asked for.
+        asked: Access,
+        /// Rights of the region.
+        granted: Access,
+    },
+    /// A window range outside its region.
+    #[error("window TO {to:#x} + {len} lies outside region {region:#010x}")]
+    WindowBounds {
+        /// The region.
+        region: u32,
+        /// TO asked for.
+        to: u64,
+        /// Length asked for.
+        len: u64,
+    },
+    /// A Type 2 window that is bound (in use) cannot be bound again before it is
+    /// invalidated.
+    #[error("memory window {stag:#010x} is bound; invalidate it first")]
+    WindowInUse {
+        /// The window's STag.
+        stag: u32,
+    },
     /// A Fast Register of an STag that has no memory mapped to it.
     #[error("no memory is mapped to fast-register STag {stag:#010x}")]
     NotMapped {
@@ -682,6 +727,47 @@ struct Entry {
     mapped: Option<FastRegRegion>,
     /// A fast-register STag has been registered before (its next key must be new).
     used: bool,
+    /// A memory window: its type, the QP a Type 2 binding belongs to, and the slot of the
+    /// region it is bound to.
+    window: Option<Window>,
+    /// Memory windows bound to this region now.
+    windows: u32,
+}
+
+/// What a memory window entry knows of its binding.
+#[derive(Clone, Copy, Debug)]
+struct Window {
+    ty: MwType,
+    qp: Option<u32>,
+    region: Option<usize>,
+}
+
+/// The type of a memory window (RDMA Verbs; ibverbs' `IBV_MW_TYPE_1/2`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MwType {
+    /// Bound and unbound by a verb ([`MemTable::bind_mw`] with no QP); a bind of length 0
+    /// unbinds it. It cannot be invalidated (locally or by a peer).
+    Type1,
+    /// Bound by a Bind work request on a QP ([`crate::SendOp::BindWindow`]) and usable only
+    /// by that QP's stream; ended by Local Invalidate or the peer's Send with Invalidate.
+    Type2,
+}
+
+/// The RDMAP Stream an incoming message arrived on, as the memory checks see it: its QP's
+/// PD and the QP (a Type 2 memory window belongs to one QP). A bare [`Pd`] is a stream of
+/// no particular QP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamOwner {
+    /// The QP's protection domain.
+    pub pd: Pd,
+    /// The QP.
+    pub qp: Option<u32>,
+}
+
+impl From<Pd> for StreamOwner {
+    fn from(pd: Pd) -> StreamOwner {
+        StreamOwner { pd, qp: None }
+    }
 }
 
 impl Entry {
@@ -689,11 +775,17 @@ impl Entry {
         make_stag(index, self.key)
     }
 
-    fn tagged_buffer(&self, index: u32, pd: Pd) -> TaggedBuffer {
+    fn tagged_buffer(&self, index: u32, on: StreamOwner) -> TaggedBuffer {
+        let qp_ok = match self.window {
+            Some(Window {
+                qp: Some(owner), ..
+            }) => on.qp == Some(owner),
+            _ => true,
+        };
         TaggedBuffer {
             stag: self.stag(index),
             valid: self.valid,
-            associated: self.pd == pd,
+            associated: self.pd == on.pd && qp_ok,
             base_to: self.base_to,
             len: self.len,
             access: self.access,
@@ -840,9 +932,26 @@ impl Table {
         self.get(stag).filter(|e| e.key == stag_key(stag))
     }
 
-    fn tagged_buffer(&self, stag: u32, pd: Pd) -> Option<TaggedBuffer> {
+    fn tagged_buffer(&self, stag: u32, on: StreamOwner) -> Option<TaggedBuffer> {
         self.get(stag)
-            .map(|e| e.tagged_buffer(stag_index(stag), pd))
+            .map(|e| e.tagged_buffer(stag_index(stag), on))
+    }
+
+    /// Ends the binding of the window in `slot` (if it is one and bound): the region it was
+    /// bound to counts one window less.
+    fn unbind(&mut self, slot: usize) {
+        let region = match self.entries.get_mut(slot).and_then(|e| e.as_mut()) {
+            Some(e) => {
+                e.valid = false;
+                e.window.as_mut().and_then(|w| w.region.take())
+            }
+            None => None,
+        };
+        if let Some(r) = region
+            && let Some(Some(m)) = self.entries.get_mut(r)
+        {
+            m.windows = m.windows.saturating_sub(1);
+        }
     }
 }
 
@@ -1192,6 +1301,8 @@ impl MemTable {
             fast_reg: None,
             mapped: None,
             used: true,
+            window: None,
+            windows: 0,
         };
         if let Some(s) = t.entries.get_mut(slot as usize) {
             *s = Some(entry);
@@ -1227,6 +1338,8 @@ impl MemTable {
             fast_reg: Some(max_len),
             mapped: None,
             used: false,
+            window: None,
+            windows: 0,
         };
         if let Some(s) = t.entries.get_mut(slot as usize) {
             *s = Some(entry);
@@ -1304,6 +1417,162 @@ impl MemTable {
         Ok(())
     }
 
+    /// Allocates a memory window of type `ty` in `pd` (RDMA Verbs "Allocate Memory Window",
+    /// ibverbs' `ibv_alloc_mw`): an STag with no memory, invalid until bound to a range of a
+    /// region ([`MemTable::bind_mw`], or a Bind work request for Type 2).
+    pub fn alloc_mw(&self, pd: Pd, ty: MwType) -> Result<u32, MemError> {
+        let mut t = self.lock();
+        let (slot, index, key) = t.alloc_slot(None)?;
+        let entry = Entry {
+            key,
+            pd,
+            access: Access::NONE,
+            base_to: 0,
+            len: 0,
+            buf: empty_buf(),
+            buf_off: 0,
+            valid: false,
+            invalidatable: ty == MwType::Type2,
+            fast_reg: None,
+            mapped: None,
+            used: false,
+            window: Some(Window {
+                ty,
+                qp: None,
+                region: None,
+            }),
+            windows: 0,
+        };
+        if let Some(s) = t.entries.get_mut(slot as usize) {
+            *s = Some(entry);
+        }
+        Ok(make_stag(index, key))
+    }
+
+    /// Binds the memory window whose index `mw` names to `len` bytes at Tagged Offset `to`
+    /// of the region `region` (its exact STag), with rights `access` (remote read, write,
+    /// atomic: a subset of the region's, which must grant [`Access::MW_BIND`]) and TO
+    /// numbering `addressing`; the window takes `mw`'s consumer key, which must differ from
+    /// the key of its last binding. `qp`: `None` for the bind verb (Type 1 only; a length
+    /// of 0 unbinds), `Some(qp)` for a Bind work request of that QP (Type 2 only: the
+    /// window must be unbound, and only that QP's stream may use it). On error nothing
+    /// changes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_mw(
+        &self,
+        pd: Pd,
+        qp: Option<u32>,
+        mw: u32,
+        region: u32,
+        to: u64,
+        len: u64,
+        access: Access,
+        addressing: Addressing,
+    ) -> Result<(), MemError> {
+        let mut t = self.lock();
+        // The region.
+        let Some(r) = t.exact(region).filter(|e| e.valid) else {
+            return Err(MemError::UnknownStag { stag: region });
+        };
+        if r.window.is_some() {
+            return Err(MemError::NotAWindow {
+                stag: region,
+                what: "a memory region",
+            });
+        }
+        if r.pd != pd {
+            return Err(MemError::PdMismatch {
+                stag: region,
+                owner: r.pd.0,
+                pd: pd.0,
+            });
+        }
+        let asked = access & Access::REMOTE;
+        if !r.access.contains(Access::MW_BIND) || !r.access.contains(asked) {
+            return Err(MemError::WindowRights {
+                region,
+                asked,
+                granted: r.access,
+            });
+        }
+        let in_region = to
+            .checked_sub(r.base_to)
+            .and_then(|rel| rel.checked_add(len).map(|end| (rel, end)))
+            .filter(|&(_, end)| end <= r.len);
+        let Some((rel, _)) = in_region else {
+            return Err(MemError::WindowBounds { region, to, len });
+        };
+        let (buf, buf_off) = (r.buf.clone(), r.buf_off + rel as usize);
+        let region_slot = t.slot_of(region);
+        // The window.
+        let Some(w) = t.get(mw) else {
+            return Err(MemError::UnknownStag { stag: mw });
+        };
+        let Some(win) = w.window else {
+            return Err(MemError::NotAWindow {
+                stag: mw,
+                what: "a memory window",
+            });
+        };
+        let kind_ok = matches!(
+            (win.ty, qp),
+            (MwType::Type1, None) | (MwType::Type2, Some(_))
+        );
+        if !kind_ok {
+            return Err(MemError::NotAWindow {
+                stag: mw,
+                what: if qp.is_some() {
+                    "a Type 2 memory window (a Bind work request binds Type 2 only)"
+                } else {
+                    "a Type 1 memory window (the bind verb binds Type 1 only)"
+                },
+            });
+        }
+        if w.pd != pd {
+            return Err(MemError::PdMismatch {
+                stag: mw,
+                owner: w.pd.0,
+                pd: pd.0,
+            });
+        }
+        if win.ty == MwType::Type2 && w.valid {
+            return Err(MemError::WindowInUse { stag: mw });
+        }
+        if w.used && w.key == stag_key(mw) {
+            return Err(MemError::KeyNotRotated {
+                stag: mw,
+                key: w.key,
+            });
+        }
+        let base_to = match addressing {
+            Addressing::ZeroBased => 0,
+            Addressing::VirtualAddress => to,
+        };
+        // Bind: the old binding (Type 1 rebinding) lets its region go first.
+        let slot = t.slot_of(mw);
+        t.unbind(slot);
+        let bound = len > 0;
+        if let Some(Some(e)) = t.entries.get_mut(slot) {
+            e.key = stag_key(mw);
+            e.access = asked;
+            e.base_to = base_to;
+            e.len = len;
+            e.buf = buf;
+            e.buf_off = buf_off;
+            e.valid = bound;
+            e.used = true;
+            e.window = Some(Window {
+                ty: win.ty,
+                qp,
+                region: bound.then_some(region_slot),
+            });
+        }
+        if bound && let Some(Some(r)) = t.entries.get_mut(region_slot) {
+            r.windows += 1;
+        }
+        Ok(())
+    }
+
     /// Allocates a buffer of `len` bytes and registers all of it.
     pub fn register_new(
         &self,
@@ -1318,10 +1587,17 @@ impl MemTable {
     /// stays alive as long as the application holds it.
     pub fn deregister(&self, stag: u32) -> Result<(), MemError> {
         let mut t = self.lock();
-        if t.exact(stag).is_none() {
+        let Some(e) = t.exact(stag) else {
             return Err(MemError::UnknownStag { stag });
+        };
+        if e.windows > 0 {
+            return Err(MemError::WindowsBound {
+                stag,
+                windows: e.windows,
+            });
         }
         let i = t.slot_of(stag);
+        t.unbind(i);
         if let Some(slot) = t.entries.get_mut(i) {
             *slot = None;
         }
@@ -1347,7 +1623,8 @@ impl MemTable {
         if !e.invalidatable {
             return Err(MemError::NotInvalidatable { stag });
         }
-        e.valid = false;
+        let slot = t.slot_of(stag);
+        t.unbind(slot);
         Ok(())
     }
 
@@ -1395,13 +1672,13 @@ impl MemTable {
     /// a zero-length segment, which is not checked (RFC 5041 §5.2).
     pub fn check_sink(
         &self,
-        pd: Pd,
+        on: impl Into<StreamOwner>,
         header: &TaggedRepr,
         payload_len: usize,
         needed: Access,
     ) -> Result<Option<Span>, DdpError> {
         let t = self.lock();
-        let tb = t.tagged_buffer(header.stag, pd);
+        let tb = t.tagged_buffer(header.stag, on.into());
         ddp::check_tagged(header, payload_len, tb.as_ref(), needed)?;
         if payload_len == 0 {
             return Ok(None);
@@ -1418,7 +1695,7 @@ impl MemTable {
     /// invalid STag. `None` leaves the segment to its in-order processing.
     pub fn check_sink_ahead(
         &self,
-        pd: Pd,
+        on: impl Into<StreamOwner>,
         header: &TaggedRepr,
         payload_len: usize,
         needed: Access,
@@ -1428,7 +1705,7 @@ impl MemTable {
         if e.invalidatable || payload_len == 0 {
             return None;
         }
-        let tb = e.tagged_buffer(stag_index(header.stag), pd);
+        let tb = e.tagged_buffer(stag_index(header.stag), on.into());
         ddp::check_tagged(header, payload_len, Some(&tb), needed).ok()?;
         Some(e.span(header.to, payload_len as u64))
     }
@@ -1436,9 +1713,13 @@ impl MemTable {
     /// Validates an incoming RDMA Read Request's Data Source (RFC 5040 §5.2.1, §7.2) for a
     /// stream of `pd`; returns the source memory (`None` for a zero-length read, which is not
     /// validated).
-    pub fn check_read_source(&self, pd: Pd, req: &ReadRequest) -> Result<Option<Span>, TermCause> {
+    pub fn check_read_source(
+        &self,
+        on: impl Into<StreamOwner>,
+        req: &ReadRequest,
+    ) -> Result<Option<Span>, TermCause> {
         let t = self.lock();
-        let tb = t.tagged_buffer(req.source_stag, pd);
+        let tb = t.tagged_buffer(req.source_stag, on.into());
         rdmap::validate_read_request(req, tb.as_ref())?;
         if req.size == 0 {
             return Ok(None);
@@ -1449,10 +1730,14 @@ impl MemTable {
 
     /// Validates an incoming Atomic Request's target (RFC 7306 §5.1–§5.2, §8.2) for a stream
     /// of `pd`; returns the 8-byte target.
-    pub fn check_atomic(&self, pd: Pd, req: &AtomicRequest) -> Result<Span, TermCause> {
+    pub fn check_atomic(
+        &self,
+        on: impl Into<StreamOwner>,
+        req: &AtomicRequest,
+    ) -> Result<Span, TermCause> {
         let t = self.lock();
         let e = t.get(req.stag);
-        let tb = t.tagged_buffer(req.stag, pd);
+        let tb = t.tagged_buffer(req.stag, on.into());
         // The alignment rule concerns the memory address of the target.
         let base_address = e.map_or(0, |e| e.buf.addr().wrapping_add(e.buf_off as u64));
         rdmap::validate_atomic_request(req, tb.as_ref(), base_address)?;
@@ -1464,9 +1749,13 @@ impl MemTable {
 
     /// Checks that a Send with Invalidate received on a stream of `pd` may invalidate `stag`
     /// (RFC 5040 §5.3, §7.2), without invalidating it.
-    pub fn check_remote_invalidate(&self, pd: Pd, stag: u32) -> Result<(), TermCause> {
+    pub fn check_remote_invalidate(
+        &self,
+        on: impl Into<StreamOwner>,
+        stag: u32,
+    ) -> Result<(), TermCause> {
         let t = self.lock();
-        let tb = t.tagged_buffer(stag, pd);
+        let tb = t.tagged_buffer(stag, on.into());
         rdmap::validate_invalidate(stag, tb.as_ref())?;
         match t.get(stag) {
             // Registered as not invalidatable: the STag exists and is ours, but the operation
@@ -1479,12 +1768,15 @@ impl MemTable {
     }
 
     /// Checks and performs the invalidation a Send with Invalidate asks for.
-    pub fn remote_invalidate(&self, pd: Pd, stag: u32) -> Result<(), TermCause> {
-        self.check_remote_invalidate(pd, stag)?;
+    pub fn remote_invalidate(
+        &self,
+        on: impl Into<StreamOwner>,
+        stag: u32,
+    ) -> Result<(), TermCause> {
+        self.check_remote_invalidate(on, stag)?;
         let mut t = self.lock();
-        if let Some(e) = t.get_mut(stag) {
-            e.valid = false;
-        }
+        let slot = t.slot_of(stag);
+        t.unbind(slot);
         Ok(())
     }
 
@@ -1507,7 +1799,8 @@ impl MemTable {
             });
         }
         let t = self.lock();
-        let Some(e) = t.exact(stag).filter(|e| e.valid) else {
+        // Memory windows are for remote access only.
+        let Some(e) = t.exact(stag).filter(|e| e.valid && e.window.is_none()) else {
             return Err(LocalError::InvalidStag { stag });
         };
         if e.pd != pd {

@@ -86,6 +86,26 @@ pub enum SendOp {
         /// The STag to invalidate.
         stag: u32,
     },
+    /// Bind a Type 2 memory window (RDMA Verbs' Bind Memory Window work request, ibverbs'
+    /// `IBV_WR_BIND_MW`), executed in send-queue order: the window whose index `mw` names
+    /// (from [`crate::MemTable::alloc_mw`], unbound) covers `len` bytes at Tagged Offset
+    /// `to` of the region `region` with rights `access` (a subset of the region's, which
+    /// must grant window binds), under `mw`'s consumer key (new after the first binding);
+    /// only this QP's stream may use it. The SGL must be empty.
+    BindWindow {
+        /// The window's STag with its new key.
+        mw: u32,
+        /// The region's STag.
+        region: u32,
+        /// First Tagged Offset (in the region's numbering).
+        to: u64,
+        /// Length.
+        len: u64,
+        /// Rights (remote read, write, atomic).
+        access: crate::Access,
+        /// Whether the window's Tagged Offsets start at 0 (else they are the region's).
+        zero_based: bool,
+    },
     /// Fast Register (RDMA Verbs' Fast-Register work request, the kernel verbs'
     /// `IB_WR_REG_MR`), executed in send-queue order: the fast-register STag (from
     /// [`crate::MemTable::alloc_fast_reg`]) whose index `stag` names becomes valid with the

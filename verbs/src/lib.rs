@@ -99,9 +99,9 @@ pub use stack::mpa::Session as MpaSession;
 pub use stack::mpa::{Profile, Role as MpaRole, RtrType};
 pub use stack::{
     Access, Addressing, AdoptRole, CloseReason, CmError, ConnectRequest, Cq, CqId, Event,
-    FastRegRegion, Listener, MemError, MemoryRegion, PathChange, Pd, PostError, ProgressMode, QpId,
-    QpState, RecvWr, RegisteredBuf, RnicConfig, RnicError, SctpRequest, SendOp, SendWr, Sge, Wc,
-    WcOpcode, WcStatus,
+    FastRegRegion, Listener, MemError, MemoryRegion, MwType, PathChange, Pd, PostError,
+    ProgressMode, QpId, QpState, RecvWr, RegisteredBuf, RnicConfig, RnicError, SctpRequest, SendOp,
+    SendWr, Sge, Wc, WcOpcode, WcStatus,
 };
 
 /// Errors of the verbs.
@@ -372,6 +372,42 @@ impl Rnic {
         Ok(stag)
     }
 
+    /// `allocate_window` (RDMA Verbs "Allocate Memory Window", ibverbs' `ibv_alloc_mw`): a
+    /// memory window of type `ty` in `pd`, unbound. Type 1 is bound with
+    /// [`Rnic::bind_window`]; Type 2 by a [`SendOp::BindWindow`] work request.
+    pub fn allocate_window(&self, pd: Pd, ty: MwType) -> Result<u32> {
+        self.check_pd(pd)?;
+        let stag = self.rnic.mem().alloc_mw(pd, ty)?;
+        self.record_stag(stag, pd);
+        Ok(stag)
+    }
+
+    /// `bind_window` (RDMA Verbs "Bind Memory Window" for Type 1): the window whose index
+    /// `mw` names exposes `len` bytes at Tagged Offset `to` of `region` with `access` (a
+    /// subset of the region's, which needs [`Access::MW_BIND`]), under `mw`'s key (new
+    /// after the first binding). A length of 0 unbinds it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn bind_window(
+        &self,
+        pd: Pd,
+        mw: u32,
+        region: &MemoryRegion,
+        to: u64,
+        len: u64,
+        access: Access,
+        addressing: Addressing,
+    ) -> Result<()> {
+        Ok(self
+            .rnic
+            .mem()
+            .bind_mw(pd, None, mw, region.stag(), to, len, access, addressing)?)
+    }
+
+    /// `deallocate_window`: releases an unbound (or invalidated) window.
+    pub fn deallocate_window(&self, mw: u32) -> Result<()> {
+        self.deallocate_stag(mw)
+    }
+
     /// Maps `region` to the fast-register STag `stag` for its next Fast Register work
     /// request (the range is checked now; the STag changes only when the request runs).
     pub fn fast_reg_map(&self, pd: Pd, stag: u32, region: FastRegRegion) -> Result<()> {
@@ -443,9 +479,7 @@ impl Rnic {
     /// `deregister_mem`: removes a registration (its STag becomes unknown to the peer and
     /// to local work requests). The buffer lives on while the application holds it.
     pub fn deregister_mem(&self, mr: &MemoryRegion) -> Result<()> {
-        self.forget_stag(mr.stag())?;
-        self.rnic.mem().deregister(mr.stag())?;
-        Ok(())
+        self.release_stag(mr.stag())
     }
 
     /// `deallocate_stag`: releases an STag that has been invalidated (by a Send with
@@ -459,18 +493,20 @@ impl Rnic {
         if info.valid {
             return Err(VerbsError::StagValid(stag));
         }
-        self.forget_stag(stag)?;
-        self.rnic.mem().deregister(stag)?;
-        Ok(())
+        self.release_stag(stag)
     }
 
-    fn forget_stag(&self, stag: u32) -> Result<()> {
+    /// Deregisters an STag made through the verbs and forgets it; when the table refuses
+    /// (e.g. windows are bound to the region), the book keeps it.
+    fn release_stag(&self, stag: u32) -> Result<()> {
+        if !self.book().stags.contains_key(&(stag >> 8)) {
+            return Err(VerbsError::UnknownStag(stag));
+        }
+        self.rnic.mem().deregister(stag)?;
         let mut b = self.book();
-        let pd = b
-            .stags
-            .remove(&(stag >> 8))
-            .ok_or(VerbsError::UnknownStag(stag))?;
-        if let Some(u) = b.pds.get_mut(&pd) {
+        if let Some(pd) = b.stags.remove(&(stag >> 8))
+            && let Some(u) = b.pds.get_mut(&pd)
+        {
             u.regions = u.regions.saturating_sub(1);
         }
         Ok(())

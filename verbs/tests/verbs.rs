@@ -390,3 +390,48 @@ fn fast_registration_through_the_verbs() {
     b.r.deallocate_stag(current).unwrap();
     assert!(b.r.as_stack().mem().query(current).is_none());
 }
+
+/// Memory windows through the verbs: a Type 1 window bound with `bind_window` lets the peer
+/// read only its range; the region cannot be deregistered while it is bound; unbound, the
+/// window is deallocated and the region can go.
+#[test]
+fn memory_windows_through_the_verbs() {
+    let (a, b) = pair(RnicConfig::default());
+    let region =
+        b.r.nsmr_register(b.pd, 8192, all() | Access::MW_BIND)
+            .unwrap();
+    region.buf().write_at(4096, &[7; 4096]).unwrap();
+    let mw = b.r.allocate_window(b.pd, verbs::MwType::Type1).unwrap();
+    b.r.bind_window(
+        b.pd,
+        mw,
+        &region,
+        region.to_at(4096),
+        4096,
+        Access::REMOTE_READ,
+        Addressing::ZeroBased,
+    )
+    .unwrap();
+    let sink = a.r.nsmr_register(a.pd, 4096, all()).unwrap();
+    a.r.qp_post_sq(&a.qp, SendWr::read(1, vec![sink.sge(0, 4096)], mw, 0))
+        .unwrap();
+    assert_eq!(one(&a).status, WcStatus::Success);
+    assert!(sink.buf().to_vec().iter().all(|&x| x == 7));
+    assert!(matches!(
+        b.r.deregister_mem(&region),
+        Err(VerbsError::Mem(verbs::MemError::WindowsBound { .. }))
+    ));
+    let next = (mw & !0xFF) | u32::from((mw as u8).wrapping_add(1));
+    b.r.bind_window(
+        b.pd,
+        next,
+        &region,
+        region.to_at(0),
+        0,
+        Access::REMOTE_READ,
+        Addressing::ZeroBased,
+    )
+    .unwrap();
+    b.r.deallocate_window(next).unwrap();
+    b.r.deregister_mem(&region).unwrap();
+}
