@@ -4,6 +4,10 @@
 //! line, counted in nanoseconds from the start of the run; intervals are plain
 //! [`std::time::Duration`]s. All arithmetic saturates, so a far-future deadline can never wrap
 //! round into the past.
+//!
+//! The sans-IO SCTP engine takes its time as this same type (`sctp::Instant`), counted from
+//! whatever epoch its driver picks, so an engine inside the simulator runs on simulated time
+//! without conversion.
 
 use core::fmt;
 use core::ops::{Add, AddAssign, Sub};
@@ -106,7 +110,7 @@ impl fmt::Display for Instant {
 }
 
 /// Nanoseconds in `d`, clamped to `u64::MAX`.
-pub(crate) fn duration_nanos(d: Duration) -> u64 {
+pub fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
