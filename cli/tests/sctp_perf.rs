@@ -5,19 +5,10 @@ mod common;
 
 use std::process::Command;
 
-use common::{Server, bin};
+use common::{Server, bin, sctp_perf_client};
 
 fn client(sctp_port: u16, udp: u16, extra: &[&str]) -> (i32, String) {
-    let out = bin()
-        .args([
-            "sctp-perf",
-            "-c",
-            "127.0.0.1",
-            "--udp-encap",
-            "--udp-local-port",
-            "0",
-        ])
-        .args(["--udp-port", &udp.to_string(), "-p", &sctp_port.to_string()])
+    let out = sctp_perf_client(sctp_port, udp)
         .args(extra)
         .output()
         .unwrap();

@@ -24,7 +24,7 @@ use proptest::prelude::{Rng, RngExt};
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use stack::mpa::fpdu::{FpduEncoder, TxConfig};
 
-use common::{Server, bin};
+use common::{Server, bin, sctp_perf_client};
 
 fn soak_time() -> Duration {
     let secs = std::env::var("SOFTRNIC_SOAK_SECS")
@@ -408,21 +408,7 @@ fn sctp_perf_server_survives_a_hostile_soak() {
         srv.alive(),
         "sctp-perf died under {attacks} hostile packets (seed {seed})"
     );
-    let good = bin()
-        .args([
-            "sctp-perf",
-            "-c",
-            "127.0.0.1",
-            "--udp-encap",
-            "--udp-local-port",
-            "0",
-        ])
-        .args([
-            "--udp-port",
-            &udp_port.to_string(),
-            "-p",
-            &SCTP_PORT.to_string(),
-        ])
+    let good = sctp_perf_client(SCTP_PORT, udp_port)
         .args(["-n", "1M", "--verify"])
         .output()
         .expect("client");

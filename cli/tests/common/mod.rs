@@ -17,6 +17,22 @@ pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_softrnic"))
 }
 
+/// `sctp-perf -c` over UDP encapsulation to the [`Server::sctp_perf`] on SCTP port
+/// `sctp_port` and UDP port `udp`.
+pub fn sctp_perf_client(sctp_port: u16, udp: u16) -> Command {
+    let mut c = bin();
+    c.args([
+        "sctp-perf",
+        "-c",
+        "127.0.0.1",
+        "--udp-encap",
+        "--udp-local-port",
+        "0",
+    ])
+    .args(["--udp-port", &udp.to_string(), "-p", &sctp_port.to_string()]);
+    c
+}
+
 /// How long a server may take to name its port.
 const PORT_TIMEOUT: Duration = Duration::from_secs(20);
 
