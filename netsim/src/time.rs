@@ -43,6 +43,11 @@ impl Instant {
         Instant(secs.saturating_mul(1_000_000_000))
     }
 
+    /// The instant `d` after the start (saturating); the inverse of [`Instant::since_start`].
+    pub fn from_duration(d: Duration) -> Instant {
+        Instant(duration_nanos(d))
+    }
+
     /// Nanoseconds since the start.
     pub const fn as_nanos(self) -> u64 {
         self.0
@@ -128,6 +133,11 @@ mod tests {
         );
         assert_eq!(Instant::from_micros(3).as_nanos(), 3_000);
         assert_eq!(Instant::ZERO.checked_add(Duration::MAX), None);
+        assert_eq!(Instant::from_duration(Duration::MAX), Instant::MAX);
+        assert_eq!(
+            Instant::from_duration(Duration::from_micros(7)).since_start(),
+            Duration::from_micros(7)
+        );
     }
 
     #[test]
