@@ -237,8 +237,9 @@ fn plain_params() -> Params {
     }
 }
 
+/// The big-endian `u64` at `b[at..]`, `None` if `b` ends before it.
 fn be64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+    Some(u64::from_be_bytes(*b.get(at..)?.first_chunk()?))
 }
 
 /// The pattern byte at `offset` of message `seq` on `stream` (after the header).
@@ -375,7 +376,10 @@ fn rx_loop(
             match b[5] {
                 1 => st.params = Params::decode(b),
                 2 => {
-                    let n = b.get(8..10).map_or(0, |x| u16::from_be_bytes([x[0], x[1]]));
+                    let n = b
+                        .get(8..)
+                        .and_then(<[u8]>::first_chunk)
+                        .map_or(0, |x| u16::from_be_bytes(*x));
                     let bytes = be64(b, 12).unwrap_or(0);
                     let per: Vec<u64> = (0..usize::from(n))
                         .map(|i| be64(b, 20 + i * 8).unwrap_or(0))

@@ -1,11 +1,10 @@
 //! The `softrnic` binary as a user runs it: output, exit status, error messages.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_softrnic"))
-}
+use std::path::PathBuf;
+
+use common::bin;
 
 fn golden(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

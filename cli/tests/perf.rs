@@ -2,67 +2,33 @@
 //! `-R` protocol (control connection + test connection, `pingpong_dest` exchanges,
 //! report exchange, send-bw credits).
 
-use std::io::{BufRead, Read};
-use std::process::{Child, Command, Stdio};
+mod common;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_softrnic"))
-}
-
-/// Starts a tool's server on an ephemeral port; returns it, its port and a reader thread
-/// collecting the rest of its output.
-fn perf_server(tool: &str, args: &[&str]) -> (Child, u16, std::thread::JoinHandle<String>) {
-    let mut child = bin()
-        .arg(tool)
-        .args(["-p", "0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut reader = std::io::BufReader::new(stdout);
-    let mut first = String::new();
-    reader.read_line(&mut first).unwrap();
-    let port = first
-        .trim()
-        .rsplit(' ')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no port in {first:?}"));
-    let rest = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = reader.read_to_string(&mut s);
-        s
-    });
-    (child, port, rest)
-}
+use common::{Server, bin};
 
 /// Runs a tool as server and client (the same options on both, as with perftest);
 /// returns (client output, server output).
 fn perf_pair(tool: &str, args: &[&str]) -> (String, String) {
-    let (mut server, port, rest) = perf_server(tool, args);
+    let server = Server::perf(tool, args);
     let out = bin()
         .arg(tool)
         .arg("127.0.0.1")
-        .args(["-p", &port.to_string()])
+        .args(["-p", &server.port.to_string()])
         .args(args)
         .output()
         .unwrap();
-    let status = server.wait().unwrap();
-    let mut err = String::new();
-    if let Some(mut e) = server.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
+    let exit = server.wait();
+    let err = exit.stderr;
+    // What the server printed after naming its port.
+    let server_text = exit.stdout.split_once('\n').map_or("", |l| l.1).to_owned();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let server_text = rest.join().unwrap();
     assert!(
         out.status.success(),
         "{tool} client failed: {}\n{text}\nserver:\n{server_text}{err}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        status.success(),
+        exit.status.success(),
         "{tool} server failed: {err}\n{server_text}"
     );
     (text, server_text)
@@ -326,7 +292,8 @@ fn tap_transport_needs_a_device_and_an_address() {
 #[test]
 fn perf_server_survives_a_malformed_request() {
     use std::io::{Read, Write};
-    let (mut server, port, rest) = perf_server("write-bw", &["-s", "4096", "-n", "20"]);
+    let server = Server::perf("write-bw", &["-s", "4096", "-n", "20"]);
+    let port = server.port;
     let mut t = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     t.set_read_timeout(Some(std::time::Duration::from_secs(10)))
         .unwrap();
@@ -344,8 +311,9 @@ fn perf_server_survives_a_malformed_request() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert!(server.wait().unwrap().success());
-    assert_eq!(result_rows(&rest.join().unwrap()).len(), 1);
+    let exit = server.wait();
+    assert!(exit.status.success());
+    assert_eq!(result_rows(&exit.stdout).len(), 1);
 }
 
 /// The write-bw server waits for a silent client's control message without spinning: with
@@ -353,8 +321,8 @@ fn perf_server_survives_a_malformed_request() {
 /// ~70 % of a core).
 #[test]
 fn server_does_not_spin_while_the_client_is_silent() {
-    let (mut server, port, _rest) = perf_server("write-bw", &[]);
-    let pid = server.id();
+    let server = Server::perf("write-bw", &[]);
+    let (port, pid) = (server.port, server.id());
     let rnic = stack::Rnic::open(stack::RnicConfig::default()).unwrap();
     let pd = rnic.alloc_pd();
     let cq = stack::Cq::new(16);
@@ -385,8 +353,7 @@ fn server_does_not_spin_while_the_client_is_silent() {
     let before = ticks();
     std::thread::sleep(std::time::Duration::from_secs(2));
     let used = ticks() - before;
-    let _ = server.kill();
-    let _ = server.wait();
+    server.kill();
     // 2 s at 100 ticks/s: 200 ticks for a busy core; allow 10 %.
     assert!(
         used < 20,
@@ -399,7 +366,8 @@ fn server_does_not_spin_while_the_client_is_silent() {
 /// abort) is refused with a message, and the server serves the next client.
 #[test]
 fn server_refuses_a_huge_cycle_buffer() {
-    let (mut server, port, _rest) = perf_server("write-bw", &["-s", "4096", "-n", "20"]);
+    let server = Server::perf("write-bw", &["-s", "4096", "-n", "20"]);
+    let port = server.port;
     let rnic = stack::Rnic::open(stack::RnicConfig::default()).unwrap();
     let pd = rnic.alloc_pd();
     let cq = stack::Cq::new(16);
@@ -436,15 +404,10 @@ fn server_refuses_a_huge_cycle_buffer() {
     std::thread::sleep(std::time::Duration::from_millis(200));
     exchange(&0xFFFF_FFFFu32.to_be_bytes());
     // The refusal is said on stderr, and the server goes on waiting for a client.
-    let stderr = server.stderr.take().unwrap();
-    let mut lines = std::io::BufReader::new(stderr).lines();
-    let said = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find(|l| l.contains("failed"))
+    let said = server
+        .stderr_line(|l| l.contains("failed"), std::time::Duration::from_secs(20))
         .unwrap_or_default();
     assert!(said.contains("cycle buffer of 4294967295 bytes"), "{said}");
-    std::thread::spawn(move || for _ in lines {});
     drop(qp);
     drop(rnic);
     let out = bin()
@@ -453,7 +416,7 @@ fn server_refuses_a_huge_cycle_buffer() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    assert!(server.wait().unwrap().success());
+    assert!(server.wait().status.success());
 }
 
 /// Zero and nonsense values are refused with exit 2 and a message naming the option and

@@ -2,50 +2,18 @@
 //! rping's ping-pong with -V, and every error injection (RFC 5040 §4.8 / RFC 5041 §7.2
 //! Terminates, memory untouched).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_softrnic"))
-}
+use std::process::Output;
+use std::time::Duration;
 
-/// Starts a server on an ephemeral port (`-p 0 -d`) and returns it with its port, read from
-/// its "listening on" line.
-fn server(extra: &[&str]) -> (Child, u16) {
-    let mut child = bin()
-        .args([
-            "rping",
-            "-s",
-            "-a",
-            "127.0.0.1",
-            "-p",
-            "0",
-            "-d",
-            "--timeout",
-            "20",
-        ])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn server");
-    let stderr = child.stderr.take().expect("stderr");
-    let mut lines = BufReader::new(stderr).lines();
-    let t0 = Instant::now();
-    let port = loop {
-        let line = lines
-            .next()
-            .expect("server exited before listening")
-            .expect("read");
-        if let Some(a) = line.strip_prefix("rping: listening on ") {
-            break a.rsplit(':').next().unwrap().parse::<u16>().expect("port");
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "no listening line");
-    };
-    // Keep draining the debug output so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (child, port)
+use common::{Server, bin};
+
+/// Starts a server on an ephemeral port (`-p 0 -d`).
+fn server(extra: &[&str]) -> Server {
+    let mut args = vec!["--timeout", "20"];
+    args.extend_from_slice(extra);
+    Server::rping(&args)
 }
 
 fn client(port: u16, extra: &[&str]) -> Output {
@@ -65,12 +33,13 @@ fn text(o: &[u8]) -> String {
 /// -V: both ends exit 0 and the client saw every echo intact.
 #[test]
 fn rping_client_server_validate() {
-    let (srv, port) = server(&["--emss", "1448"]);
+    let srv = server(&["--emss", "1448"]);
+    let port = srv.port;
     let c = client(
         port,
         &["-C", "4", "-V", "-v", "-S", "5000", "--emss", "1448"],
     );
-    let s = srv.wait_with_output().expect("server");
+    let s = srv.wait();
     let out = text(&c.stdout);
     assert_eq!(
         c.status.code(),
@@ -82,12 +51,8 @@ fn rping_client_server_validate() {
     assert!(out.contains("ping data: rdma-ping-3: DEFG"), "{out}");
     assert!(out.contains("4 pings of 5000 bytes"), "{out}");
     assert!(out.contains("data verified"), "{out}");
-    assert_eq!(s.status.code(), Some(0), "server: {}", text(&s.stdout));
-    assert!(
-        text(&s.stdout).contains("4 pings with"),
-        "{}",
-        text(&s.stdout)
-    );
+    assert_eq!(s.status.code(), Some(0), "server: {}", s.stdout);
+    assert!(s.stdout.contains("4 pings with"), "{}", s.stdout);
 }
 
 /// Client-side injection: the server's RDMA Read Request / RDMA Write hits what the client
@@ -103,7 +68,8 @@ fn rping_client_injection_sends_rfc_terminate_memory_untouched() {
         ("out-of-bounds", "write", "(layer 0x1, type 0x1, code 0x01)"),
     ];
     for (inject, at, triple) in cases {
-        let (srv, port) = server(&[]);
+        let srv = server(&[]);
+        let port = srv.port;
         let c = client(
             port,
             &[
@@ -118,7 +84,7 @@ fn rping_client_injection_sends_rfc_terminate_memory_untouched() {
                 at,
             ],
         );
-        let s = srv.wait_with_output().expect("server");
+        let s = srv.wait();
         let out = text(&c.stdout);
         assert_eq!(
             c.status.code(),
@@ -160,10 +126,11 @@ fn rping_server_injection_receives_rfc_terminate() {
         ),
     ];
     for (inject, at, words) in cases {
-        let (srv, port) = server(&["--inject", inject, "--inject-at", at]);
+        let srv = server(&["--inject", inject, "--inject-at", at]);
+        let port = srv.port;
         let c = client(port, &["-C", "3", "-V"]);
-        let s = srv.wait_with_output().expect("server");
-        let out = text(&s.stdout);
+        let s = srv.wait();
+        let out = s.stdout;
         assert_eq!(s.status.code(), Some(3), "{inject} {at}: {out}");
         assert!(
             out.contains(&format!("rping server: Terminate received: {words}")),
@@ -203,11 +170,12 @@ fn rping_rejects_bad_arguments() {
 #[test]
 fn rping_over_sctp() {
     let sctp = ["--transport", "sctp+udp", "--udp-port", "29931"];
-    let (srv, port) = server(&sctp);
+    let srv = server(&sctp);
+    let port = srv.port;
     let mut args = sctp.to_vec();
     args.extend(["-C", "4", "-V", "-S", "5000"]);
     let c = client(port, &args);
-    let s = srv.wait_with_output().expect("server");
+    let s = srv.wait();
     let out = text(&c.stdout);
     assert_eq!(
         c.status.code(),
@@ -217,7 +185,7 @@ fn rping_over_sctp() {
     );
     assert!(out.contains("4 pings of 5000 bytes"), "{out}");
     assert!(out.contains("data verified"), "{out}");
-    assert_eq!(s.status.code(), Some(0), "server: {}", text(&s.stdout));
+    assert_eq!(s.status.code(), Some(0), "server: {}", s.stdout);
 }
 
 /// A peer must not take the server down (RFC 5044 §7.1.2, RFC 6581): a malformed MPA
@@ -227,7 +195,8 @@ fn rping_over_sctp() {
 #[test]
 fn rping_server_survives_malformed_requests() {
     use std::io::{Read, Write};
-    let (srv, port) = server(&[]);
+    let srv = server(&[]);
+    let port = srv.port;
     // Connects and closes without a Request.
     drop(std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect"));
     // Revision 7.
@@ -242,7 +211,7 @@ fn rping_server_survives_malformed_requests() {
     assert_ne!(reply[16] & 0x20, 0, "Reject bit set: {reply:?}");
     drop(t);
     let c = client(port, &["-C", "2", "-V"]);
-    let s = srv.wait_with_output().expect("server");
+    let s = srv.wait();
     assert_eq!(c.status.code(), Some(0), "client: {}", text(&c.stderr));
-    assert_eq!(s.status.code(), Some(0), "server: {}", text(&s.stdout));
+    assert_eq!(s.status.code(), Some(0), "server: {}", s.stdout);
 }

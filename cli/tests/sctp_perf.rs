@@ -1,59 +1,14 @@
 //! `softrnic sctp-perf` between two processes over loopback with RFC 6951 UDP encapsulation
 //! (no privileges): every byte verified, both directions, exit statuses.
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
-use std::thread::JoinHandle;
+mod common;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_softrnic"))
-}
+use std::process::Command;
 
-/// Starts a server on an ephemeral UDP port; returns it, that port and its remaining output.
-fn server(sctp_port: u16) -> (Child, u16, JoinHandle<String>) {
-    let mut child = bin()
-        .args([
-            "sctp-perf",
-            "-s",
-            "--udp-encap",
-            "--udp-local-port",
-            "0",
-            "-i",
-            "0",
-        ])
-        .args(["-p", &sctp_port.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    reader.read_line(&mut first).unwrap();
-    let udp: u16 = first
-        .split("local UDP port ")
-        .nth(1)
-        .and_then(|r| r.split(',').next())
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no UDP port in {first:?}"));
-    let rest = std::thread::spawn(move || {
-        let mut s = first;
-        let _ = reader.read_to_string(&mut s);
-        s
-    });
-    (child, udp, rest)
-}
+use common::{Server, bin, sctp_perf_client};
 
 fn client(sctp_port: u16, udp: u16, extra: &[&str]) -> (i32, String) {
-    let out = bin()
-        .args([
-            "sctp-perf",
-            "-c",
-            "127.0.0.1",
-            "--udp-encap",
-            "--udp-local-port",
-            "0",
-        ])
-        .args(["--udp-port", &udp.to_string(), "-p", &sctp_port.to_string()])
+    let out = sctp_perf_client(sctp_port, udp)
         .args(extra)
         .output()
         .unwrap();
@@ -67,16 +22,17 @@ fn client(sctp_port: u16, udp: u16, extra: &[&str]) -> (i32, String) {
 /// checked by the server; both ends exit 0 and agree on the byte count.
 #[test]
 fn sctp_perf_udp_loopback_verify() {
-    let (mut srv, udp, rest) = server(5801);
+    let srv = Server::sctp_perf(5801);
+    let udp = srv.port;
     let (code, out) = client(
         5801,
         udp,
         &["-n", "4M", "--verify", "--streams", "3", "-i", "0.5"],
     );
-    let status = srv.wait().unwrap();
-    let sout = rest.join().unwrap();
+    let exit = srv.wait();
+    let sout = exit.stdout;
     assert_eq!(code, 0, "client:\n{out}\nserver:\n{sout}");
-    assert!(status.success(), "server:\n{sout}");
+    assert!(exit.status.success(), "server:\n{sout}");
     assert!(out.contains("receiver (2996 messages, 0 errors)"), "{out}");
     assert!(sout.contains("verify: 0 errors"), "{sout}");
     assert!(sout.contains("result: OK") && out.contains("result: OK"));
@@ -91,7 +47,8 @@ fn sctp_perf_udp_loopback_verify() {
 /// exactly once on unordered streams).
 #[test]
 fn sctp_perf_udp_loopback_reverse_unordered_verify() {
-    let (mut srv, udp, rest) = server(5802);
+    let srv = Server::sctp_perf(5802);
+    let udp = srv.port;
     let (code, out) = client(
         5802,
         udp,
@@ -107,10 +64,10 @@ fn sctp_perf_udp_loopback_reverse_unordered_verify() {
             "999",
         ],
     );
-    let status = srv.wait().unwrap();
-    let sout = rest.join().unwrap();
+    let exit = srv.wait();
+    let sout = exit.stdout;
     assert_eq!(code, 0, "client:\n{out}\nserver:\n{sout}");
-    assert!(status.success(), "server:\n{sout}");
+    assert!(exit.status.success(), "server:\n{sout}");
     assert!(out.contains("verify: 0 errors"), "{out}");
     assert!(sout.contains("[  2]") && sout.contains("sender"), "{sout}");
 }
@@ -164,12 +121,13 @@ fn sctp_perf_exit_statuses() {
 /// served as a plain sink; both sides succeed on a graceful shutdown.
 #[test]
 fn sctp_perf_plain_peer() {
-    let (mut srv, udp, rest) = server(5804);
+    let srv = Server::sctp_perf(5804);
+    let udp = srv.port;
     let (code, out) = client(5804, udp, &["-n", "1M", "--plain", "-l", "1000"]);
-    let status = srv.wait().unwrap();
-    let sout = rest.join().unwrap();
+    let exit = srv.wait();
+    let sout = exit.stdout;
     assert_eq!(code, 0, "client:\n{out}\nserver:\n{sout}");
-    assert!(status.success(), "server:\n{sout}");
+    assert!(exit.status.success(), "server:\n{sout}");
     assert!(sout.contains("is not sctp-perf"), "{sout}");
     assert!(sout.contains("receiver (1049 messages)"), "{sout}");
 }
@@ -189,7 +147,7 @@ fn nonsense_flags_are_refused() {
         (&["--rto-initial", "0"][..], "RTO values"),
         (&["--rto-min", "0"][..], "RTO values"),
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        let out = bin()
             .args(["sctp-perf", "-c", "127.0.0.1", "--udp-encap"])
             .args(args)
             .output()
@@ -206,7 +164,8 @@ fn nonsense_flags_are_refused() {
 /// (SCTP alone took 225 s to give up on the peer).
 #[test]
 fn sctp_perf_client_honours_its_time_when_the_peer_freezes() {
-    let (mut srv, udp, rest) = server(5806);
+    let srv = Server::sctp_perf(5806);
+    let udp = srv.port;
     let pid = srv.id().to_string();
     let freezer = std::thread::spawn(move || {
         std::thread::sleep(std::time::Duration::from_millis(1500));
@@ -218,9 +177,7 @@ fn sctp_perf_client_honours_its_time_when_the_peer_freezes() {
     let took = t0.elapsed();
     let pid = freezer.join().unwrap();
     let _ = Command::new("kill").args(["-CONT", &pid]).status();
-    let _ = srv.kill();
-    let _ = srv.wait();
-    let _ = rest.join();
+    srv.kill();
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("giving up"), "{out}");
     assert!(out.contains("result: FAILED"), "{out}");

@@ -14,18 +14,17 @@
 //! The random mix is seeded (`SOFTRNIC_SOAK_SEED`, else a fixed seed per server); a failure
 //! prints the seed.
 
-use std::io::{BufRead, BufReader, Read, Write};
+mod common;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use proptest::prelude::{Rng, RngExt};
 use proptest::test_runner::{RngAlgorithm, TestRng};
 use stack::mpa::fpdu::{FpduEncoder, TxConfig};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_softrnic"))
-}
+use common::{Server, bin, sctp_perf_client};
 
 fn soak_time() -> Duration {
     let secs = std::env::var("SOFTRNIC_SOAK_SECS")
@@ -44,70 +43,6 @@ fn seed_for(tool: &str) -> u64 {
                 (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
             })
         })
-}
-
-/// A server tool on an ephemeral port; its output is drained (and kept) by threads.
-struct Server {
-    child: Child,
-    port: u16,
-    out: std::thread::JoinHandle<String>,
-}
-
-impl Server {
-    /// Starts `args` and reads the port from the first line on stdout or stderr that
-    /// `port_of` recognises.
-    fn start(args: &[&str], port_of: fn(&str) -> Option<u16>) -> Server {
-        let mut child = bin()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn server");
-        let (tx, rx) = std::sync::mpsc::channel();
-        let mut handles = Vec::new();
-        let streams: [Box<dyn Read + Send>; 2] = [
-            Box::new(child.stdout.take().expect("stdout")),
-            Box::new(child.stderr.take().expect("stderr")),
-        ];
-        for s in streams {
-            let tx = tx.clone();
-            handles.push(std::thread::spawn(move || {
-                let mut kept = String::new();
-                for line in BufReader::new(s).lines().map_while(Result::ok) {
-                    if let Some(p) = port_of(&line) {
-                        let _ = tx.send(p);
-                    }
-                    // Enough to explain a failure; a long soak logs a line per hostile peer.
-                    if kept.len() < 1 << 16 {
-                        kept.push_str(&line);
-                        kept.push('\n');
-                    }
-                }
-                kept
-            }));
-        }
-        let port = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the server names its port");
-        let out = std::thread::spawn(move || {
-            handles
-                .into_iter()
-                .filter_map(|h| h.join().ok())
-                .collect::<Vec<_>>()
-                .join("")
-        });
-        Server { child, port, out }
-    }
-
-    fn alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    fn output(mut self) -> String {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.out.join().unwrap_or_default()
-    }
 }
 
 /// An MPA Request as a client sends it: revision 2 with IRD/ORD (RFC 6581) or revision 1.
@@ -304,36 +239,10 @@ fn soak(server: &mut Server, tool: &str) {
     );
 }
 
-fn rping_port(line: &str) -> Option<u16> {
-    line.strip_prefix("rping: listening on ")
-        .and_then(|a| a.rsplit(':').next())
-        .and_then(|p| p.parse().ok())
-}
-
-fn perf_port(line: &str) -> Option<u16> {
-    line.trim()
-        .strip_prefix("Waiting for client to connect on port ")
-        .and_then(|p| p.parse().ok())
-}
-
 /// rping's persistent server under hostile peers, then two good clients at once with -V.
 #[test]
 fn rping_persistent_server_survives_a_hostile_soak() {
-    let mut srv = Server::start(
-        &[
-            "rping",
-            "-s",
-            "-P",
-            "-a",
-            "127.0.0.1",
-            "-p",
-            "0",
-            "-d",
-            "--timeout",
-            "5",
-        ],
-        rping_port,
-    );
+    let mut srv = Server::rping(&["-P", "--timeout", "5"]);
     soak(&mut srv, "rping");
     // Two good clients at once: each connection is served on its own.
     let port = srv.port.to_string();
@@ -365,7 +274,7 @@ fn rping_persistent_server_survives_a_hostile_soak() {
         .map(|c| c.join().expect("client"))
         .collect();
     let alive = srv.alive();
-    let out = srv.output();
+    let out = srv.kill().text();
     if std::env::var_os("SOFTRNIC_SOAK_SHOW").is_some() {
         eprintln!("{out}");
     }
@@ -391,17 +300,15 @@ fn perf_servers_survive_a_hostile_soak() {
         "send-lat",
     ] {
         let args = ["-s", "4096", "-n", "20"];
-        let mut cmd = vec![tool, "-p", "0"];
-        cmd.extend_from_slice(&args);
-        let mut srv = Server::start(&cmd, perf_port);
+        let mut srv = Server::perf(tool, &args);
         soak(&mut srv, tool);
         let good = bin()
             .args([tool, "127.0.0.1", "-p", &srv.port.to_string()])
             .args(args)
             .output()
             .expect("client");
-        let status = srv.child.wait().expect("server");
-        let out = srv.out.join().unwrap_or_default();
+        let exit = srv.wait();
+        let (status, out) = (exit.status, exit.text());
         assert!(
             good.status.success(),
             "{tool}: good client after the soak: {}\nserver:\n{out}",
@@ -474,32 +381,12 @@ fn sctp_attack(rng: &mut TestRng, udp: &std::net::UdpSocket, to: u16, sctp_port:
     while udp.recv_from(&mut buf).is_ok() {}
 }
 
-fn sctp_perf_port(line: &str) -> Option<u16> {
-    line.split("local UDP port ")
-        .nth(1)
-        .and_then(|r| r.split(',').next())
-        .and_then(|p| p.trim().parse().ok())
-}
-
 /// `sctp-perf -s` over UDP under hostile packets from two peers, then a good client whose
 /// every byte the server verifies.
 #[test]
 fn sctp_perf_server_survives_a_hostile_soak() {
-    const SCTP_PORT: &str = "5821";
-    let mut srv = Server::start(
-        &[
-            "sctp-perf",
-            "-s",
-            "--udp-encap",
-            "--udp-local-port",
-            "0",
-            "-i",
-            "0",
-            "-p",
-            SCTP_PORT,
-        ],
-        sctp_perf_port,
-    );
+    const SCTP_PORT: u16 = 5821;
+    let mut srv = Server::sctp_perf(SCTP_PORT);
     let seed = seed_for("sctp-perf");
     let until = Instant::now() + soak_time();
     let udp_port = srv.port;
@@ -511,7 +398,7 @@ fn sctp_perf_server_survives_a_hostile_soak() {
                 udp
             };
         }
-        UDP.with(|udp| sctp_attack(rng, udp, udp_port, 5821));
+        UDP.with(|udp| sctp_attack(rng, udp, udp_port, SCTP_PORT));
     });
     eprintln!(
         "sctp-perf: {attacks} hostile packets in {:?} (seed {seed})",
@@ -521,21 +408,12 @@ fn sctp_perf_server_survives_a_hostile_soak() {
         srv.alive(),
         "sctp-perf died under {attacks} hostile packets (seed {seed})"
     );
-    let good = bin()
-        .args([
-            "sctp-perf",
-            "-c",
-            "127.0.0.1",
-            "--udp-encap",
-            "--udp-local-port",
-            "0",
-        ])
-        .args(["--udp-port", &udp_port.to_string(), "-p", SCTP_PORT])
+    let good = sctp_perf_client(SCTP_PORT, udp_port)
         .args(["-n", "1M", "--verify"])
         .output()
         .expect("client");
-    let status = srv.child.wait().expect("server");
-    let out = srv.out.join().unwrap_or_default();
+    let exit = srv.wait();
+    let (status, out) = (exit.status, exit.text());
     assert!(
         good.status.success(),
         "good client after the soak: {}{}\nserver:\n{out}",

@@ -56,16 +56,22 @@ pub const fn control_byte(tagged: bool, last: bool) -> u8 {
     b
 }
 
+/// The big-endian `u32` at `b[at..]` of a segment whose header `new_checked` validated.
 fn be32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_be_bytes(a)
+    u32::from_be_bytes(
+        *b[at..]
+            .first_chunk()
+            .expect("field inside the checked header"),
+    )
 }
 
+/// The big-endian `u64` at `b[at..]` of a segment whose header `new_checked` validated.
 fn be64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(a)
+    u64::from_be_bytes(
+        *b[at..]
+            .first_chunk()
+            .expect("field inside the checked header"),
+    )
 }
 
 /// Validate the control byte and length of a segment: version first (the header layout is

@@ -346,9 +346,8 @@ impl EnhancedData {
 
     /// Decodes the enhanced data from the first four octets of `pd`.
     pub fn parse(pd: &[u8]) -> Option<Self> {
-        let w = pd.get(..ENHANCED_DATA_LEN)?;
-        let ird_word = u16::from_be_bytes([*w.first()?, *w.get(1)?]);
-        let ord_word = u16::from_be_bytes([*w.get(2)?, *w.get(3)?]);
+        let ird_word = u16::from_be_bytes(*pd.first_chunk()?);
+        let ord_word = u16::from_be_bytes(*pd.get(2..)?.first_chunk()?);
         Some(Self::from_words(ird_word, ord_word))
     }
 
@@ -358,13 +357,6 @@ impl EnhancedData {
         let [i0, i1] = i.to_be_bytes();
         let [o0, o1] = o.to_be_bytes();
         Ok([i0, i1, o0, o1])
-    }
-}
-
-fn be16_at(buf: &[u8], off: usize) -> u16 {
-    match (buf.get(off), buf.get(off + 1)) {
-        (Some(a), Some(b)) => u16::from_be_bytes([*a, *b]),
-        _ => 0,
     }
 }
 
@@ -388,7 +380,7 @@ fn check_prefix(buf: &[u8]) -> Result<(FrameKind, usize), FrameError> {
         .ok_or_else(|| FrameError::BadKey {
             found: avail_key.to_vec(),
         })?;
-    let pd_len = usize::from(be16_at(buf, OFF_PD_LEN));
+    let pd_len = usize::from(ConnFramePacket::new_unchecked(buf).pd_length());
     if pd_len > MAX_PRIVATE_DATA {
         return Err(FrameError::PrivateDataTooLong { len: pd_len });
     }
@@ -482,7 +474,11 @@ impl<T: AsRef<[u8]>> ConnFramePacket<T> {
 
     /// PD_Length: private data length, enhanced data included.
     pub fn pd_length(&self) -> u16 {
-        be16_at(self.buffer.as_ref(), OFF_PD_LEN)
+        self.buffer
+            .as_ref()
+            .get(OFF_PD_LEN..)
+            .and_then(<[u8]>::first_chunk)
+            .map_or(0, |b| u16::from_be_bytes(*b))
     }
 
     /// Total frame length: header plus private data.

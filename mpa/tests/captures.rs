@@ -30,11 +30,11 @@ struct Flow {
 type Segments = BTreeMap<(Flow, u32), Vec<(u32, Vec<u8>)>>;
 
 fn be16(b: &[u8], o: usize) -> u16 {
-    u16::from_be_bytes([b[o], b[o + 1]])
+    u16::from_be_bytes(*b[o..].first_chunk().expect("truncated capture"))
 }
 
 fn be32(b: &[u8], o: usize) -> u32 {
-    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+    u32::from_be_bytes(*b[o..].first_chunk().expect("truncated capture"))
 }
 
 /// Minimal pcap (Ethernet, IPv4, TCP) reader; enough for the golden captures.

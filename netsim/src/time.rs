@@ -4,6 +4,10 @@
 //! line, counted in nanoseconds from the start of the run; intervals are plain
 //! [`std::time::Duration`]s. All arithmetic saturates, so a far-future deadline can never wrap
 //! round into the past.
+//!
+//! The sans-IO SCTP engine takes its time as this same type (`sctp::Instant`), counted from
+//! whatever epoch its driver picks, so an engine inside the simulator runs on simulated time
+//! without conversion.
 
 use core::fmt;
 use core::ops::{Add, AddAssign, Sub};
@@ -37,6 +41,11 @@ impl Instant {
     /// The instant `secs` seconds after the start (saturating).
     pub const fn from_secs(secs: u64) -> Instant {
         Instant(secs.saturating_mul(1_000_000_000))
+    }
+
+    /// The instant `d` after the start (saturating); the inverse of [`Instant::since_start`].
+    pub fn from_duration(d: Duration) -> Instant {
+        Instant(duration_nanos(d))
     }
 
     /// Nanoseconds since the start.
@@ -106,7 +115,7 @@ impl fmt::Display for Instant {
 }
 
 /// Nanoseconds in `d`, clamped to `u64::MAX`.
-pub(crate) fn duration_nanos(d: Duration) -> u64 {
+pub fn duration_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
@@ -124,6 +133,11 @@ mod tests {
         );
         assert_eq!(Instant::from_micros(3).as_nanos(), 3_000);
         assert_eq!(Instant::ZERO.checked_add(Duration::MAX), None);
+        assert_eq!(Instant::from_duration(Duration::MAX), Instant::MAX);
+        assert_eq!(
+            Instant::from_duration(Duration::from_micros(7)).since_start(),
+            Duration::from_micros(7)
+        );
     }
 
     #[test]

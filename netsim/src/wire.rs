@@ -30,16 +30,11 @@ pub struct Ipv4Layout {
     pub protocol: u8,
 }
 
-fn be16(b: &[u8], at: usize) -> Option<u16> {
-    let s = b.get(at..at.checked_add(2)?)?;
-    Some(u16::from_be_bytes([s[0], s[1]]))
-}
-
 /// Locates the IPv4 header, transport segment and payload of an unfragmented IPv4 TCP or UDP
 /// frame; `None` for anything else (other EtherTypes, fragments, truncated or inconsistent
 /// lengths).
 pub fn ipv4_layout(frame: &[u8]) -> Option<Ipv4Layout> {
-    if be16(frame, 12)? != ETHERTYPE_IPV4 {
+    if u16::from_be_bytes(*frame.get(12..)?.first_chunk()?) != ETHERTYPE_IPV4 {
         return None;
     }
     let ip = ETHERNET_HEADER_LEN;
@@ -51,13 +46,13 @@ pub fn ipv4_layout(frame: &[u8]) -> Option<Ipv4Layout> {
     if ihl < 20 {
         return None;
     }
-    let total = usize::from(be16(frame, ip + 2)?);
+    let total = usize::from(u16::from_be_bytes(*frame.get(ip + 2..)?.first_chunk()?));
     let ip_end = ip.checked_add(total)?;
     if total < ihl || ip_end > frame.len() {
         return None;
     }
     // More Fragments set or a non-zero offset: the transport header may be elsewhere.
-    if be16(frame, ip + 6)? & 0x3fff != 0 {
+    if u16::from_be_bytes(*frame.get(ip + 6..)?.first_chunk()?) & 0x3fff != 0 {
         return None;
     }
     let protocol = *frame.get(ip + 9)?;

@@ -28,16 +28,14 @@ fn take<'a, const N: usize>(
     })
 }
 
-fn be32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_be_bytes(a)
+/// The big-endian `u32` at `h[at..]` of a header whose length `take` checked.
+fn be32(h: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(*h[at..].first_chunk().expect("field inside the header"))
 }
 
-fn be64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(a)
+/// The big-endian `u64` at `h[at..]` of a header whose length `take` checked.
+fn be64(h: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(*h[at..].first_chunk().expect("field inside the header"))
 }
 
 /// RDMA Read Request Header (RFC 5040 §4.4, Figure 6), 28 octets.

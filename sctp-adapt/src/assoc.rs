@@ -26,8 +26,8 @@ use crate::rng::Rng;
 use crate::time::Instant;
 use crate::wire::{
     self, COMMON_HEADER_LEN, Chunk, ChunkIter, CommonHeader, DATA_HEADER_LEN, DataChunk,
-    ErrorCause, GapBlock, InitChunk, Packet, Param, RawChunk, SackChunk, UnknownAction, chunk_type,
-    data_flags, pad4,
+    ErrorCause, GapBlock, InitChunk, Packet, Param, RawChunk, SackChunk, UnknownAction, be16, be64,
+    chunk_type, data_flags, pad4,
 };
 
 /// A packet to send.
@@ -2894,10 +2894,6 @@ enum DataOutcome {
     Abort,
 }
 
-fn be64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
-}
-
 fn put_addr(out: &mut Vec<u8>, a: &SocketAddr) {
     match a.ip() {
         std::net::IpAddr::V4(ip) => {
@@ -2924,7 +2920,7 @@ fn get_addr(b: &[u8]) -> Option<SocketAddr> {
         }
         _ => return None,
     };
-    let port = u16::from_be_bytes(rest.get(..2)?.try_into().ok()?);
+    let port = be16(rest, 0)?;
     Some(SocketAddr::new(ip, port))
 }
 

@@ -117,7 +117,7 @@ impl SctpHost {
         SocketAddr::V4(SocketAddrV4::new(ip, 0))
     }
 
-    fn pump(&mut self, now: crate::Instant) {
+    fn pump(&mut self, now: netsim::Instant) {
         (self.app)(&mut self.ep, now);
         while let Some(t) = self.ep.poll_transmit(now) {
             let (SocketAddr::V4(l), SocketAddr::V4(r)) = (t.local, t.remote) else {
@@ -138,11 +138,6 @@ impl SctpHost {
     }
 }
 
-/// Simulated time as the engine's time.
-pub fn t(now: netsim::Instant) -> crate::Instant {
-    crate::Instant::from_nanos(now.as_nanos())
-}
-
 impl Node for SctpHost {
     fn interface_count(&self) -> usize {
         self.addrs.len()
@@ -153,26 +148,24 @@ impl Node for SctpHost {
             && self.addrs.get(iface) == Some(&dst)
         {
             self.ep
-                .handle_packet(t(now), Self::sock(dst), Self::sock(src), sctp);
+                .handle_packet(now, Self::sock(dst), Self::sock(src), sctp);
         }
-        self.pump(t(now));
+        self.pump(now);
     }
 
     fn poll_transmit(&mut self, now: netsim::Instant) -> Option<(usize, Vec<u8>)> {
         if self.out.is_empty() {
-            self.pump(t(now));
+            self.pump(now);
         }
         self.out.pop_front()
     }
 
     fn poll_timeout(&mut self) -> Option<netsim::Instant> {
-        self.ep
-            .poll_timeout()
-            .map(|x| netsim::Instant::from_nanos(x.as_nanos()))
+        self.ep.poll_timeout()
     }
 
     fn handle_timeout(&mut self, now: netsim::Instant) {
-        self.ep.handle_timeout(t(now));
-        self.pump(t(now));
+        self.ep.handle_timeout(now);
+        self.pump(now);
     }
 }

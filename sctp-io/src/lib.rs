@@ -192,7 +192,7 @@ struct Shared {
 
 impl Shared {
     fn now(&self) -> sctp::Instant {
-        sctp::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+        sctp::Instant::from_duration(self.epoch.elapsed())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

@@ -267,10 +267,6 @@ impl EngineStats {
     }
 }
 
-fn to_instant(d: Duration) -> Instant {
-    Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
 /// One TCP connection and the engine running over it.
 struct Conn {
     h: SocketHandle,
@@ -393,12 +389,13 @@ impl Conn {
         self.eng
             .as_ref()
             .and_then(|e| e.poll_timeout())
-            .map(to_instant)
+            .map(Instant::from_duration)
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if let Some(e) = self.eng.as_mut()
-            && e.poll_timeout().is_some_and(|d| to_instant(d) <= now)
+            && e.poll_timeout()
+                .is_some_and(|d| Instant::from_duration(d) <= now)
         {
             e.handle_timeout(now.since_start());
         }
@@ -1105,7 +1102,7 @@ impl Scenario {
                 CapturePoint::Receive,
             )?),
         };
-        let deadline = to_instant(self.deadline);
+        let deadline = Instant::from_duration(self.deadline);
         let cli = world.initiator;
         if let Some(f) = self.flap {
             let total = self.bytes as f64;

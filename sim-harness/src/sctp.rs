@@ -492,13 +492,13 @@ pub fn run_captured(
         let Some(&l) = links.get(o.path) else {
             continue;
         };
-        sim.link_down_at(l, Instant::from_nanos(o.at.as_nanos() as u64))?;
+        sim.link_down_at(l, Instant::from_duration(o.at))?;
         if let Some(d) = o.down_for {
-            sim.link_up_at(l, Instant::from_nanos((o.at + d).as_nanos() as u64))?;
+            sim.link_up_at(l, Instant::from_duration(o.at + d))?;
         }
     }
     let wd = work.clone();
-    let deadline = Instant::from_nanos(s.deadline.as_nanos() as u64);
+    let deadline = Instant::from_duration(s.deadline);
     let completed = sim.run_until_condition(deadline, move |_| {
         wd.try_borrow().is_ok_and(|w| w.done_at.is_some())
     });

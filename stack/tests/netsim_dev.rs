@@ -31,10 +31,6 @@ struct DevHost {
     last: Duration,
 }
 
-fn at(d: Duration) -> Instant {
-    Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
 impl DevHost {
     fn new(addr: Ipv4Addr, mtu: usize, seed: u64, side: Rc<RefCell<Side>>) -> DevHost {
         let mut cfg = DeviceConfig::new(addr, 24);
@@ -107,7 +103,11 @@ impl Node for DevHost {
     fn poll_timeout(&mut self) -> Option<Instant> {
         let dev = self.dev.poll_at(self.last);
         let eng = self.side.borrow().eng.poll_timeout();
-        [dev, eng].into_iter().flatten().min().map(at)
+        [dev, eng]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(Instant::from_duration)
     }
 
     fn handle_timeout(&mut self, now: Instant) {

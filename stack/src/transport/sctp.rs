@@ -25,7 +25,7 @@ use std::time::Duration;
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use sctp::ddp_adapt::{self, PeerAdaptation, SessionControl, StreamSession};
-use sctp::{AssocId, Endpoint, EndpointConfig, Message, State};
+use sctp::{AssocId, Endpoint, EndpointConfig, Instant, Message, State};
 use sctp_io::driver::{PacketIo, engine_addr};
 use sctp_io::net::Transport;
 
@@ -48,14 +48,6 @@ const REJECT_LINGER: Duration = Duration::from_secs(2);
 const RECV_WINDOW: u32 = 4 << 20;
 /// Packets read per socket per pass.
 const RECV_BATCH: usize = 256;
-
-fn instant(d: Duration) -> sctp::Instant {
-    sctp::Instant::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
-fn duration(i: sctp::Instant) -> Duration {
-    Duration::from_nanos(i.as_nanos())
-}
 
 fn seed() -> io::Result<u64> {
     getrandom::u64().map_err(|e| io::Error::other(format!("OS random generator: {e}")))
@@ -125,14 +117,14 @@ impl SctpIo {
         }
     }
 
-    fn receive(&mut self, ep: &mut Endpoint, now: sctp::Instant, limit: usize) -> usize {
+    fn receive(&mut self, ep: &mut Endpoint, now: Instant, limit: usize) -> usize {
         match self {
             SctpIo::Sockets(p) => p.receive(ep, now, limit),
             SctpIo::Dev(d) => d.receive(ep, now, limit),
         }
     }
 
-    fn flush(&mut self, ep: &mut Endpoint, now: sctp::Instant) {
+    fn flush(&mut self, ep: &mut Endpoint, now: Instant) {
         match self {
             SctpIo::Sockets(p) => p.flush(ep, now),
             SctpIo::Dev(d) => d.flush(ep, now),
@@ -175,7 +167,7 @@ impl DevSctpIo {
         })
     }
 
-    fn receive(&mut self, ep: &mut Endpoint, now: sctp::Instant, limit: usize) -> usize {
+    fn receive(&mut self, ep: &mut Endpoint, now: Instant, limit: usize) -> usize {
         use smoltcp::wire::Ipv4Packet;
         let mut d = device::lock(&self.dev);
         let mut n = 0;
@@ -202,7 +194,7 @@ impl DevSctpIo {
         n
     }
 
-    fn flush(&mut self, ep: &mut Endpoint, now: sctp::Instant) {
+    fn flush(&mut self, ep: &mut Endpoint, now: Instant) {
         use smoltcp::phy::ChecksumCapabilities;
         use smoltcp::wire::{IpProtocol, Ipv4Packet, Ipv4Repr};
         let mut d = device::lock(&self.dev);
@@ -414,7 +406,7 @@ impl SctpEp {
 
     /// The next deadline: SCTP's timers, setup timers, the engines'.
     pub(super) fn next_deadline(&self, now: Duration) -> Option<Duration> {
-        let mut next = self.ep.poll_timeout().map(duration);
+        let mut next = self.ep.poll_timeout().map(Instant::since_start);
         let mut consider = |d: Option<Duration>| {
             if let Some(d) = d {
                 next = Some(next.map_or(d, |n: Duration| n.min(d)));
@@ -538,7 +530,11 @@ impl Core {
         let now = self.now();
         let overhead = c.ep.association.encapsulation_overhead;
         let mut ep = Endpoint::new(c.ep);
-        let id = match ep.connect(instant(now), engine_addr(c.remote), c.peer_port) {
+        let id = match ep.connect(
+            Instant::from_duration(now),
+            engine_addr(c.remote),
+            c.peer_port,
+        ) {
             Ok(id) => id,
             Err(e) => {
                 qp.flush_early();
@@ -674,7 +670,7 @@ impl Core {
             for o in s.poll_outgoing() {
                 let _ = a.send(o.stream, o.ppid, true, &o.data);
             }
-            a.shutdown(instant(now));
+            a.shutdown(Instant::from_duration(now));
         }
         e.assocs.insert(
             id,
@@ -724,7 +720,7 @@ impl Core {
                 a.abort();
             }
             e.assocs.remove(&id);
-            e.io.flush(&mut e.ep, instant(now));
+            e.io.flush(&mut e.ep, Instant::from_duration(now));
         }
         let mut s = qp.lock();
         if let Some(eng) = s.engine.as_mut() {
@@ -757,7 +753,7 @@ impl Core {
                     super::drain_events(shared, &qp, s.engine.as_mut());
                 }
             }
-            e.io.flush(&mut e.ep, instant(now));
+            e.io.flush(&mut e.ep, Instant::from_duration(now));
         }
         self.remove_sctp(key);
     }
@@ -801,7 +797,7 @@ impl Core {
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
             return;
         };
-        let snow = instant(now);
+        let snow = Instant::from_duration(now);
         e.io.receive(&mut e.ep, snow, RECV_BATCH);
         if e.ep.poll_timeout().is_some_and(|d| d <= snow) {
             e.ep.handle_timeout(snow);
@@ -815,7 +811,7 @@ impl Core {
             .collect();
         // Send first: a closing association's last packet (SHUTDOWN COMPLETE, ABORT) is
         // still in it.
-        e.io.flush(&mut e.ep, instant(now));
+        e.io.flush(&mut e.ep, Instant::from_duration(now));
         for id in &gone {
             if e.ep
                 .association(*id)
@@ -1200,7 +1196,7 @@ fn drive_qp(
         }
         if eng.should_close_transport() && !*shut {
             *shut = true;
-            a.shutdown(instant(now));
+            a.shutdown(Instant::from_duration(now));
         }
     }
     if let Some(reason) = end.or(vanished.then_some(CloseReason::Reset)) {
