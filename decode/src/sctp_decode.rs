@@ -1974,6 +1974,46 @@ mod tests {
         );
         assert!(t.contains("RFC 5043 §10"), "{t}");
         assert_eq!((rep.errors(), rep.warnings()), (1, 1), "{t}");
+        // The same as typed records.
+        let records: Vec<&SctpRecord> = rep.associations[0]
+            .events
+            .iter()
+            .flat_map(|e| &e.lines)
+            .filter_map(|l| match &l.record {
+                Record::Sctp(
+                    r @ (SctpRecord::DdpSegment { .. } | SctpRecord::DdpControl { .. }),
+                ) => Some(r),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            matches!(
+                records[..],
+                [
+                    SctpRecord::DdpSegment {
+                        ddp_ssn: 5,
+                        header: rdmap::Header::Send {
+                            msn: 1,
+                            mo: 0,
+                            last: true,
+                            ..
+                        },
+                        payload_len: 30,
+                    },
+                    SctpRecord::DdpControl {
+                        ddp_ssn: 6,
+                        function: sctp::ddp_adapt::FunctionCode::Accept,
+                        private_data_len: 3,
+                        enhanced: None,
+                    },
+                ]
+            ),
+            "{records:?}"
+        );
+        let f = Record::Sctp(records[0].clone()).fields();
+        assert_eq!(f.get("ddp_ssn"), Some(&crate::Value::Num(5)));
+        assert_eq!(f.get("qn"), Some(&crate::Value::Num(0)));
+        assert_eq!(f.get("opcode_name"), Some(&crate::Value::from("Send")));
     }
 
     /// RFC 9260 §6.9 / §6.6: unordered fragments are joined by TSN run, not by their
