@@ -296,6 +296,8 @@ pub struct FpduRecord {
     pub message: Result<Header, DecodeError>,
     /// ULP payload octets after the headers.
     pub payload_len: usize,
+    /// When the ULPDU is not valid RDMAP but its DDP header parses: that header.
+    pub ddp_header: Option<ddp::Header>,
     /// For a Terminate with reserved control bits set: the low-bit-first reading.
     pub low_bit_first: Option<LowBitFirst>,
 }
@@ -316,6 +318,10 @@ impl FpduRecord {
             nonzero_pad: fpdu.nonzero_pad,
             p2p_rtr,
             payload_len: parsed.as_ref().map_or(0, |m| m.payload.len()),
+            ddp_header: match parsed {
+                Err(_) => ddp::Segment::parse(&fpdu.ulpdu).ok().map(|(h, _)| h),
+                Ok(_) => None,
+            },
             message: parsed.map(|m| m.header),
             low_bit_first,
         }
@@ -565,9 +571,9 @@ fn term_cause_fields(f: &mut Fields, c: TermCause) {
     f.push("term_cause", c.to_string());
 }
 
-/// DDP and RDMAP fields of a header (shared with the DDP over SCTP records).
-pub(crate) fn header_fields(f: &mut Fields, h: &Header, payload_len: usize) {
-    match h.ddp_header() {
+/// DDP fields of a header.
+fn ddp_fields(f: &mut Fields, h: &ddp::Header) {
+    match h {
         ddp::Header::Tagged(t) => {
             f.push("ddp_tagged", true);
             f.push("ddp_last", t.last);
@@ -582,6 +588,11 @@ pub(crate) fn header_fields(f: &mut Fields, h: &Header, payload_len: usize) {
             f.push("mo", u.mo);
         }
     }
+}
+
+/// DDP and RDMAP fields of a header (shared with the DDP over SCTP records).
+pub(crate) fn header_fields(f: &mut Fields, h: &Header, payload_len: usize) {
+    ddp_fields(f, &h.ddp_header());
     let op = h.opcode();
     f.push("opcode", op.code());
     f.push("opcode_name", op.name());
@@ -683,7 +694,18 @@ fn fpdu_fields(f: &mut Fields, r: &FpduRecord) {
     }
     match &r.message {
         Ok(h) => header_fields(f, h, r.payload_len),
-        Err(e) => decode_error_fields(f, e),
+        Err(e) => {
+            if let Some(h) = &r.ddp_header {
+                ddp_fields(f, h);
+                let ctrl = match h {
+                    ddp::Header::Tagged(t) => t.rsvd_ulp,
+                    ddp::Header::Untagged(u) => u.rsvd_ulp[0],
+                };
+                f.push("rdmap_version", ctrl >> 6);
+                f.push("opcode", ctrl & 0x0f);
+            }
+            decode_error_fields(f, e);
+        }
     }
     if let Some(l) = r.low_bit_first {
         f.push("nonconformant", "terminate control reserved bits set");
