@@ -253,6 +253,13 @@ pub enum ChunkInfo {
         initial_tsn: u32,
         /// Addresses announced.
         addresses: Vec<IpAddr>,
+        /// Adaptation Layer Indication (RFC 5061; 1 is DDP, RFC 5043).
+        adaptation: Option<u32>,
+    },
+    /// HEARTBEAT, HEARTBEAT ACK, COOKIE ECHO: the length of the opaque value they carry.
+    Opaque {
+        /// Octets of heartbeat information or cookie.
+        len: usize,
     },
     /// SACK.
     Sack {
@@ -426,15 +433,22 @@ impl SctpRecord {
                         inbound_streams,
                         initial_tsn,
                         addresses,
+                        adaptation,
                     } => {
                         f.push("initiate_tag", *initiate_tag);
                         f.push("a_rwnd", *a_rwnd);
                         f.push("outbound_streams", *outbound_streams);
                         f.push("inbound_streams", *inbound_streams);
                         f.push("initial_tsn", *initial_tsn);
-                        let a: Vec<String> = addresses.iter().map(IpAddr::to_string).collect();
-                        f.push("addresses", a.join(" "));
+                        if !addresses.is_empty() {
+                            let a: Vec<String> = addresses.iter().map(IpAddr::to_string).collect();
+                            f.push("addresses", a.join(" "));
+                        }
+                        if let Some(v) = adaptation {
+                            f.push("adaptation_indication", *v);
+                        }
                     }
+                    ChunkInfo::Opaque { len } => f.push("value_length", *len),
                     ChunkInfo::Sack {
                         cum_tsn_ack,
                         a_rwnd,
@@ -985,7 +999,17 @@ fn describe_chunk(a: &mut Association, dir: Dir, c: &Chunk<'_>) -> SctpRecord {
             inbound_streams: i.inbound_streams,
             initial_tsn: i.initial_tsn,
             addresses: addresses(i),
+            adaptation: i.params.iter().find_map(|p| match p {
+                Param::Unknown { code, value }
+                    if *code == extra_param::ADAPTATION_LAYER_INDICATION =>
+                {
+                    Some(u32::from_be_bytes(value.as_slice().try_into().ok()?))
+                }
+                _ => None,
+            }),
         },
+        Chunk::Heartbeat(v) | Chunk::HeartbeatAck(v) => ChunkInfo::Opaque { len: v.len() },
+        Chunk::CookieEcho(c) => ChunkInfo::Opaque { len: c.len() },
         Chunk::Sack(s) => ChunkInfo::Sack {
             cum_tsn_ack: s.cum_tsn_ack,
             a_rwnd: s.a_rwnd,
@@ -1756,6 +1780,32 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("IPv4 10.99.1.1"), "{t}");
+        // The INIT's record: tag, TSN, addresses and the adaptation indication, typed.
+        let init = &a.events[0].lines[0].record;
+        let Record::Sctp(SctpRecord::Chunk {
+            chunk_type: 1,
+            info:
+                ChunkInfo::Init {
+                    initiate_tag,
+                    initial_tsn,
+                    addresses,
+                    adaptation,
+                    ..
+                },
+            ..
+        }) = init
+        else {
+            panic!("{init:?}")
+        };
+        assert_eq!((*initiate_tag, *initial_tsn), (TAG_A, 100));
+        assert_eq!(addresses, &[IpAddr::from(A1), IpAddr::from(A2)]);
+        assert_eq!(*adaptation, Some(sctp::ddp_adapt::ADAPTATION_DDP));
+        let f = init.fields();
+        assert_eq!(
+            f.get("addresses"),
+            Some(&crate::Value::from("10.99.0.1 10.99.1.1"))
+        );
+        assert_eq!(init.layer(), Layer::Sctp);
     }
 
     /// RFC 9260 §3.3.3.1: an INIT ACK returns unrecognized INIT parameters whole; the decode
