@@ -38,6 +38,14 @@ enum Command {
     /// directions' TSN ranges, DATA chunks and bytes, retransmissions and the paths (address
     /// pairs) used; --counts adds one `sctp 0xNN CHUNK count` line per chunk type.
     ///
+    /// --json prints JSON Lines instead of text: one object per decoded record ("type":
+    /// "record": frame, timestamp in seconds, direction, connection or association, stream
+    /// offset, layer tcp/mpa/ddp/rdmap/sctp, verdict info/warning/error, the text line, and
+    /// the decoded fields such as MPA IRD/ORD, CRC status, DDP STag/TO/QN/MSN/MO, RDMAP opcode,
+    /// Read Request sizes, Terminate layer/type/code, SCTP TSN/stream/SSN/PPID), then one
+    /// summary object per capture ("type": "summary": connections, FPDUs, CRC good/bad,
+    /// errors, warnings, per-opcode and per-chunk-type counts).
+    ///
     /// Exit status: 0 when everything decoded cleanly, 1 when a CRC error or a malformed frame
     /// or packet was found, 2 when a file could not be read.
     Decode {
@@ -53,6 +61,10 @@ enum Command {
         /// Also dump every ULPDU (DDP segment) in hex.
         #[arg(long)]
         hex: bool,
+        /// Print JSON Lines: one object per decoded record (frame, timestamp, direction,
+        /// connection, offset, layer, verdict, text, fields), then a summary object.
+        #[arg(long, conflicts_with_all = ["summary", "counts", "hex"])]
+        json: bool,
         /// Decode only the connection with this number (as numbered in the output).
         #[arg(long, value_name = "N")]
         conn: Option<usize>,
@@ -159,6 +171,7 @@ fn main() -> ExitCode {
             summary,
             counts,
             hex,
+            json,
             conn,
             assoc,
             sctp_udp_port,
@@ -173,6 +186,7 @@ fn main() -> ExitCode {
                 counts,
                 hex,
                 conn,
+                json,
             };
             let mut status = 0u8;
             let stdout = std::io::stdout();

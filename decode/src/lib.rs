@@ -21,28 +21,40 @@
 //! MPA frame or negotiation that breaks the RFCs, data sent before the MPA exchange allows it)
 //! make the decode fail; observations that are legal for a receiver to accept (non-zero pad
 //! octets, a capture that misses bytes or ends inside an FPDU) are reported as warnings.
+//!
+//! Every line of the output is an [`Event`] (or an SCTP [`sctp_decode::Line`]) holding a typed
+//! [`Record`]: the protocol crates' own types (the MPA frame, the DDP/RDMAP header, the
+//! deframing error, ...), its [`Layer`], its verdict ([`EventKind`]) and its named
+//! [`Fields`]. The text printer prints [`Record::describe`]; the JSON Lines printer
+//! ([`json`], `softrnic decode --json`) prints layer, verdict, text and fields.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
 use mpa::{ConnFrame, CrcPolicy, CrcStatus, Deframer, FrameError, FrameKind, RtrSet, RxConfig};
-use rdmap::{Header, Message, Opcode};
+use rdmap::Opcode;
 
 use crate::capture::{CaptureError, Frame};
 use crate::tcp::{Connection, Skipped, Stream};
 
 pub mod capture;
+pub mod json;
+pub mod record;
 pub mod sctp_decode;
 pub mod tcp;
 
-pub use sctp_decode::{SctpOptions, SctpReport};
+use record::describe_rtr;
+pub use record::{
+    Fields, FpduRecord, Layer, LowBitFirst, Record, SetupIssue, Value, describe_header,
+    describe_message,
+};
+pub use sctp_decode::{SctpOptions, SctpRecord, SctpReport};
 
 /// What `decode` prints.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +69,8 @@ pub struct DecodeOptions {
     pub hex: bool,
     /// Only this connection.
     pub conn: Option<usize>,
+    /// JSON Lines instead of text: one object per record, then a summary ([`json`]).
+    pub json: bool,
 }
 
 /// Direction of a byte stream within an MPA connection.
@@ -107,7 +121,8 @@ impl ConnStatus {
     }
 }
 
-/// One line of the per-frame output.
+/// One line of the per-frame output: where it is, and the typed [`Record`] of what was
+/// decoded there.
 #[derive(Debug, Clone)]
 pub struct Event {
     /// Capture frame that completed it.
@@ -118,16 +133,30 @@ pub struct Event {
     pub dir: Dir,
     /// Offset of its first octet in the direction's TCP stream.
     pub offset: u64,
-    /// Text of the line.
+    /// Text of the line ([`Record::describe`]).
     pub text: String,
-    /// Severity.
+    /// Severity: the verdict ([`Record::verdict`]).
     pub kind: EventKind,
     /// The ULPDU, kept for `--hex`.
     pub ulpdu: Option<Vec<u8>>,
+    /// What was decoded.
+    pub record: Record,
 }
 
-/// Severity of an [`Event`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+impl Event {
+    /// The layer the line is about.
+    pub fn layer(&self) -> Layer {
+        self.record.layer()
+    }
+
+    /// The decoded fields.
+    pub fn fields(&self) -> Fields {
+        self.record.fields()
+    }
+}
+
+/// Severity of an [`Event`]: the verdict on a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventKind {
     /// A decoded MPA frame or FPDU.
     Info,
@@ -317,13 +346,7 @@ pub fn decode_connection(conn: &Connection) -> ConnReport {
     decode_mpa(&mut rep, i2r, r2i);
     for (dir, s) in [(Dir::ToResponder, i2r), (Dir::ToInitiator, r2i)] {
         if let Some((at, len)) = s.hole {
-            rep.push(event_at(
-                s,
-                dir,
-                at,
-                EventKind::Warning,
-                format!("capture misses {len} octets at stream offset {at}; decoding of this direction stops there"),
-            ));
+            rep.push(event_at(s, dir, at, Record::CaptureGap { offset: at, len }));
         }
     }
     rep.events
@@ -331,7 +354,7 @@ pub fn decode_connection(conn: &Connection) -> ConnReport {
     rep
 }
 
-fn event_at(s: &Stream, dir: Dir, offset: u64, kind: EventKind, text: String) -> Event {
+fn event_at(s: &Stream, dir: Dir, offset: u64, record: Record) -> Event {
     // Attribute to the frame carrying the octet before `offset` when `offset` is the end.
     let o = s
         .origin_of(offset)
@@ -341,9 +364,10 @@ fn event_at(s: &Stream, dir: Dir, offset: u64, kind: EventKind, text: String) ->
         timestamp: o.map_or(Duration::ZERO, |o| o.timestamp),
         dir,
         offset,
-        text,
-        kind,
+        text: record.describe(),
+        kind: record.verdict(),
         ulpdu: None,
+        record,
     }
 }
 
@@ -352,12 +376,12 @@ fn parse_frame(
     rep: &mut ConnReport,
     s: &Stream,
     dir: Dir,
-    what: &str,
+    expected: FrameKind,
 ) -> Option<(ConnFrame, usize)> {
     match ConnFrame::parse(&s.data) {
         Ok((f, used)) => {
             // Attributed to the frame carrying its last octet, listed at its first.
-            let mut ev = event_at(s, dir, used as u64 - 1, EventKind::Info, describe_frame(&f));
+            let mut ev = event_at(s, dir, used as u64 - 1, Record::MpaFrame(f.clone()));
             ev.offset = 0;
             rep.push(ev);
             Some((f, used))
@@ -367,21 +391,20 @@ fn parse_frame(
                 s,
                 dir,
                 s.data.len() as u64,
-                EventKind::Warning,
-                format!(
-                    "{what} incomplete: the capture holds {} octets, {needed} more needed",
-                    s.data.len()
-                ),
+                Record::MpaIncomplete {
+                    expected,
+                    have: s.data.len(),
+                    needed,
+                },
             ));
             None
         }
-        Err(e) => {
+        Err(error) => {
             rep.push(event_at(
                 s,
                 dir,
                 0,
-                EventKind::Error,
-                format!("malformed {what}: {e}"),
+                Record::MpaMalformed { expected, error },
             ));
             None
         }
@@ -390,7 +413,8 @@ fn parse_frame(
 
 fn decode_mpa(rep: &mut ConnReport, i2r: &Stream, r2i: &Stream) {
     rep.status = ConnStatus::SetupFailed;
-    let Some((request, req_len)) = parse_frame(rep, i2r, Dir::ToResponder, "MPA Request") else {
+    let Some((request, req_len)) = parse_frame(rep, i2r, Dir::ToResponder, FrameKind::Request)
+    else {
         if rep.errors == 0 {
             rep.status = ConnStatus::RequestOnly;
         }
@@ -405,16 +429,14 @@ fn decode_mpa(rep: &mut ConnReport, i2r: &Stream, r2i: &Stream) {
                 i2r,
                 Dir::ToResponder,
                 req_len as u64,
-                EventKind::Error,
-                format!(
-                    "initiator sent {} octets after its MPA Request without an MPA Reply (RFC 5044 §7.1.2)",
-                    i2r.data.len() - req_len
-                ),
+                Record::MpaSetup(SetupIssue::DataBeforeReply {
+                    octets: i2r.data.len() - req_len,
+                }),
             ));
         }
         return;
     }
-    let Some((reply, rep_len)) = parse_frame(rep, r2i, Dir::ToInitiator, "MPA Reply") else {
+    let Some((reply, rep_len)) = parse_frame(rep, r2i, Dir::ToInitiator, FrameKind::Reply) else {
         return;
     };
     rep.reply = Some(reply.clone());
@@ -423,8 +445,7 @@ fn decode_mpa(rep: &mut ConnReport, i2r: &Stream, r2i: &Stream) {
             r2i,
             Dir::ToInitiator,
             0,
-            EventKind::Error,
-            "responder answered with an MPA Request key instead of \"MPA ID Rep Frame\"".into(),
+            Record::MpaSetup(SetupIssue::ReplyWithRequestKey),
         ));
         return;
     }
@@ -442,11 +463,9 @@ fn decode_mpa(rep: &mut ConnReport, i2r: &Stream, r2i: &Stream) {
                         s,
                         dir,
                         len as u64,
-                        EventKind::Error,
-                        format!(
-                            "{} octets follow a rejected MPA exchange",
-                            s.data.len() - len
-                        ),
+                        Record::MpaSetup(SetupIssue::DataAfterReject {
+                            octets: s.data.len() - len,
+                        }),
                     ));
                 }
             }
@@ -457,8 +476,7 @@ fn decode_mpa(rep: &mut ConnReport, i2r: &Stream, r2i: &Stream) {
                 r2i,
                 Dir::ToInitiator,
                 0,
-                EventKind::Error,
-                format!("MPA Reply breaks negotiation: {e}"),
+                Record::MpaSetup(SetupIssue::Negotiation(e)),
             ));
             return;
         }
@@ -470,11 +488,10 @@ fn decode_mpa(rep: &mut ConnReport, i2r: &Stream, r2i: &Stream) {
             r2i,
             Dir::ToInitiator,
             0,
-            EventKind::Warning,
-            format!(
-                "responder ORD {} exceeds initiator IRD {}: the initiator must raise its IRD or close (RFC 6581)",
-                rpl.ord, req.ird
-            ),
+            Record::MpaSetup(SetupIssue::OrdExceedsIrd {
+                ord: rpl.ord,
+                ird: req.ird,
+            }),
         ));
     }
     rep.status = ConnStatus::Established;
@@ -531,65 +548,19 @@ fn decode_fpdus(rep: &mut ConnReport, s: &Stream, dir: Dir, start: usize, sessio
                 rep.fpdus[dir_idx] += 1;
                 let offset = base + fpdu.stream_offset;
                 let last = offset + fpdu.wire_len as u64 - 1;
-                let crc = match fpdu.crc {
-                    CrcStatus::Good => {
-                        rep.crc_good += 1;
-                        "crc ok"
-                    }
-                    CrcStatus::NotNegotiated { .. } => "no crc",
-                };
+                if fpdu.crc == CrcStatus::Good {
+                    rep.crc_good += 1;
+                }
                 if fpdu.nonzero_pad {
                     nonzero_pad += 1;
                 }
                 let rtr = first && dir == Dir::ToResponder && session.p2p;
                 first = false;
-                let (kind, text) = match Message::parse(&fpdu.ulpdu) {
-                    Ok(msg) => {
-                        *rep.counts.entry(msg.opcode()).or_insert(0) += 1;
-                        let mut t = describe_message(&msg);
-                        if rtr {
-                            t.push_str("  [P2P RTR]");
-                        }
-                        match low_bit_first_terminate(&msg, &fpdu.ulpdu) {
-                            Some(note) => {
-                                let _ = write!(t, "  {note}");
-                                (EventKind::Warning, t)
-                            }
-                            None => (EventKind::Info, t),
-                        }
-                    }
-                    Err(e) => {
-                        let c = e.term_cause();
-                        (
-                            EventKind::Error,
-                            format!(
-                                "invalid DDP/RDMAP segment ({} octets): {e} — Terminate {}",
-                                fpdu.ulpdu.len(),
-                                c
-                            ),
-                        )
-                    }
-                };
-                let mut ev = event_at(
-                    s,
-                    dir,
-                    last,
-                    kind,
-                    format!(
-                        "{text}  [fpdu {} B{}, {crc}{}]",
-                        fpdu.wire_len,
-                        if fpdu.markers > 0 {
-                            format!(", {} marker(s)", fpdu.markers)
-                        } else {
-                            String::new()
-                        },
-                        if fpdu.nonzero_pad {
-                            ", pad not zero"
-                        } else {
-                            ""
-                        }
-                    ),
-                );
+                let record = FpduRecord::new(&fpdu, rtr);
+                if let Ok(h) = &record.message {
+                    *rep.counts.entry(h.opcode()).or_insert(0) += 1;
+                }
+                let mut ev = event_at(s, dir, last, Record::Fpdu(record));
                 ev.offset = offset;
                 ev.ulpdu = Some(fpdu.ulpdu);
                 rep.push(ev);
@@ -600,13 +571,7 @@ fn decode_fpdus(rep: &mut ConnReport, s: &Stream, dir: Dir, start: usize, sessio
                     rep.fpdus[dir_idx] += 1;
                 }
                 let offset = base + e.offset();
-                let mut ev = event_at(
-                    s,
-                    dir,
-                    offset,
-                    EventKind::Error,
-                    format!("{e} (Terminate: LLP/MPA {})", e.llp_error()),
-                );
+                let mut ev = event_at(s, dir, offset, Record::Deframe(e));
                 ev.offset = offset;
                 rep.push(ev);
             }
@@ -618,188 +583,13 @@ fn decode_fpdus(rep: &mut ConnReport, s: &Stream, dir: Dir, start: usize, sessio
             s,
             dir,
             end,
-            EventKind::Warning,
-            format!(
-                "{nonzero_pad} FPDU(s) carry non-zero pad octets (a sender must zero them, a receiver ignores them: RFC 5044 §4.2)"
-            ),
+            Record::NonzeroPad { fpdus: nonzero_pad },
         ));
     }
     if deframer.in_progress() && !deframer.is_failed() {
         let end = s.data.len() as u64;
-        let text = format!(
-            "stream ends inside an FPDU ({} octets not decoded)",
-            deframer.ready_len().max(1)
-        );
-        rep.push(event_at(s, dir, end, EventKind::Warning, text));
-    }
-}
-
-fn describe_frame(f: &ConnFrame) -> String {
-    let mut t = format!(
-        "MPA {}  rev {}  M{} C{} R{} H{}",
-        match f.kind {
-            FrameKind::Request => "Request",
-            FrameKind::Reply => "Reply  ",
-        },
-        f.revision,
-        u8::from(f.markers),
-        u8::from(f.crc),
-        u8::from(f.reject),
-        u8::from(f.enhanced_flag)
-    );
-    if let Some(e) = f.enhanced {
-        let _ = write!(
-            t,
-            "  IRD {} ORD {}  P2P {}  RTR {}",
-            e.ird,
-            e.ord,
-            u8::from(e.p2p),
-            describe_rtr(&e.rtr)
-        );
-    }
-    let _ = write!(t, "  private data {} B", f.private_data.len());
-    t
-}
-
-fn describe_rtr(set: &RtrSet) -> String {
-    let names: Vec<&str> = [(set.write, "write"), (set.read, "read"), (set.send, "send")]
-        .iter()
-        .filter(|(on, _)| *on)
-        .map(|(_, n)| *n)
-        .collect();
-    if names.is_empty() {
-        "-".into()
-    } else {
-        names.join("+")
-    }
-}
-
-/// For a Terminate whose control word has reserved bits set the way a low-bit-first
-/// bitfield layout sets them (RFC 5040 §4.8 reserves them), what that layout means.
-fn low_bit_first_terminate(m: &Message<'_>, ulpdu: &[u8]) -> Option<String> {
-    if !matches!(m.header, Header::Terminate { .. }) {
-        return None;
-    }
-    let ctrl = ulpdu.get(ddp::UNTAGGED_HEADER_LEN..)?.first_chunk::<4>()?;
-    let (cause, md, dd, rd) = rdmap::low_bit_first_reading(*ctrl)?;
-    Some(format!(
-        "[nonconformant Terminate Control {:02x} {:02x} {:02x} {:02x}: reserved bits set; \
-         read with Layer/EType and M/D/R laid out from the low bits it is {cause} M{} D{} R{}]",
-        ctrl[0],
-        ctrl[1],
-        ctrl[2],
-        ctrl[3],
-        u8::from(md),
-        u8::from(dd),
-        u8::from(rd)
-    ))
-}
-
-fn last_flag(last: bool) -> &'static str {
-    if last { " L" } else { "" }
-}
-
-/// One-line description of a decoded DDP/RDMAP message.
-pub fn describe_message(m: &Message<'_>) -> String {
-    let len = m.payload.len();
-    match &m.header {
-        Header::RdmaWrite { last, stag, to } => format!(
-            "RDMA Write          STag {stag:#010x} TO {to:#x} len {len}{}",
-            last_flag(*last)
-        ),
-        Header::ReadResponse { last, stag, to } => format!(
-            "RDMA Read Response  STag {stag:#010x} TO {to:#x} len {len}{}",
-            last_flag(*last)
-        ),
-        Header::ReadRequest { msn, request: r } => format!(
-            "RDMA Read Request   MSN {msn} sink {:#010x}@{:#x} size {} source {:#010x}@{:#x}",
-            r.sink_stag, r.sink_to, r.size, r.source_stag, r.source_to
-        ),
-        Header::Send {
-            solicited_event: _,
-            invalidate_stag,
-            last,
-            msn,
-            mo,
-        } => {
-            let mut t = format!(
-                "{:<19} MSN {msn} MO {mo} len {len}{}",
-                m.opcode().to_string(),
-                last_flag(*last)
-            );
-            if let Some(s) = invalidate_stag {
-                let _ = write!(t, " invalidate STag {s:#010x}");
-            }
-            t
-        }
-        Header::Terminate { msn, terminate } => {
-            let mut t = format!(
-                "Terminate           MSN {msn} {}  hdrct M{} D{} R{}",
-                terminate.cause,
-                u8::from(terminate.m),
-                u8::from(terminate.d),
-                u8::from(terminate.r)
-            );
-            if terminate.m || terminate.d {
-                let _ = write!(t, " segment length {}", terminate.ddp_segment_length);
-            }
-            if let Some(h) = &terminate.ddp_header {
-                match h.parse() {
-                    Ok(ddp::Header::Tagged(th)) => {
-                        let _ = write!(
-                            t,
-                            "  copied DDP: tagged STag {:#010x} TO {:#x}",
-                            th.stag, th.to
-                        );
-                    }
-                    Ok(ddp::Header::Untagged(u)) => {
-                        let _ = write!(
-                            t,
-                            "  copied DDP: untagged QN {} MSN {} MO {}",
-                            u.qn, u.msn, u.mo
-                        );
-                    }
-                    Err(_) => {
-                        let _ = write!(t, "  copied DDP header unparsable");
-                    }
-                }
-                if let Some(op) = h.opcode() {
-                    let _ = write!(t, " ({op})");
-                }
-            }
-            if let Some(r) = &terminate.rdma_header {
-                let _ = write!(
-                    t,
-                    "  copied Read Request: sink {:#010x}@{:#x} size {} source {:#010x}@{:#x}",
-                    r.sink_stag, r.sink_to, r.size, r.source_stag, r.source_to
-                );
-            }
-            t
-        }
-        Header::ImmediateData {
-            solicited_event: _,
-            msn,
-            data,
-        } => format!(
-            "{:<19} MSN {msn} data {:#018x}",
-            m.opcode().to_string(),
-            u64::from_be_bytes(*data)
-        ),
-        Header::AtomicRequest { msn, request: r } => format!(
-            "Atomic Request      MSN {msn} {:?} id {} STag {:#010x} TO {:#x} add/swap {:#x} mask {:#x} compare {:#x} mask {:#x}",
-            r.op,
-            r.request_id,
-            r.stag,
-            r.to,
-            r.add_swap_data,
-            r.add_swap_mask,
-            r.compare_data,
-            r.compare_mask
-        ),
-        Header::AtomicResponse { msn, response: r } => format!(
-            "Atomic Response     MSN {msn} id {} original {:#x}",
-            r.request_id, r.original_value
-        ),
+        let octets = deframer.ready_len().max(1);
+        rep.push(event_at(s, dir, end, Record::EndsInsideFpdu { octets }));
     }
 }
 
@@ -859,6 +649,9 @@ pub fn print_report_with(
     sctp_opts: &SctpOptions,
     out: &mut dyn Write,
 ) -> io::Result<()> {
+    if opts.json {
+        return json::print_report(name, report, opts, sctp_opts, out);
+    }
     if opts.counts {
         for (op, n) in report.counts() {
             let label = op.to_string().replace(' ', "-");

@@ -34,6 +34,7 @@ use sctp::wire::{
 };
 
 use super::{Dir, EventKind};
+use crate::record::{self, Fields, Layer, Record, variant_name};
 
 /// PPID of `softrnic sctp-perf`'s control messages ("SPRF").
 pub const PPID_SCTP_PERF_CONTROL: u32 = 0x5350_5246;
@@ -127,7 +128,386 @@ pub struct PacketEvent {
     /// Verification tag.
     pub vtag: u32,
     /// One line per chunk (or the error).
-    pub lines: Vec<(EventKind, String)>,
+    pub lines: Vec<Line>,
+}
+
+/// One line of a packet's output.
+#[derive(Debug, Clone)]
+pub struct Line {
+    /// Severity: the verdict ([`Record::verdict`]).
+    pub kind: EventKind,
+    /// Text ([`Record::describe`]).
+    pub text: String,
+    /// What was decoded ([`Record::Sctp`]).
+    pub record: Record,
+}
+
+impl Line {
+    /// The line of a record.
+    pub fn new(r: SctpRecord) -> Line {
+        let record = Record::Sctp(r);
+        Line {
+            kind: record.verdict(),
+            text: record.describe(),
+            record,
+        }
+    }
+}
+
+/// What one line of the SCTP decode is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SctpRecord {
+    /// A frame cut short by the capture's snap length: not decoded.
+    Truncated {
+        /// Octets captured.
+        captured: usize,
+        /// Octets on the wire.
+        original: u32,
+    },
+    /// The CRC32c does not match (RFC 9260 §6.8).
+    BadChecksum(sctp::wire::WireError),
+    /// The packet or a chunk does not parse.
+    Malformed(sctp::wire::WireError),
+    /// An INIT with a non-zero verification tag (RFC 9260 §8.5.1).
+    InitTagNotZero {
+        /// The tag.
+        vtag: u32,
+    },
+    /// One chunk.
+    Chunk {
+        /// Chunk type.
+        chunk_type: u8,
+        /// What the chunk holds.
+        info: ChunkInfo,
+        /// The text of the line.
+        text: String,
+    },
+    /// A packet without chunks.
+    NoChunks,
+    /// A DDP over SCTP message sent ordered (RFC 5043 §10).
+    DdpOrdered,
+    /// A DDP Segment (PPID 16): DDP-SSN and the DDP/RDMAP header.
+    DdpSegment {
+        /// DDP-SSN.
+        ddp_ssn: u16,
+        /// DDP/RDMAP header.
+        header: rdmap::Header,
+        /// Payload octets after the headers.
+        payload_len: usize,
+    },
+    /// A DDP Segment that is not valid DDP/RDMAP.
+    DdpInvalid {
+        /// DDP-SSN.
+        ddp_ssn: u16,
+        /// Segment length.
+        len: usize,
+        /// Why.
+        error: rdmap::DecodeError,
+    },
+    /// A DDP Stream Session Control message (PPID 17, RFC 5043 §5.2.3).
+    DdpControl {
+        /// DDP-SSN.
+        ddp_ssn: u16,
+        /// Function code.
+        function: sctp::ddp_adapt::FunctionCode,
+        /// Private data length.
+        private_data_len: usize,
+        /// RFC 6581 §7 IRD/ORD of an enhanced function.
+        enhanced: Option<mpa::EnhancedData>,
+    },
+    /// A DDP over SCTP message that is invalid.
+    Adapt(sctp::ddp_adapt::AdaptError),
+}
+
+/// The typed content of a chunk line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChunkInfo {
+    /// DATA.
+    Data {
+        /// TSN.
+        tsn: u32,
+        /// Stream identifier.
+        stream: u16,
+        /// Stream sequence number.
+        ssn: u16,
+        /// Payload protocol identifier.
+        ppid: u32,
+        /// User data length.
+        len: usize,
+        /// Flags (I U B E).
+        flags: u8,
+        /// TSN seen before.
+        retransmission: bool,
+    },
+    /// INIT or INIT ACK.
+    Init {
+        /// Initiate tag.
+        initiate_tag: u32,
+        /// Advertised receiver window.
+        a_rwnd: u32,
+        /// Outbound streams.
+        outbound_streams: u16,
+        /// Inbound streams.
+        inbound_streams: u16,
+        /// Initial TSN.
+        initial_tsn: u32,
+        /// Addresses announced.
+        addresses: Vec<IpAddr>,
+        /// Adaptation Layer Indication (RFC 5061; 1 is DDP, RFC 5043).
+        adaptation: Option<u32>,
+    },
+    /// HEARTBEAT, HEARTBEAT ACK, COOKIE ECHO: the length of the opaque value they carry.
+    Opaque {
+        /// Octets of heartbeat information or cookie.
+        len: usize,
+    },
+    /// SACK.
+    Sack {
+        /// Cumulative TSN ack.
+        cum_tsn_ack: u32,
+        /// Advertised receiver window.
+        a_rwnd: u32,
+        /// Gap ack blocks.
+        gaps: usize,
+        /// Duplicate TSNs.
+        dups: usize,
+    },
+    /// SHUTDOWN.
+    Shutdown {
+        /// Cumulative TSN ack.
+        cum_tsn_ack: u32,
+    },
+    /// ABORT, ERROR: the causes' names.
+    Causes {
+        /// T bit (ABORT).
+        t_bit: bool,
+        /// Cause names.
+        causes: Vec<String>,
+    },
+    /// Any other chunk.
+    Other,
+}
+
+impl SctpRecord {
+    /// The layer of the line.
+    pub fn layer(&self) -> Layer {
+        match self {
+            SctpRecord::DdpSegment { .. } => Layer::Rdmap,
+            SctpRecord::DdpInvalid { error, .. } => match error {
+                rdmap::DecodeError::Ddp(_) => Layer::Ddp,
+                _ => Layer::Rdmap,
+            },
+            SctpRecord::DdpOrdered | SctpRecord::DdpControl { .. } | SctpRecord::Adapt(_) => {
+                Layer::Ddp
+            }
+            _ => Layer::Sctp,
+        }
+    }
+
+    /// The verdict on the line.
+    pub fn verdict(&self) -> EventKind {
+        match self {
+            SctpRecord::Chunk { .. }
+            | SctpRecord::DdpSegment { .. }
+            | SctpRecord::DdpControl { .. } => EventKind::Info,
+            SctpRecord::Truncated { .. } | SctpRecord::NoChunks | SctpRecord::DdpOrdered => {
+                EventKind::Warning
+            }
+            SctpRecord::BadChecksum(_)
+            | SctpRecord::Malformed(_)
+            | SctpRecord::InitTagNotZero { .. }
+            | SctpRecord::DdpInvalid { .. }
+            | SctpRecord::Adapt(_) => EventKind::Error,
+        }
+    }
+
+    /// The text of the line.
+    pub fn describe(&self) -> String {
+        match self {
+            SctpRecord::Truncated { captured, original } => {
+                format!("frame cut to {captured} of {original} bytes by the capture: not decoded")
+            }
+            SctpRecord::BadChecksum(e) => format!("{e} (RFC 9260 §6.8)"),
+            SctpRecord::Malformed(e) => format!("malformed packet: {e}"),
+            SctpRecord::InitTagNotZero { vtag } => {
+                format!("INIT with verification tag {vtag:#010x}; RFC 9260 §8.5.1 requires 0")
+            }
+            SctpRecord::Chunk { text, .. } => text.clone(),
+            SctpRecord::NoChunks => "packet without chunks".into(),
+            SctpRecord::DdpOrdered => format!(
+                "  DDP over SCTP message sent ordered: {}",
+                sctp::ddp_adapt::AdaptError::Ordered
+            ),
+            SctpRecord::DdpSegment {
+                ddp_ssn,
+                header,
+                payload_len,
+            } => format!(
+                "  DDP-SSN {ddp_ssn} DDP/RDMAP {}",
+                record::describe_header(header, *payload_len)
+            ),
+            SctpRecord::DdpInvalid {
+                ddp_ssn,
+                len,
+                error,
+            } => format!(
+                "  DDP-SSN {ddp_ssn}: DDP segment of {len} bytes is not valid DDP/RDMAP: {error}"
+            ),
+            SctpRecord::DdpControl {
+                ddp_ssn,
+                function,
+                private_data_len,
+                enhanced,
+            } => {
+                let irdord = match enhanced {
+                    Some(e) => format!(
+                        " (IRD {} ORD {}, then {} bytes of ULP data)",
+                        e.ird,
+                        e.ord,
+                        private_data_len - 4
+                    ),
+                    None => String::new(),
+                };
+                format!(
+                    "  DDP-SSN {ddp_ssn} DDP Stream {function} private data {private_data_len} bytes{irdord}"
+                )
+            }
+            SctpRecord::Adapt(e) => format!("  {e}"),
+        }
+    }
+
+    /// Adds the line's fields.
+    pub fn fields(&self, f: &mut Fields) {
+        match self {
+            SctpRecord::Truncated { captured, original } => {
+                f.push("captured", *captured);
+                f.push("original", *original);
+            }
+            SctpRecord::BadChecksum(e) => {
+                f.push("error", variant_name(e));
+                if let sctp::wire::WireError::BadChecksum { carried, computed } = e {
+                    f.push("crc_field", *carried);
+                    f.push("crc_computed", *computed);
+                }
+                f.push("rfc", "RFC 9260 §6.8");
+            }
+            SctpRecord::Malformed(e) => f.push("error", variant_name(e)),
+            SctpRecord::InitTagNotZero { vtag } => {
+                f.push("error", "InitTagNotZero");
+                f.push("vtag", *vtag);
+                f.push("rfc", "RFC 9260 §8.5.1");
+            }
+            SctpRecord::Chunk {
+                chunk_type, info, ..
+            } => {
+                f.push("chunk_type", *chunk_type);
+                f.push("chunk_name", chunk_name(*chunk_type));
+                match info {
+                    ChunkInfo::Data {
+                        tsn,
+                        stream,
+                        ssn,
+                        ppid,
+                        len,
+                        flags,
+                        retransmission,
+                    } => {
+                        f.push("tsn", *tsn);
+                        f.push("stream", *stream);
+                        f.push("ssn", *ssn);
+                        f.push("ppid", *ppid);
+                        if let Some(n) = ppid_name(*ppid) {
+                            f.push("ppid_name", n);
+                        }
+                        f.push("length", *len);
+                        f.push("flags", *flags);
+                        f.push("unordered", flags & 0x04 != 0);
+                        f.push("beginning", flags & 0x02 != 0);
+                        f.push("end", flags & 0x01 != 0);
+                        f.push("retransmission", *retransmission);
+                    }
+                    ChunkInfo::Init {
+                        initiate_tag,
+                        a_rwnd,
+                        outbound_streams,
+                        inbound_streams,
+                        initial_tsn,
+                        addresses,
+                        adaptation,
+                    } => {
+                        f.push("initiate_tag", *initiate_tag);
+                        f.push("a_rwnd", *a_rwnd);
+                        f.push("outbound_streams", *outbound_streams);
+                        f.push("inbound_streams", *inbound_streams);
+                        f.push("initial_tsn", *initial_tsn);
+                        if !addresses.is_empty() {
+                            let a: Vec<String> = addresses.iter().map(IpAddr::to_string).collect();
+                            f.push("addresses", a.join(" "));
+                        }
+                        if let Some(v) = adaptation {
+                            f.push("adaptation_indication", *v);
+                        }
+                    }
+                    ChunkInfo::Opaque { len } => f.push("value_length", *len),
+                    ChunkInfo::Sack {
+                        cum_tsn_ack,
+                        a_rwnd,
+                        gaps,
+                        dups,
+                    } => {
+                        f.push("cum_tsn_ack", *cum_tsn_ack);
+                        f.push("a_rwnd", *a_rwnd);
+                        f.push("gap_blocks", *gaps);
+                        f.push("dup_tsns", *dups);
+                    }
+                    ChunkInfo::Shutdown { cum_tsn_ack } => f.push("cum_tsn_ack", *cum_tsn_ack),
+                    ChunkInfo::Causes { t_bit, causes } => {
+                        f.push("t_bit", *t_bit);
+                        f.push("causes", causes.join("; "));
+                    }
+                    ChunkInfo::Other => {}
+                }
+            }
+            SctpRecord::NoChunks => {}
+            SctpRecord::DdpOrdered => {
+                f.push("error", "Ordered");
+                f.push("rfc", "RFC 5043 §10");
+            }
+            SctpRecord::DdpSegment {
+                ddp_ssn,
+                header,
+                payload_len,
+            } => {
+                f.push("ddp_ssn", *ddp_ssn);
+                record::header_fields(f, header, *payload_len);
+            }
+            SctpRecord::DdpInvalid {
+                ddp_ssn,
+                len,
+                error,
+            } => {
+                f.push("ddp_ssn", *ddp_ssn);
+                f.push("segment_length", *len);
+                record::decode_error_fields(f, error);
+            }
+            SctpRecord::DdpControl {
+                ddp_ssn,
+                function,
+                private_data_len,
+                enhanced,
+            } => {
+                f.push("ddp_ssn", *ddp_ssn);
+                f.push("function_code", function.code());
+                f.push("function", function.to_string());
+                f.push("private_data_length", *private_data_len);
+                if let Some(e) = enhanced {
+                    f.push("ird", e.ird);
+                    f.push("ord", e.ord);
+                }
+            }
+            SctpRecord::Adapt(e) => f.push("error", variant_name(e)),
+        }
+    }
 }
 
 /// Per-direction statistics of an association.
@@ -510,37 +890,25 @@ fn decode_packet(
         pkt.verify_checksum().map_err(Some)
     };
     match (crc, parsed) {
-        (Err(None), _) => ev.lines.push((
-            EventKind::Warning,
-            format!(
-                "frame cut to {} of {} bytes by the capture: not decoded",
-                f.data.len(),
-                f.orig_len
-            ),
-        )),
-        (Err(Some(e)), _) => ev
-            .lines
-            .push((EventKind::Error, format!("{e} (RFC 9260 §6.8)"))),
-        (Ok(()), Err(e)) => ev
-            .lines
-            .push((EventKind::Error, format!("malformed packet: {e}"))),
+        (Err(None), _) => ev.lines.push(Line::new(SctpRecord::Truncated {
+            captured: f.data.len(),
+            original: f.orig_len,
+        })),
+        (Err(Some(e)), _) => ev.lines.push(Line::new(SctpRecord::BadChecksum(e))),
+        (Ok(()), Err(e)) => ev.lines.push(Line::new(SctpRecord::Malformed(e))),
         (Ok(()), Ok(p)) => {
             note_path(a, dir, src, dst, f.number, &p.chunks);
             if matches!(p.chunks.first(), Some(Chunk::Init(_))) && hdr.verification_tag != 0 {
-                ev.lines.push((
-                    EventKind::Error,
-                    format!(
-                        "INIT with verification tag {:#010x}; RFC 9260 §8.5.1 requires 0",
-                        hdr.verification_tag
-                    ),
-                ));
+                ev.lines.push(Line::new(SctpRecord::InitTagNotZero {
+                    vtag: hdr.verification_tag,
+                }));
             }
             for c in &p.chunks {
                 let is_retransmission =
                     matches!(c, Chunk::Data(d) if a.dirs[di(dir)].seen.contains(&d.tsn));
                 *a.chunk_counts.entry(c.chunk_type()).or_insert(0) += 1;
                 let line = describe_chunk(a, dir, c);
-                ev.lines.push((EventKind::Info, line));
+                ev.lines.push(Line::new(line));
                 if let Chunk::Data(d) = c
                     && !is_retransmission
                 {
@@ -548,13 +916,12 @@ fn decode_packet(
                 }
             }
             if p.chunks.is_empty() {
-                ev.lines
-                    .push((EventKind::Warning, "packet without chunks".into()));
+                ev.lines.push(Line::new(SctpRecord::NoChunks));
             }
         }
     }
-    for (k, _) in &ev.lines {
-        match k {
+    for l in &ev.lines {
+        match l.kind {
             EventKind::Error => a.errors += 1,
             EventKind::Warning => a.warnings += 1,
             EventKind::Info => {}
@@ -613,7 +980,63 @@ fn serial_gt(a: u32, b: u32) -> bool {
     a != b && a.wrapping_sub(b) < 1 << 31
 }
 
-fn describe_chunk(a: &mut Association, dir: Dir, c: &Chunk<'_>) -> String {
+fn describe_chunk(a: &mut Association, dir: Dir, c: &Chunk<'_>) -> SctpRecord {
+    let retransmission = matches!(c, Chunk::Data(d) if a.dirs[di(dir)].seen.contains(&d.tsn));
+    let info = match c {
+        Chunk::Data(d) => ChunkInfo::Data {
+            tsn: d.tsn,
+            stream: d.stream,
+            ssn: d.ssn,
+            ppid: d.ppid,
+            len: d.data.len(),
+            flags: d.flags,
+            retransmission,
+        },
+        Chunk::Init(i) | Chunk::InitAck(i) => ChunkInfo::Init {
+            initiate_tag: i.initiate_tag,
+            a_rwnd: i.a_rwnd,
+            outbound_streams: i.outbound_streams,
+            inbound_streams: i.inbound_streams,
+            initial_tsn: i.initial_tsn,
+            addresses: addresses(i),
+            adaptation: i.params.iter().find_map(|p| match p {
+                Param::Unknown { code, value }
+                    if *code == extra_param::ADAPTATION_LAYER_INDICATION =>
+                {
+                    Some(u32::from_be_bytes(value.as_slice().try_into().ok()?))
+                }
+                _ => None,
+            }),
+        },
+        Chunk::Heartbeat(v) | Chunk::HeartbeatAck(v) => ChunkInfo::Opaque { len: v.len() },
+        Chunk::CookieEcho(c) => ChunkInfo::Opaque { len: c.len() },
+        Chunk::Sack(s) => ChunkInfo::Sack {
+            cum_tsn_ack: s.cum_tsn_ack,
+            a_rwnd: s.a_rwnd,
+            gaps: s.gaps.len(),
+            dups: s.dup_tsns.len(),
+        },
+        Chunk::Shutdown { cum_tsn_ack } => ChunkInfo::Shutdown {
+            cum_tsn_ack: *cum_tsn_ack,
+        },
+        Chunk::Abort { t_bit, causes } => ChunkInfo::Causes {
+            t_bit: *t_bit,
+            causes: causes.iter().map(describe_cause).collect(),
+        },
+        Chunk::Error(causes) => ChunkInfo::Causes {
+            t_bit: false,
+            causes: causes.iter().map(describe_cause).collect(),
+        },
+        _ => ChunkInfo::Other,
+    };
+    SctpRecord::Chunk {
+        chunk_type: c.chunk_type(),
+        info,
+        text: chunk_text(a, dir, c),
+    }
+}
+
+fn chunk_text(a: &mut Association, dir: Dir, c: &Chunk<'_>) -> String {
     let st = &mut a.dirs[di(dir)];
     match c {
         Chunk::Data(d) => {
@@ -908,71 +1331,44 @@ fn describe_causes(causes: &[ErrorCause]) -> String {
 /// complete one with the RFC 5043 adaptation layer ([`sctp::ddp_adapt::parse`]): a DDP
 /// Segment Chunk (DDP-SSN, then the DDP segment, shown as DDP + RDMAP) or a DDP Stream
 /// Session Control message.
-fn reassemble(a: &mut Association, dir: Dir, d: &DataChunk<'_>) -> Vec<(EventKind, String)> {
+fn reassemble(a: &mut Association, dir: Dir, d: &DataChunk<'_>) -> Vec<Line> {
     if d.ppid != PPID_DDP_SEGMENT && d.ppid != PPID_DDP_SESSION_CONTROL {
         return Vec::new();
     }
     let mut out = Vec::new();
     if !d.unordered() && d.beginning() {
-        out.push((
-            EventKind::Warning,
-            format!(
-                "  DDP over SCTP message sent ordered: {}",
-                sctp::ddp_adapt::AdaptError::Ordered
-            ),
-        ));
+        out.push(Line::new(SctpRecord::DdpOrdered));
     }
     if let Some(whole) = collect(a, dir, d) {
-        out.push(describe_ddp(d.ppid, &whole));
+        out.push(Line::new(describe_ddp(d.ppid, &whole)));
     }
     out
 }
 
-fn describe_ddp(ppid: u32, whole: &[u8]) -> (EventKind, String) {
+fn describe_ddp(ppid: u32, whole: &[u8]) -> SctpRecord {
     use sctp::ddp_adapt::{DdpSctpMessage, parse};
     match parse(ppid, whole) {
         Ok(DdpSctpMessage::Segment(seg)) => match seg.rdmap() {
-            Ok(m) => (
-                EventKind::Info,
-                format!(
-                    "  DDP-SSN {} DDP/RDMAP {}",
-                    seg.ddp_ssn,
-                    super::describe_message(&m)
-                ),
-            ),
-            Err(e) => (
-                EventKind::Error,
-                format!(
-                    "  DDP-SSN {}: DDP segment of {} bytes is not valid DDP/RDMAP: {e}",
-                    seg.ddp_ssn,
-                    seg.segment.len()
-                ),
-            ),
+            Ok(m) => SctpRecord::DdpSegment {
+                ddp_ssn: seg.ddp_ssn,
+                header: m.header,
+                payload_len: m.payload.len(),
+            },
+            Err(error) => SctpRecord::DdpInvalid {
+                ddp_ssn: seg.ddp_ssn,
+                len: seg.segment.len(),
+                error,
+            },
         },
-        Ok(DdpSctpMessage::Control(c)) => {
+        Ok(DdpSctpMessage::Control(c)) => SctpRecord::DdpControl {
+            ddp_ssn: c.ddp_ssn,
+            function: c.function,
+            private_data_len: c.private_data.len(),
             // RFC 6581 §7: an enhanced message's private data starts with IRD/ORD.
-            let irdord = match mpa::EnhancedData::parse(&c.private_data) {
-                Some(e) if c.function.is_enhanced() => {
-                    format!(
-                        " (IRD {} ORD {}, then {} bytes of ULP data)",
-                        e.ird,
-                        e.ord,
-                        c.private_data.len() - 4
-                    )
-                }
-                _ => String::new(),
-            };
-            (
-                EventKind::Info,
-                format!(
-                    "  DDP-SSN {} DDP Stream {} private data {} bytes{irdord}",
-                    c.ddp_ssn,
-                    c.function,
-                    c.private_data.len()
-                ),
-            )
-        }
-        Err(e) => (EventKind::Error, format!("  {e}")),
+            enhanced: mpa::EnhancedData::parse(&c.private_data)
+                .filter(|_| c.function.is_enhanced()),
+        },
+        Err(e) => SctpRecord::Adapt(e),
     }
 }
 
@@ -1097,8 +1493,8 @@ pub fn print_report(
                         u => format!(" ({})", u.label()),
                     }
                 )?;
-                for (k, l) in &e.lines {
-                    let mark = match k {
+                for Line { kind, text: l, .. } in &e.lines {
+                    let mark = match kind {
                         EventKind::Info => "",
                         EventKind::Warning => "WARNING: ",
                         EventKind::Error => "ERROR: ",
@@ -1384,6 +1780,32 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("IPv4 10.99.1.1"), "{t}");
+        // The INIT's record: tag, TSN, addresses and the adaptation indication, typed.
+        let init = &a.events[0].lines[0].record;
+        let Record::Sctp(SctpRecord::Chunk {
+            chunk_type: 1,
+            info:
+                ChunkInfo::Init {
+                    initiate_tag,
+                    initial_tsn,
+                    addresses,
+                    adaptation,
+                    ..
+                },
+            ..
+        }) = init
+        else {
+            panic!("{init:?}")
+        };
+        assert_eq!((*initiate_tag, *initial_tsn), (TAG_A, 100));
+        assert_eq!(addresses, &[IpAddr::from(A1), IpAddr::from(A2)]);
+        assert_eq!(*adaptation, Some(sctp::ddp_adapt::ADAPTATION_DDP));
+        let f = init.fields();
+        assert_eq!(
+            f.get("addresses"),
+            Some(&crate::Value::from("10.99.0.1 10.99.1.1"))
+        );
+        assert_eq!(init.layer(), Layer::Sctp);
     }
 
     /// RFC 9260 §3.3.3.1: an INIT ACK returns unrecognized INIT parameters whole; the decode
@@ -1602,6 +2024,46 @@ mod tests {
         );
         assert!(t.contains("RFC 5043 §10"), "{t}");
         assert_eq!((rep.errors(), rep.warnings()), (1, 1), "{t}");
+        // The same as typed records.
+        let records: Vec<&SctpRecord> = rep.associations[0]
+            .events
+            .iter()
+            .flat_map(|e| &e.lines)
+            .filter_map(|l| match &l.record {
+                Record::Sctp(
+                    r @ (SctpRecord::DdpSegment { .. } | SctpRecord::DdpControl { .. }),
+                ) => Some(r),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            matches!(
+                records[..],
+                [
+                    SctpRecord::DdpSegment {
+                        ddp_ssn: 5,
+                        header: rdmap::Header::Send {
+                            msn: 1,
+                            mo: 0,
+                            last: true,
+                            ..
+                        },
+                        payload_len: 30,
+                    },
+                    SctpRecord::DdpControl {
+                        ddp_ssn: 6,
+                        function: sctp::ddp_adapt::FunctionCode::Accept,
+                        private_data_len: 3,
+                        enhanced: None,
+                    },
+                ]
+            ),
+            "{records:?}"
+        );
+        let f = Record::Sctp(records[0].clone()).fields();
+        assert_eq!(f.get("ddp_ssn"), Some(&crate::Value::Num(5)));
+        assert_eq!(f.get("qn"), Some(&crate::Value::Num(0)));
+        assert_eq!(f.get("opcode_name"), Some(&crate::Value::from("Send")));
     }
 
     /// RFC 9260 §6.9 / §6.6: unordered fragments are joined by TSN run, not by their

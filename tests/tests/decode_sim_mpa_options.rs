@@ -4,8 +4,9 @@
 
 use harness::mpa::{Capture, Scenario};
 use mpa::{CrcPolicy, RtrSet, RtrType};
+use rdmap::Header;
 use softrnic::capture::read_bytes;
-use softrnic::decode::{ConnStatus, decode_frames};
+use softrnic::decode::{ConnStatus, FpduRecord, Record, decode_frames};
 
 fn run(mpa: mpa::Config, seed: u64) -> softrnic::decode::Report {
     let mut s = Scenario::named("loss").unwrap();
@@ -37,7 +38,9 @@ fn markers_both_ways_with_crc_decode_cleanly() {
     assert_eq!(c.crc_good, fpdus, "every FPDU's CRC checked and good");
     // Large FPDUs span 512-octet marker periods: the decoder stripped markers from them.
     assert!(
-        c.events.iter().any(|e| e.text.contains("marker(s)")),
+        c.events
+            .iter()
+            .any(|e| matches!(&e.record, Record::Fpdu(f) if f.markers > 0)),
         "no FPDU with markers"
     );
 }
@@ -70,17 +73,27 @@ fn p2p_rtr_of_each_type_is_decoded_as_the_first_fpdu() {
             .iter()
             .find(|e| e.ulpdu.is_some() && e.dir == softrnic::decode::Dir::ToResponder)
             .expect("an FPDU from the initiator");
-        assert!(first_fpdu.text.contains("[P2P RTR]"), "{}", first_fpdu.text);
-        let expected = match rtr {
-            RtrType::Write => "RDMA Write",
-            RtrType::Read => "RDMA Read Request",
-            RtrType::Send => "Send",
+        let Record::Fpdu(FpduRecord {
+            p2p_rtr,
+            message: Ok(header),
+            payload_len,
+            ..
+        }) = &first_fpdu.record
+        else {
+            panic!("not a valid FPDU: {}", first_fpdu.text);
         };
-        assert!(first_fpdu.text.starts_with(expected), "{}", first_fpdu.text);
-        assert!(
-            first_fpdu.text.contains("len 0") || rtr == RtrType::Read,
-            "{}",
-            first_fpdu.text
-        );
+        assert!(p2p_rtr, "{}", first_fpdu.text);
+        // The RTR message (RFC 6581): a zero-length Write or Send, or a zero-size Read Request.
+        match (rtr, header) {
+            (RtrType::Write, Header::RdmaWrite { .. }) | (RtrType::Send, Header::Send { .. }) => {
+                assert_eq!(*payload_len, 0, "{}", first_fpdu.text);
+            }
+            (RtrType::Read, Header::ReadRequest { request, .. }) => {
+                assert_eq!(request.size, 0, "{}", first_fpdu.text);
+            }
+            _ => panic!("{rtr}: {}", first_fpdu.text),
+        }
+        // The text printer shows it.
+        assert!(first_fpdu.text.contains("[P2P RTR]"), "{}", first_fpdu.text);
     }
 }

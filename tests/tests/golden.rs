@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use mpa::{ConnFrame, FrameKind};
 use rdmap::Opcode;
 use softrnic::capture;
-use softrnic::decode::{ConnReport, ConnStatus, Report, decode_frames};
+use softrnic::decode::{ConnReport, ConnStatus, FpduRecord, Record, Report, decode_frames};
 use softrnic_tests::data_path;
 
 fn decode(name: &str) -> Report {
@@ -209,10 +209,36 @@ fn reserved_opcode_is_a_decode_error() {
         .connections
         .iter()
         .flat_map(|c| &c.events)
-        .find(|e| e.text.contains("reserved RDMAP opcode"))
+        .find(|e| e.kind == softrnic::decode::EventKind::Error)
         .expect("error event");
+    let Record::Fpdu(FpduRecord {
+        message: Err(e), ..
+    }) = &ev.record
+    else {
+        panic!("not an invalid FPDU: {}", ev.text)
+    };
+    assert_eq!(*e, rdmap::DecodeError::ReservedOpcode { opcode: 0xc });
+    assert_eq!(e.term_cause().layer_etype_ecode(), (0, 2, 6));
+    assert_eq!(ev.layer(), softrnic::decode::Layer::Rdmap);
+    // The DDP header still parses: an untagged Send on queue 0 with opcode 0xC.
+    let f = ev.fields();
+    let num = |n: &str| f.get(n).and_then(softrnic::decode::Value::as_u64);
+    assert_eq!(f.get("ddp_tagged").and_then(|v| v.as_bool()), Some(false));
+    assert_eq!(
+        (num("qn"), num("opcode"), num("rdmap_version")),
+        (Some(0), Some(0xc), Some(1))
+    );
+    assert_eq!(
+        (num("term_layer"), num("term_etype"), num("term_ecode")),
+        (Some(0), Some(2), Some(6))
+    );
+    assert_eq!(
+        f.get("error").and_then(|v| v.as_str()),
+        Some("ReservedOpcode")
+    );
     assert!(
-        ev.text.contains("layer 0x0, type 0x2, code 0x06"),
+        ev.text.contains("reserved RDMAP opcode")
+            && ev.text.contains("layer 0x0, type 0x2, code 0x06"),
         "{}",
         ev.text
     );

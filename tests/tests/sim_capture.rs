@@ -71,6 +71,7 @@ fn sim_command_capture_decodes_cleanly() {
         counts: false,
         hex: false,
         conn: None,
+        json: false,
     };
     let mut out = Vec::new();
     let report = decode_file(&path, &opts, &mut out).unwrap();
