@@ -77,8 +77,8 @@ use clap::Args;
 use crate::mpa_args::MpaArgs;
 use stack::addr::TransportAddr;
 use stack::{
-    Access, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, QpState, RecvWr, Rnic,
-    RnicConfig, SendWr, Wc,
+    Access, Arm, CompletionChannel, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, QpState,
+    RecvWr, Rnic, RnicConfig, SendWr, Wc,
 };
 
 /// Which tool.
@@ -173,6 +173,11 @@ pub struct PerfArgs {
     /// one thread per process in all (best latency on few cores).
     #[arg(long = "manual-progress")]
     pub manual_progress: bool,
+    /// Sleep on completion events instead of polling the test connection's CQs, as
+    /// perftest's -e: the CQs are armed and attached to a completion channel (an eventfd
+    /// the tool waits on with poll(2)); nothing busy-polls in the tool.
+    #[arg(short = 'e', long = "events", conflicts_with = "manual_progress")]
+    pub events: bool,
     /// perftest compatibility: connect with rdma_cm (always so here).
     #[arg(short = 'R', long = "rdma_cm")]
     pub rdma_cm: bool,
@@ -541,6 +546,7 @@ fn cm_config(a: &PerfArgs, plan: &Plan, test_conn: bool) -> stack::mpa::Config {
 fn wait_wc(
     rnic: &Rnic,
     manual: bool,
+    events: Option<&CompletionChannel>,
     cq: &Cq,
     qp: &Qp,
     timeout: Duration,
@@ -553,7 +559,7 @@ fn wait_wc(
     const BLOCK: Duration = Duration::from_millis(50);
     let start = Instant::now();
     loop {
-        let spinning = start.elapsed() < SPIN;
+        let spinning = events.is_none() && start.elapsed() < SPIN;
         if manual {
             let _ = rnic.advance(if spinning { Duration::ZERO } else { BLOCK });
         }
@@ -574,7 +580,26 @@ fn wait_wc(
             return fail(format!("{what}: nothing within {} s", timeout.as_secs()));
         }
         if !manual {
-            cq.wait(BLOCK);
+            sleep_on(cq, events, BLOCK);
+        }
+    }
+}
+
+/// Blocks until `cq` may hold a completion or `max` passed: with completion events, the
+/// CQ is armed for its next completion and the tool sleeps on the channel's eventfd
+/// (perftest's -e); otherwise on the CQ itself.
+fn sleep_on(cq: &Cq, events: Option<&CompletionChannel>, max: Duration) {
+    match events {
+        Some(ch) => {
+            cq.arm(Arm::NextCompletion);
+            // A completion that came before the arm would signal nothing.
+            if cq.is_empty() {
+                ch.wait(max);
+            }
+            ch.get_events();
+        }
+        None => {
+            cq.wait(max);
         }
     }
 }
@@ -641,6 +666,7 @@ impl Comm {
         wait_wc(
             rnic,
             self.manual,
+            None,
             &self.scq,
             &self.qp,
             TIMEOUT,
@@ -653,6 +679,7 @@ impl Comm {
         let wc = wait_wc(
             rnic,
             self.manual,
+            None,
             &self.rcq,
             &self.qp,
             CTRL_WAIT,
@@ -702,6 +729,8 @@ struct Data {
     local: Dest,
     remote: Dest,
     manual: bool,
+    /// With -e: the completion channel the test connection's CQs signal.
+    events: Option<CompletionChannel>,
     /// Receives posted and not yet completed.
     rq_out: u64,
 }
@@ -744,7 +773,15 @@ impl Data {
     }
 
     fn wait(&self, rnic: &Rnic, cq: &Cq, what: &str) -> Result<Wc, PerfError> {
-        wait_wc(rnic, self.manual, cq, &self.qp, TIMEOUT, what)
+        wait_wc(
+            rnic,
+            self.manual,
+            self.events.as_ref(),
+            cq,
+            &self.qp,
+            TIMEOUT,
+            what,
+        )
     }
 }
 
@@ -829,6 +866,9 @@ fn header(
     writeln!(out, " Dual-port       : OFF\t\tDevice         : softrnic")?;
     writeln!(out, " Number of qps   : 1\t\tTransport type : IW")?;
     writeln!(out, " Connection type : RC\t\tUsing SRQ      : OFF")?;
+    if a.events {
+        writeln!(out, " Using Events    : ON (completion channel)")?;
+    }
     if plan.client {
         writeln!(out, " TX depth        : {}", plan.tx_depth)?;
         if test.is_bw() {
@@ -1010,9 +1050,12 @@ fn data_qp(
     pd: stack::Pd,
     plan: &Plan,
     a: &PerfArgs,
+    events: Option<&CompletionChannel>,
 ) -> Result<(Qp, Cq, Cq), PerfError> {
-    let scq = Cq::new(65536);
-    let rcq = Cq::new(65536);
+    let (scq, rcq) = match events {
+        Some(ch) => (Cq::with_channel(65536, ch), Cq::with_channel(65536, ch)),
+        None => (Cq::new(65536), Cq::new(65536)),
+    };
     let mut attr = QpAttr::new(pd, scq.clone(), rcq.clone());
     attr.sq_depth = (plan.tx_depth as usize).max(16) + 16;
     attr.rq_depth = plan.rx_depth as usize + 16;
@@ -1083,15 +1126,22 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     // 2. The test connection, between two zero exchanges.
     comm.hand_shake(&rnic, &Dest::default())?;
     let test_cfg = cm_config(a, &plan, true);
+    let events = if a.events {
+        Some(CompletionChannel::new().map_err(|e| {
+            PerfError::Usage(format!("-e: cannot create a completion channel: {e}"))
+        })?)
+    } else {
+        None
+    };
     let (qp, scq, rcq) = match &listener {
         Some(l) => {
             let req = rnic.wait_request(l, TIMEOUT)?;
-            let (qp, scq, rcq) = data_qp(&rnic, pd, &plan, a)?;
+            let (qp, scq, rcq) = data_qp(&rnic, pd, &plan, a, events.as_ref())?;
             rnic.accept(req.id, &qp, test_cfg)?;
             rnic.wait_established(&qp, TIMEOUT)?;
             (qp, scq, rcq)
         }
-        None => connect_test(a, &plan, &rnic, pd, &peer, &test_cfg)?,
+        None => connect_test(a, &plan, &rnic, pd, &peer, &test_cfg, events.as_ref())?,
     };
     if let Some(l) = &listener {
         rnic.close_listener(l);
@@ -1124,6 +1174,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
         local,
         remote: Dest::default(),
         manual,
+        events,
         rq_out: 0,
     };
 
@@ -1214,11 +1265,12 @@ fn connect_test(
     pd: stack::Pd,
     peer: &TransportAddr,
     test_cfg: &stack::mpa::Config,
+    events: Option<&CompletionChannel>,
 ) -> Result<(Qp, Cq, Cq), PerfError> {
     let mut last = None;
     let mut made = None;
     for _ in 0..CONNECT_TRIES {
-        let (qp, scq, rcq) = data_qp(rnic, pd, plan, a)?;
+        let (qp, scq, rcq) = data_qp(rnic, pd, plan, a, events)?;
         match rnic.connect_to_blocking(&qp, peer, test_cfg.clone(), TIMEOUT) {
             Ok(_) => {
                 made = Some((qp, scq, rcq));
@@ -1473,7 +1525,7 @@ fn bw_client(
                 std::thread::yield_now();
             } else {
                 // Sleep on the CQ rather than spin: the progress thread needs the CPU.
-                d.scq.wait(Duration::from_millis(10));
+                sleep_on(&d.scq, d.events.as_ref(), Duration::from_millis(10));
             }
             continue;
         }
@@ -1566,7 +1618,7 @@ fn send_bw_server(
             if d.manual || start.is_some() {
                 std::thread::yield_now();
             } else {
-                d.rcq.wait(Duration::from_millis(1));
+                sleep_on(&d.rcq, d.events.as_ref(), Duration::from_millis(1));
             }
             continue;
         };

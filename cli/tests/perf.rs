@@ -121,6 +121,30 @@ fn latency_tools() {
     assert_eq!(result_rows(&client).len(), 23, "{client}");
 }
 
+/// perftest's -e: each tool sleeps on completion events (armed CQs on a completion channel)
+/// instead of polling, at both ends, and still moves and reports everything.
+#[test]
+fn tools_with_completion_events() {
+    for tool in ["write-bw", "read-bw", "send-bw", "send-lat", "read-lat"] {
+        let (client, server) = perf_pair(tool, &["-e", "-n", "200", "-s", "4096"]);
+        assert!(client.contains("Using Events    : ON"), "{tool}: {client}");
+        assert!(server.contains("Using Events    : ON"), "{tool}: {server}");
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        assert_eq!(
+            (rows[0][0], rows[0][1]),
+            (4096.0, 200.0),
+            "{tool}: {client}"
+        );
+    }
+    // -e needs completions to sleep on: it cannot go with --manual-progress.
+    let out = bin()
+        .args(["write-bw", "-e", "--manual-progress", "127.0.0.1"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
 /// write-lat with the server writing first, unlocked by RFC 6581 peer-to-peer mode: as MPA
 /// responder the server may not send before the initiator's first FPDU (RFC 5044 §7.1.2);
 /// in P2P mode the client sends no opening Write of its own (as perftest's ib_write_lat

@@ -538,6 +538,21 @@ impl CompletionChannel {
     }
 }
 
+impl CompletionChannel {
+    /// Blocks until the channel is signalled (an armed CQ fired) or `timeout` passed;
+    /// returns whether it was signalled. The readiness stays until
+    /// [`CompletionChannel::get_events`] consumes it.
+    pub fn wait(&self, timeout: Duration) -> bool {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        let t = Timespec {
+            tv_sec: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        let mut fds = [PollFd::new(&self.shared.fd, PollFlags::IN)];
+        matches!(poll(&mut fds, Some(&t)), Ok(n) if n > 0)
+    }
+}
+
 impl AsFd for CompletionChannel {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.shared.fd.as_fd()
@@ -708,11 +723,27 @@ mod tests {
     }
 
     fn readable_now(ch: &CompletionChannel) -> bool {
-        let ts = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
+        ch.wait(Duration::ZERO)
+    }
+
+    /// `CompletionChannel::wait` sleeps until an armed CQ fires from another thread, and
+    /// times out when nothing fires.
+    #[test]
+    fn channel_wait_wakes_on_a_completion_and_times_out_otherwise() {
+        let ch = CompletionChannel::new().expect("eventfd");
+        let cq = Cq::with_channel(16, &ch);
+        cq.arm(Arm::NextCompletion);
+        assert!(!ch.wait(Duration::from_millis(20)));
+        let pusher = {
+            let cq = cq.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                cq.push(wc(9)).expect("room");
+            })
         };
-        let mut fds = [rustix::event::PollFd::new(ch, rustix::event::PollFlags::IN)];
-        rustix::event::poll(&mut fds, Some(&ts)).is_ok_and(|n| n > 0)
+        assert!(ch.wait(Duration::from_secs(10)));
+        assert_eq!(ch.get_events(), vec![cq.id()]);
+        assert_eq!(cq.poll_one().map(|w| w.wr_id), Some(9));
+        pusher.join().expect("pusher");
     }
 }

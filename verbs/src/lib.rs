@@ -98,10 +98,10 @@ pub use stack::mpa::Session as MpaSession;
 /// connecting to Linux siw; [`QpCaps::for_profile`] carries its runtime quirks.
 pub use stack::mpa::{Profile, Role as MpaRole, RtrType};
 pub use stack::{
-    Access, Addressing, AdoptRole, CloseReason, CmError, ConnectRequest, Cq, CqId, Event,
-    FastRegRegion, Listener, MemError, MemoryRegion, MwType, PathChange, Pd, PostError,
-    ProgressMode, QpId, QpState, RecvWr, RegisteredBuf, RnicConfig, RnicError, SctpRequest, SendOp,
-    SendWr, Sge, Wc, WcOpcode, WcStatus,
+    Access, Addressing, AdoptRole, Arm, CloseReason, CmError, CompletionChannel, ConnectRequest,
+    Cq, CqId, Event, FastRegRegion, Listener, MemError, MemoryRegion, MwType, PathChange, Pd,
+    PostError, ProgressMode, QpId, QpState, RecvWr, RegisteredBuf, RnicConfig, RnicError,
+    SctpRequest, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
 };
 
 /// Errors of the verbs.
@@ -152,6 +152,9 @@ pub enum VerbsError {
     /// No completion arrived in time.
     #[error("no completion within {0:?}")]
     Timeout(Duration),
+    /// The completion channel could not be made (no eventfd).
+    #[error("cannot create a completion channel: {0}")]
+    Channel(String),
     /// A CQ depth outside 1 ..= [`MAX_CQ_DEPTH`].
     #[error("CQ depth {0} is out of range: a CQ holds 1 .. {MAX_CQ_DEPTH} completions")]
     CqDepth(usize),
@@ -528,6 +531,30 @@ impl Rnic {
         let cq = Cq::new(depth);
         self.book().cqs.insert(cq.id(), cq.clone());
         Ok(cq)
+    }
+
+    /// `channel_create` (ibverbs' `ibv_create_comp_channel`): a completion channel, an
+    /// eventfd (`AsFd`) for poll/epoll that armed CQs attached to it signal.
+    pub fn channel_create(&self) -> Result<CompletionChannel> {
+        CompletionChannel::new().map_err(|e| VerbsError::Channel(e.to_string()))
+    }
+
+    /// `cq_create` of a CQ attached to `channel` (ibverbs' `ibv_create_cq` with a channel).
+    pub fn cq_create_with_channel(&self, depth: usize, channel: &CompletionChannel) -> Result<Cq> {
+        if !(1..=MAX_CQ_DEPTH).contains(&depth) {
+            return Err(VerbsError::CqDepth(depth));
+        }
+        let cq = Cq::with_channel(depth, channel);
+        self.book().cqs.insert(cq.id(), cq.clone());
+        Ok(cq)
+    }
+
+    /// `cq_arm` (ibverbs' `ibv_req_notify_cq`): the CQ's channel is signalled once, for its
+    /// next completion ([`Arm::NextCompletion`]) or its next solicited or error completion
+    /// ([`Arm::Solicited`]). Poll the CQ after arming: a completion that came before the
+    /// arm signals nothing.
+    pub fn cq_arm(&self, cq: &Cq, arm: Arm) {
+        cq.arm(arm);
     }
 
     /// `cq_destroy`: fails while QPs use the CQ.

@@ -435,3 +435,42 @@ fn memory_windows_through_the_verbs() {
     b.r.deallocate_window(next).unwrap();
     b.r.deregister_mem(&region).unwrap();
 }
+
+/// Completion events through the verbs: a CQ attached to a completion channel and armed
+/// signals the channel's eventfd for its next completion; the consumer sleeps on it
+/// instead of polling, then polls the CQ.
+#[test]
+fn completion_events_through_the_verbs() {
+    let r = rnic_open(RnicConfig::default()).unwrap();
+    let ch = r.channel_create().unwrap();
+    let pd = r.pd_allocate();
+    let cq = r.cq_create_with_channel(64, &ch).unwrap();
+    let scq = r.cq_create(64).unwrap();
+    let qp = r.qp_create(pd, &scq, &cq, QpCaps::default()).unwrap();
+    let b = end(RnicConfig::default());
+    let l = r
+        .listen("127.0.0.1:0".parse::<verbs::TransportAddr>().unwrap())
+        .unwrap();
+    let mr = r.nsmr_register(pd, 64, all()).unwrap();
+    r.qp_post_rq(&qp, RecvWr::new(7, vec![mr.sge(0, 64)]))
+        .unwrap();
+    std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            r.qp_passive_connect(&l, &qp, MpaConfig::default(), T)
+                .unwrap()
+        });
+        b.r.qp_active_connect(&b.qp, l.transport.clone(), MpaConfig::default(), T)
+            .unwrap();
+        h.join().unwrap();
+    });
+    r.cq_arm(&cq, verbs::Arm::NextCompletion);
+    assert!(!ch.wait(Duration::from_millis(20)), "nothing completed yet");
+    let src = b.r.nsmr_register(b.pd, 64, all()).unwrap();
+    b.r.qp_post_sq(&b.qp, SendWr::send(1, vec![src.sge(0, 64)]))
+        .unwrap();
+    assert!(ch.wait(T), "the armed CQ signalled its channel");
+    assert_eq!(ch.get_events(), vec![cq.id()]);
+    let mut w = [empty_wc()];
+    assert_eq!(r.cq_poll(&cq, &mut w), 1);
+    assert_eq!((w[0].wr_id, w[0].opcode), (7, WcOpcode::Recv));
+}
