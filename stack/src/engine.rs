@@ -231,6 +231,18 @@ pub enum EngineError {
     Sctp(SctpSetupError),
 }
 
+/// A state transition the consumer may not request ([`QpEngine::modify`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Error)]
+#[error(
+    "a QP in state {from:?} cannot be moved to {to:?} (allowed: Rts to Closing, Rts or Closing to Terminate, any state to Error)"
+)]
+pub struct ModifyError {
+    /// The QP's state.
+    pub from: QpState,
+    /// The state asked for.
+    pub to: QpState,
+}
+
 /// Immediate errors of [`QpEngine::post_send`] and [`QpEngine::post_recv`]; the work
 /// request was not queued.
 #[derive(Clone, Debug, PartialEq, Eq, Error)]
@@ -806,6 +818,48 @@ impl QpEngine {
             _ => {}
         }
         self.finish_call();
+    }
+
+    /// Whether [`QpEngine::modify`] would take `to` from state `from`.
+    pub fn may_modify(from: QpState, to: QpState) -> bool {
+        match to {
+            QpState::Closing => from == QpState::Rts,
+            QpState::Terminate => matches!(from, QpState::Rts | QpState::Closing),
+            QpState::Error => true,
+            QpState::Idle | QpState::Rts => false,
+        }
+    }
+
+    /// A state transition the consumer asks for (RDMA Verbs Modify QP):
+    /// * `Closing`: graceful, as [`QpEngine::close`];
+    /// * `Terminate`: a Terminate (RDMAP Local Catastrophic Error, RFC 5040 §5.4, §7.1) goes
+    ///   out; nothing more is sent or placed, every outstanding work request is flushed and
+    ///   the transport closes once the Terminate has left;
+    /// * `Error`: abortive; the transport closes at once, every work request is flushed.
+    ///
+    /// Moving to `Error` from `Error` does nothing; other transitions are refused.
+    pub fn modify(&mut self, to: QpState) -> Result<(), ModifyError> {
+        let from = self.state;
+        if from == QpState::Error && to == QpState::Error {
+            return Ok(());
+        }
+        if !Self::may_modify(from, to) {
+            return Err(ModifyError { from, to });
+        }
+        match to {
+            QpState::Closing => self.close(),
+            QpState::Terminate => {
+                let cause = TermCause::Rdmap(RdmapCode::LOCAL_CATASTROPHIC);
+                self.send_terminate(Terminate::bare(cause));
+                self.finish_call();
+            }
+            _ => {
+                self.close_transport = true;
+                self.enter_error();
+                self.finish_call();
+            }
+        }
+        Ok(())
     }
 
     // ----------------------------------------------------------------------------------

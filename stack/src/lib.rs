@@ -91,7 +91,8 @@ pub use cq::{
     WcStatus,
 };
 pub use engine::{
-    CloseReason, EngineError, PostError, QpConfig, QpEngine, QpEvent, QpState, Setup, SetupError,
+    CloseReason, EngineError, ModifyError, PostError, QpConfig, QpEngine, QpEvent, QpState, Setup,
+    SetupError,
 };
 pub use mem::{
     Access, Addressing, FastRegRegion, MemError, MemTable, MemoryRegion, MrOptions, MwType, Pd,

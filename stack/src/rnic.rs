@@ -720,6 +720,24 @@ impl Rnic {
         Ok(())
     }
 
+    /// A state transition the consumer asks for (RDMA Verbs Modify QP), carried out by the
+    /// progress thread in order with the work posted before it: `Closing` is
+    /// [`Rnic::disconnect`]; `Terminate` sends a Terminate (RDMAP Local Catastrophic Error,
+    /// RFC 5040 §7.1) and closes the connection once it has left; `Error` closes the
+    /// connection abortively. Every outstanding work request is flushed. Transitions the
+    /// QP's current state does not allow are refused ([`crate::ModifyError`]); a QP that
+    /// has no connection (yet) is left as it is.
+    pub fn modify_qp(&self, qp: &Qp, to: QpState) -> Result<(), RnicError> {
+        self.check_qp(qp)?;
+        let from = qp.state();
+        if !QpEngine::may_modify(from, to) {
+            return Err(crate::engine::ModifyError { from, to }.into());
+        }
+        self.shared.command(Cmd::Modify(qp.inner.clone(), to));
+        self.kick();
+        Ok(())
+    }
+
     /// Waits until everything `qp` has sent is acknowledged by the peer's TCP: no send work
     /// request is outstanding and the kernel socket holds no unacknowledged byte (its
     /// `tx_queue` in `/proc/net/tcp`). RDMA Write and Send completions come when the data

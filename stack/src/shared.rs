@@ -302,6 +302,9 @@ pub enum RnicError {
     /// A socket or epoll operation failed.
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A state transition the QP's state does not allow.
+    #[error("{0}")]
+    Modify(#[from] crate::engine::ModifyError),
     /// The engine refused the configuration.
     #[error("{0}")]
     Engine(#[from] EngineError),

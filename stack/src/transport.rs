@@ -521,7 +521,8 @@ impl Core {
             Cmd::ListenSctp(id, l) => self.listen_sctp(shared, id, *l),
             Cmd::ConnectSctp(qp, c, cfg) => self.connect_sctp(shared, qp, *c, cfg),
             Cmd::StackUnacked(qp, reply) => self.stack_unacked(&qp, &reply),
-            Cmd::Disconnect(qp) => self.disconnect(shared, qp),
+            Cmd::Disconnect(qp) => self.disconnect(shared, qp, QpState::Closing),
+            Cmd::Modify(qp, to) => self.disconnect(shared, qp, to),
             Cmd::Destroy(qp) => self.destroy(shared, qp),
         }
     }
@@ -710,7 +711,9 @@ impl Core {
     }
 
     /// A graceful disconnect: posted work completes, then the stream closes.
-    fn disconnect(&mut self, shared: &Shared, qp: Arc<QpShared>) {
+    /// A disconnect (`to` = `Closing`) or another consumer-requested state transition
+    /// (`Terminate`, `Error`; see [`QpEngine::modify`]) of `qp`.
+    fn disconnect(&mut self, shared: &Shared, qp: Arc<QpShared>, to: QpState) {
         let t = self.find_qp(&qp);
         match t.and_then(|t| self.conns.get(&t).map(|c| (t, c))) {
             Some((t, Conn::Active(_))) => {
@@ -719,7 +722,7 @@ impl Core {
                     if let Some(e) = s.engine.as_mut() {
                         // Work posted before the disconnect still completes.
                         qp.drain_rings(e);
-                        e.close();
+                        modify_engine(e, to);
                     }
                 }
                 self.service(shared, t, false, false);
@@ -730,7 +733,7 @@ impl Core {
                 fail_connect(shared, &qp, CmError::Aborted);
             }
             _ => {
-                self.disconnect_sctp(shared, &qp);
+                self.disconnect_sctp(shared, &qp, to);
             }
         }
     }
@@ -1580,6 +1583,12 @@ fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>)
 }
 
 /// Requests from the application to the progress core.
+/// Applies a disconnect or state transition to an engine ([`QpEngine::modify`]; a refused
+/// transition changes nothing: the API checked it against the published state).
+pub(crate) fn modify_engine(e: &mut QpEngine, to: QpState) {
+    let _ = e.modify(to);
+}
+
 #[derive(Debug)]
 pub(crate) enum Cmd {
     Listen(ListenerId, std::net::TcpListener),
@@ -1589,6 +1598,8 @@ pub(crate) enum Cmd {
     Reject(ConnReqId, Vec<u8>),
     Adopt(Arc<QpShared>, std::net::TcpStream, Setup),
     Disconnect(Arc<QpShared>),
+    /// A consumer-requested state transition (Terminate or Error).
+    Modify(Arc<QpShared>, QpState),
     Destroy(Arc<QpShared>),
     /// Answer the inode of the QP's TCP socket (`None`: no active connection).
     SocketInode(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),

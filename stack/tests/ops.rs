@@ -592,3 +592,31 @@ fn read_fence_holds_a_send_until_the_read_completes() {
         assert_eq!(p.b.recv_wcs().len(), 1);
     }
 }
+
+/// RDMA Verbs Modify QP on the engine: Rts → Terminate sends a Terminate (RDMAP Local
+/// Catastrophic Error, RFC 5040 §7.1) that the peer receives, flushes the posted receive,
+/// and ends in Error once the Terminate has left; transitions the state does not allow
+/// are refused and change nothing.
+#[test]
+fn verbs_modify_qp_to_terminate_and_refused_transitions() {
+    let mut p = Pair::established(&Opts::default());
+    assert!(p.a.eng.modify(QpState::Rts).is_err());
+    assert!(p.a.eng.modify(QpState::Idle).is_err());
+    assert_eq!(p.a.eng.state(), QpState::Rts);
+    let buf = p.a.mr(64);
+    p.a.eng
+        .post_recv(RecvWr::new(3, vec![buf.sge(0, 64)]))
+        .expect("recv");
+    p.a.eng.modify(QpState::Terminate).expect("to Terminate");
+    p.pump();
+    let t = p.b.terminate_received().expect("the peer got a Terminate");
+    assert_eq!(
+        t.cause,
+        stack::rdmap::TermCause::Rdmap(stack::rdmap::RdmapCode::LOCAL_CATASTROPHIC)
+    );
+    assert_eq!(p.a.eng.state(), QpState::Error);
+    let r = p.a.recv_wcs();
+    assert_eq!((r[0].wr_id, r[0].status), (3, WcStatus::Flushed));
+    assert!(p.a.eng.modify(QpState::Closing).is_err());
+    assert!(p.a.eng.modify(QpState::Error).is_ok());
+}

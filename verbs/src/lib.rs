@@ -208,6 +208,68 @@ pub struct Qp {
     inner: stack::Qp,
 }
 
+/// Largest IRD and ORD the RNIC takes (the 14 bits RFC 6581 carries them in).
+pub const MAX_IRD_ORD: u16 = 0x3FFF;
+
+/// What [`Rnic::query_rnic`] reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RnicAttr {
+    /// Vendor.
+    pub vendor: &'static str,
+    /// Software version.
+    pub version: &'static str,
+    /// Protocols spoken.
+    pub transport: &'static str,
+    /// SGEs per work request every QP accepts (a QP may be created with more).
+    pub min_max_sge: usize,
+    /// Largest CQ.
+    pub max_cq_depth: usize,
+    /// Largest IRD (RDMA Reads and Atomics the peer may have outstanding).
+    pub max_ird: u16,
+    /// Largest ORD.
+    pub max_ord: u16,
+    /// STags that can exist at once (24-bit index; index 0 and its key space are never
+    /// handed out).
+    pub max_stags: u32,
+    /// Memory window types.
+    pub memory_windows: &'static [MwType],
+    /// Fast registration ([`SendOp::FastRegister`]).
+    pub fast_registration: bool,
+    /// RFC 7306 atomics.
+    pub atomics: bool,
+    /// RFC 7306 Immediate Data.
+    pub immediate_data: bool,
+    /// Send with Invalidate (RFC 5040 §5.3).
+    pub send_with_invalidate: bool,
+    /// Completion channels and CQ arming ([`Rnic::channel_create`]).
+    pub completion_channels: bool,
+}
+
+/// What [`Rnic::qp_query`] reports.
+#[derive(Clone, Debug)]
+pub struct QpInfo {
+    /// The QP.
+    pub id: QpId,
+    /// Its state.
+    pub state: QpState,
+    /// Its protection domain.
+    pub pd: Pd,
+    /// Send queue depth.
+    pub sq_depth: usize,
+    /// Receive queue depth.
+    pub rq_depth: usize,
+    /// SGEs per work request.
+    pub max_sge: usize,
+    /// Send work requests not yet completed.
+    pub sq_outstanding: usize,
+    /// Receives posted and not yet completed.
+    pub rq_posted: usize,
+    /// Largest ULPDU (MULPDU) of the connection (0 before it is up).
+    pub mulpdu: usize,
+    /// What the connection negotiated (`None` before it is up).
+    pub session: Option<Session>,
+}
+
 impl Qp {
     /// Its id (in completions and events).
     pub fn id(&self) -> QpId {
@@ -716,6 +778,54 @@ impl Rnic {
     /// closes and whatever is still posted is flushed.
     pub fn qp_disconnect(&self, qp: &Qp) -> Result<()> {
         Ok(self.rnic.disconnect(&qp.inner)?)
+    }
+
+    /// `qp_modify` (RDMA Verbs Modify QP): a state transition the consumer asks for, in
+    /// order with the work posted before it — `Closing` (as [`Rnic::qp_disconnect`]),
+    /// `Terminate` (a Terminate goes to the peer, then the connection closes) or `Error`
+    /// (abortive close). Outstanding work requests are flushed. Transitions the QP's state
+    /// does not allow fail with [`VerbsError::Rnic`] holding a [`stack::ModifyError`].
+    pub fn qp_modify(&self, qp: &Qp, to: QpState) -> Result<()> {
+        Ok(self.rnic.modify_qp(&qp.inner, to)?)
+    }
+
+    /// `qp_query` (RDMA Verbs Query QP): the QP's attributes and state.
+    pub fn qp_query(&self, qp: &Qp) -> QpInfo {
+        let attr = qp.inner.attr();
+        QpInfo {
+            id: qp.inner.id(),
+            state: qp.inner.state(),
+            pd: attr.pd,
+            sq_depth: attr.sq_depth,
+            rq_depth: attr.rq_depth,
+            max_sge: attr.max_sge,
+            sq_outstanding: qp.inner.sq_outstanding(),
+            rq_posted: qp.inner.rq_posted(),
+            mulpdu: qp.inner.mulpdu(),
+            session: qp.inner.session(),
+        }
+    }
+
+    /// `query_rnic` (RDMA Verbs Query RNIC, ibverbs' `ibv_query_device`): what this RNIC
+    /// offers.
+    pub fn query_rnic(&self) -> RnicAttr {
+        RnicAttr {
+            vendor: "softrnic",
+            version: env!("CARGO_PKG_VERSION"),
+            transport: "iWARP: RDMAP (RFC 5040, RFC 7306) over DDP (RFC 5041) over MPA/TCP \
+                        (RFC 5044, RFC 6581) or SCTP (RFC 5043)",
+            min_max_sge: stack::wr::MIN_MAX_SGE,
+            max_cq_depth: MAX_CQ_DEPTH,
+            max_ird: MAX_IRD_ORD,
+            max_ord: MAX_IRD_ORD,
+            max_stags: stack::mem::MAX_STAG_INDEX - 1,
+            memory_windows: &[MwType::Type1, MwType::Type2],
+            fast_registration: true,
+            atomics: true,
+            immediate_data: true,
+            send_with_invalidate: true,
+            completion_channels: true,
+        }
     }
 
     /// The next connection or asynchronous event, if any.

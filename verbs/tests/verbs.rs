@@ -4,8 +4,9 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use verbs::{
-    Access, Addressing, AdoptRole, Event, MpaConfig, ProgressMode, QpCaps, RecvWr, RegisteredBuf,
-    Rnic, RnicConfig, SendOp, SendWr, VerbsError, WcOpcode, WcStatus, empty_wc, rnic_open,
+    Access, Addressing, AdoptRole, Event, MpaConfig, ProgressMode, QpCaps, QpState, RecvWr,
+    RegisteredBuf, Rnic, RnicConfig, SendOp, SendWr, VerbsError, WcOpcode, WcStatus, empty_wc,
+    rnic_open,
 };
 
 const T: Duration = Duration::from_secs(5);
@@ -473,4 +474,90 @@ fn completion_events_through_the_verbs() {
     let mut w = [empty_wc()];
     assert_eq!(r.cq_poll(&cq, &mut w), 1);
     assert_eq!((w[0].wr_id, w[0].opcode), (7, WcOpcode::Recv));
+}
+
+/// `query_rnic` reports what the RNIC offers; `qp_query` a QP's attributes and state.
+#[test]
+fn query_rnic_and_qp() {
+    let (a, _b) = pair(RnicConfig::default());
+    let attr = a.r.query_rnic();
+    assert_eq!(attr.vendor, "softrnic");
+    assert_eq!((attr.max_ird, attr.max_ord), (0x3FFF, 0x3FFF));
+    assert_eq!(attr.max_cq_depth, verbs::MAX_CQ_DEPTH);
+    assert!(attr.fast_registration && attr.memory_windows.len() == 2);
+    let q = a.r.qp_query(&a.qp);
+    assert_eq!((q.id, q.state, q.pd), (a.qp.id(), QpState::Rts, a.pd));
+    assert_eq!(q.max_sge, QpCaps::default().max_sge);
+    assert!(q.mulpdu > 0 && q.session.is_some());
+    assert_eq!((q.sq_outstanding, q.rq_posted), (0, 0));
+}
+
+/// `qp_modify` to Terminate: a Terminate (RDMAP Local Catastrophic Error, RFC 5040 §7.1)
+/// reaches the peer, the QP's posted receive is flushed, and it ends in Error.
+#[test]
+fn qp_modify_to_terminate_sends_a_terminate_and_flushes() {
+    let (a, b) = pair(RnicConfig::default());
+    // Let the initiator's first FPDU go first (the responder may send only then).
+    let mr = a.r.nsmr_register(a.pd, 64, all()).unwrap();
+    a.r.qp_post_rq(&a.qp, RecvWr::new(5, vec![mr.sge(0, 64)]))
+        .unwrap();
+    a.r.qp_modify(&a.qp, QpState::Terminate).unwrap();
+    let w = one(&a);
+    assert_eq!((w.wr_id, w.status), (5, WcStatus::Flushed));
+    let got = wait_for(&b.r, |e| match e {
+        Event::TerminateReceived { terminate, .. } => Some(terminate.cause),
+        _ => None,
+    });
+    assert_eq!(
+        got,
+        stack::rdmap::TermCause::Rdmap(stack::rdmap::RdmapCode::LOCAL_CATASTROPHIC)
+    );
+    let t0 = std::time::Instant::now();
+    while a.qp.state() != QpState::Error && t0.elapsed() < T {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(a.qp.state(), QpState::Error);
+    // From Error, nothing but Error.
+    assert!(matches!(
+        a.r.qp_modify(&a.qp, QpState::Closing),
+        Err(VerbsError::Rnic(verbs::RnicError::Modify(_)))
+    ));
+    a.r.qp_modify(&a.qp, QpState::Error).unwrap();
+}
+
+/// `qp_modify` to Error: abortive; the posted receive is flushed and the peer sees its
+/// connection end. A QP that is not connected cannot be closed or terminated.
+#[test]
+fn qp_modify_to_error_is_abortive() {
+    let (a, b) = pair(RnicConfig::default());
+    let mr = b.r.nsmr_register(b.pd, 64, all()).unwrap();
+    b.r.qp_post_rq(&b.qp, RecvWr::new(6, vec![mr.sge(0, 64)]))
+        .unwrap();
+    b.r.qp_modify(&b.qp, QpState::Error).unwrap();
+    let w = one(&b);
+    assert_eq!((w.wr_id, w.status), (6, WcStatus::Flushed));
+    wait_for(&a.r, |e| match e {
+        Event::Disconnected { .. } | Event::QpError { .. } => Some(()),
+        _ => None,
+    });
+    let idle = end(RnicConfig::default());
+    for to in [QpState::Closing, QpState::Terminate, QpState::Rts] {
+        assert!(matches!(
+            idle.r.qp_modify(&idle.qp, to),
+            Err(VerbsError::Rnic(verbs::RnicError::Modify(_)))
+        ));
+    }
+}
+
+/// Waits for the first event `pick` takes.
+fn wait_for<T>(r: &Rnic, mut pick: impl FnMut(&Event) -> Option<T>) -> T {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < T {
+        if let Some(e) = r.wait_event(Duration::from_millis(50))
+            && let Some(v) = pick(&e)
+        {
+            return v;
+        }
+    }
+    panic!("no such event within {T:?}");
 }

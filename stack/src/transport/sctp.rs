@@ -691,7 +691,12 @@ impl Core {
     }
 
     /// Disconnects `qp`'s SCTP association gracefully; false if it has none.
-    pub(super) fn disconnect_sctp(&mut self, shared: &Shared, qp: &Arc<QpShared>) -> bool {
+    pub(super) fn disconnect_sctp(
+        &mut self,
+        shared: &Shared,
+        qp: &Arc<QpShared>,
+        to: crate::QpState,
+    ) -> bool {
         let Some(key) = self.sctp_with(|e| e.has_qp(qp)) else {
             return false;
         };
@@ -699,7 +704,7 @@ impl Core {
             let mut s = qp.lock();
             if let Some(e) = s.engine.as_mut() {
                 qp.drain_rings(e);
-                e.close();
+                super::modify_engine(e, to);
             }
         }
         self.service_sctp(shared, key);
