@@ -1226,11 +1226,8 @@ mod tests {
         }
     }
 
-    /// RFC 5043 §10: messages are put back in DDP-SSN order however far they arrive out of
-    /// order within the window: 20 000 segments delivered last-first come out first-last,
-    /// across a DDP-SSN wrap (the session starts near 65535).
-    #[test]
-    fn rfc5043_10_deep_reordering_across_the_ssn_wrap() {
+    /// An active and a passive session on stream 0 (100-octet segments), established.
+    fn established_pair() -> (StreamSession, StreamSession) {
         let mut active = StreamSession::initiate(0, 100, b"").unwrap();
         let mut passive = StreamSession::listen(0, 100);
         let init = active.poll_outgoing().remove(0);
@@ -1238,6 +1235,15 @@ mod tests {
         passive.accept(b"").unwrap();
         let acc = passive.poll_outgoing().remove(0);
         active.receive(acc.ppid, true, &acc.data);
+        (active, passive)
+    }
+
+    /// RFC 5043 §10: messages are put back in DDP-SSN order however far they arrive out of
+    /// order within the window: 20 000 segments delivered last-first come out first-last,
+    /// across a DDP-SSN wrap (the session starts near 65535).
+    #[test]
+    fn rfc5043_10_deep_reordering_across_the_ssn_wrap() {
+        let (mut active, mut passive) = established_pair();
         // Move both ends close to the wrap: 65 000 segments in order.
         for i in 0..65_000u32 {
             active.send_segment(&i.to_be_bytes()).unwrap();
@@ -1267,13 +1273,7 @@ mod tests {
     /// ULP said so.
     #[test]
     fn rfc5041_2_1_tagged_segments_ahead_of_a_gap_are_offered_for_placement() {
-        let mut active = StreamSession::initiate(0, 100, b"").unwrap();
-        let mut passive = StreamSession::listen(0, 100);
-        let init = active.poll_outgoing().remove(0);
-        passive.receive(init.ppid, true, &init.data);
-        passive.accept(b"").unwrap();
-        let acc = passive.poll_outgoing().remove(0);
-        active.receive(acc.ppid, true, &acc.data);
+        let (mut active, mut passive) = established_pair();
         // Untagged (T = 0), Tagged (T = 1), Tagged, Untagged.
         let segs: [&[u8]; 4] = [&[0x41, 1], &[0xC1, 2], &[0x81, 3], &[0x01, 4]];
         let mut msgs = Vec::new();

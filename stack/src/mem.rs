@@ -238,6 +238,19 @@ pub enum MemError {
     },
 }
 
+/// Refuses an operation on entry `e` (named by `stag`) from another protection domain.
+fn same_pd(e: &Entry, stag: u32, pd: Pd) -> Result<(), MemError> {
+    if e.pd == pd {
+        Ok(())
+    } else {
+        Err(MemError::PdMismatch {
+            stag,
+            owner: e.pd.0,
+            pd: pd.0,
+        })
+    }
+}
+
 /// Checks a registration's rights and range of `buf` and returns its length and base TO.
 fn layout(
     buf: &RegisteredBuf,
@@ -1323,9 +1336,17 @@ impl MemTable {
     /// request ([`crate::SendOp::FastRegister`]) gives it at most `max_len` bytes. Returns
     /// the STag; each Fast Register gives it a new consumer key.
     pub fn alloc_fast_reg(&self, pd: Pd, max_len: u64) -> Result<u32, MemError> {
+        self.alloc_unbacked(pd, |e| {
+            e.fast_reg = Some(max_len);
+        })
+    }
+
+    /// Allocates an STag in `pd` with no memory behind it (invalid, invalidatable), shaped
+    /// by `kind` (a fast-register STag or a memory window).
+    fn alloc_unbacked(&self, pd: Pd, kind: impl FnOnce(&mut Entry)) -> Result<u32, MemError> {
         let mut t = self.lock();
         let (slot, index, key) = t.alloc_slot(None)?;
-        let entry = Entry {
+        let mut entry = Entry {
             key,
             pd,
             access: Access::NONE,
@@ -1335,12 +1356,13 @@ impl MemTable {
             buf_off: 0,
             valid: false,
             invalidatable: true,
-            fast_reg: Some(max_len),
+            fast_reg: None,
             mapped: None,
             used: false,
             window: None,
             windows: 0,
         };
+        kind(&mut entry);
         if let Some(s) = t.entries.get_mut(slot as usize) {
             *s = Some(entry);
         }
@@ -1359,13 +1381,7 @@ impl MemTable {
         let Some(max) = e.fast_reg else {
             return Err(MemError::NotFastReg { stag });
         };
-        if e.pd != pd {
-            return Err(MemError::PdMismatch {
-                stag,
-                owner: e.pd.0,
-                pd: pd.0,
-            });
-        }
+        same_pd(e, stag, pd)?;
         let (len, _) = layout(&region.buf, &region.range, Access::NONE, region.addressing)?;
         if len > max {
             return Err(MemError::FastRegTooLong { stag, len, max });
@@ -1389,13 +1405,7 @@ impl MemTable {
         if e.fast_reg.is_none() {
             return Err(MemError::NotFastReg { stag });
         }
-        if e.pd != pd {
-            return Err(MemError::PdMismatch {
-                stag,
-                owner: e.pd.0,
-                pd: pd.0,
-            });
-        }
+        same_pd(e, stag, pd)?;
         if e.valid {
             return Err(MemError::StillValid { stag });
         }
@@ -1421,32 +1431,14 @@ impl MemTable {
     /// ibverbs' `ibv_alloc_mw`): an STag with no memory, invalid until bound to a range of a
     /// region ([`MemTable::bind_mw`], or a Bind work request for Type 2).
     pub fn alloc_mw(&self, pd: Pd, ty: MwType) -> Result<u32, MemError> {
-        let mut t = self.lock();
-        let (slot, index, key) = t.alloc_slot(None)?;
-        let entry = Entry {
-            key,
-            pd,
-            access: Access::NONE,
-            base_to: 0,
-            len: 0,
-            buf: empty_buf(),
-            buf_off: 0,
-            valid: false,
-            invalidatable: ty == MwType::Type2,
-            fast_reg: None,
-            mapped: None,
-            used: false,
-            window: Some(Window {
+        self.alloc_unbacked(pd, |e| {
+            e.invalidatable = ty == MwType::Type2;
+            e.window = Some(Window {
                 ty,
                 qp: None,
                 region: None,
-            }),
-            windows: 0,
-        };
-        if let Some(s) = t.entries.get_mut(slot as usize) {
-            *s = Some(entry);
-        }
-        Ok(make_stag(index, key))
+            });
+        })
     }
 
     /// Binds the memory window whose index `mw` names to `len` bytes at Tagged Offset `to`
@@ -1480,13 +1472,7 @@ impl MemTable {
                 what: "a memory region",
             });
         }
-        if r.pd != pd {
-            return Err(MemError::PdMismatch {
-                stag: region,
-                owner: r.pd.0,
-                pd: pd.0,
-            });
-        }
+        same_pd(r, region, pd)?;
         let asked = access & Access::REMOTE;
         if !r.access.contains(Access::MW_BIND) || !r.access.contains(asked) {
             return Err(MemError::WindowRights {
@@ -1528,13 +1514,7 @@ impl MemTable {
                 },
             });
         }
-        if w.pd != pd {
-            return Err(MemError::PdMismatch {
-                stag: mw,
-                owner: w.pd.0,
-                pd: pd.0,
-            });
-        }
+        same_pd(w, mw, pd)?;
         if win.ty == MwType::Type2 && w.valid {
             return Err(MemError::WindowInUse { stag: mw });
         }
@@ -1613,13 +1593,7 @@ impl MemTable {
         let Some(e) = t.get_mut(stag).filter(|e| e.key == stag_key(stag)) else {
             return Err(MemError::UnknownStag { stag });
         };
-        if e.pd != pd {
-            return Err(MemError::PdMismatch {
-                stag,
-                owner: e.pd.0,
-                pd: pd.0,
-            });
-        }
+        same_pd(e, stag, pd)?;
         if !e.invalidatable {
             return Err(MemError::NotInvalidatable { stag });
         }

@@ -17,6 +17,14 @@ fn remote() -> Access {
     Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ
 }
 
+/// Whether every byte of `range` of `buf` is `v`.
+fn all_are(buf: &RegisteredBuf, range: std::ops::Range<usize>, v: u8) -> bool {
+    buf.read_range(range)
+        .expect("range")
+        .iter()
+        .all(|&b| b == v)
+}
+
 /// `stag` with consumer key `key`.
 fn with_key(stag: u32, key: u8) -> u32 {
     (stag & !0xFF) | u32::from(key)
@@ -76,18 +84,8 @@ fn verbs_fast_register_then_the_peer_writes_and_reads() {
     assert_eq!(buf.read_range(1024..5120).expect("range"), data);
     assert_eq!(sink.buf().to_vec(), data);
     // Nothing outside the mapped range was touched.
-    assert!(
-        buf.read_range(0..1024)
-            .expect("range")
-            .iter()
-            .all(|&b| b == 0)
-    );
-    assert!(
-        buf.read_range(5120..8192)
-            .expect("range")
-            .iter()
-            .all(|&b| b == 0)
-    );
+    assert!(all_are(&buf, 0..1024, 0));
+    assert!(all_are(&buf, 5120..8192, 0));
 }
 
 /// RFC 5040 §5.3: the peer's Send with Invalidate ends a fast-registered STag; a Fast
@@ -141,12 +139,7 @@ fn rfc5040_5_3_send_with_invalidate_ends_it_and_the_stale_stag_is_refused() {
         .expect("write");
     p.pump();
     assert_eq!(p.a.send_wcs()[0].status, WcStatus::Success);
-    assert!(
-        buf.read_range(0..100)
-            .expect("range")
-            .iter()
-            .all(|&b| b == 0xAB)
-    );
+    assert!(all_are(&buf, 0..100, 0xAB));
     // The STag of the last use is refused; nothing is written.
     src.buf().write_at(0, &[0xCD; 4096]).expect("fits");
     p.a.eng
@@ -160,18 +153,8 @@ fn rfc5040_5_3_send_with_invalidate_ends_it_and_the_stale_stag_is_refused() {
             stack::ddp::TaggedCode::InvalidStag
         ))
     );
-    assert!(
-        buf.read_range(0..100)
-            .expect("range")
-            .iter()
-            .all(|&b| b == 0xAB)
-    );
-    assert!(
-        buf.read_range(100..4096)
-            .expect("range")
-            .iter()
-            .all(|&b| b == 0)
-    );
+    assert!(all_are(&buf, 0..100, 0xAB));
+    assert!(all_are(&buf, 100..4096, 0));
 }
 
 /// Local Invalidate ends a fast-registered STag in send-queue order; a Fast Register of a
