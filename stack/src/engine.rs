@@ -124,6 +124,9 @@ pub struct QpConfig {
     /// then payloads are copied as before). [`QpEngine::poll_transmit`] still works: it
     /// copies such a range when it comes up.
     pub zero_copy_tx: bool,
+    /// A shared receive queue of the QP's PD to take receives from (then the QP refuses
+    /// receives of its own); see [`crate::srq`].
+    pub srq: Option<crate::Srq>,
 }
 
 impl QpConfig {
@@ -140,6 +143,7 @@ impl QpConfig {
             emss: DEFAULT_EMSS,
             first_fpdu_delay: Duration::ZERO,
             zero_copy_tx: false,
+            srq: None,
         }
     }
 }
@@ -226,6 +230,9 @@ pub enum EngineError {
     /// The QP must accept at least six SGEs per work request.
     #[error("max_sge {0} is below the minimum of {MIN_MAX_SGE}")]
     MaxSgeTooSmall(usize),
+    /// A QP may only use a shared receive queue of its own protection domain.
+    #[error("the shared receive queue belongs to another protection domain than the QP")]
+    SrqPd,
     /// The SCTP segment size leaves no room for a DDP segment, or the session cannot start.
     #[error("{0}")]
     Sctp(SctpSetupError),
@@ -297,6 +304,9 @@ pub enum QpEvent {
     CqOverflow(CqId),
     /// The transport closed.
     TransportClosed(CloseReason),
+    /// A receive taken from the QP's shared receive queue left fewer receives than its
+    /// armed limit ([`crate::Srq::arm_limit`]).
+    SrqLimitReached(crate::SrqId),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -507,6 +517,9 @@ impl QpEngine {
     ) -> Result<QpEngine, EngineError> {
         if cfg.max_sge < MIN_MAX_SGE {
             return Err(EngineError::MaxSgeTooSmall(cfg.max_sge));
+        }
+        if cfg.srq.as_ref().is_some_and(|s| s.pd() != cfg.pd) {
+            return Err(EngineError::SrqPd);
         }
         // Every setup needs room for the largest single-segment message.
         let smallest = ddp::UNTAGGED_HEADER_LEN + AtomicRequest::LEN;
@@ -771,6 +784,11 @@ impl QpEngine {
 
     /// Posts a receive buffer.
     pub fn post_recv(&mut self, wr: RecvWr) -> Result<(), PostError> {
+        if self.cfg.srq.is_some() {
+            return Err(PostError::InvalidWr(
+                "this QP takes its receives from a shared receive queue: post to the SRQ",
+            ));
+        }
         if wr.sgl.len() > self.cfg.max_sge {
             return Err(PostError::TooManySge {
                 given: wr.sgl.len(),
@@ -1679,10 +1697,33 @@ impl QpEngine {
         }
     }
 
+    /// With a shared receive queue: a QP that holds no receive takes the SRQ's oldest
+    /// before a message for queue 0 is checked against its buffers.
+    fn take_from_srq(&mut self) {
+        if !self.rq.is_empty() || matches!(self.state, QpState::Error | QpState::Terminate) {
+            return;
+        }
+        let Some(t) = self.cfg.srq.as_ref().and_then(|s| s.take()) else {
+            return;
+        };
+        if t.limit_reached
+            && let Some(id) = self.cfg.srq.as_ref().map(|s| s.id())
+        {
+            self.events.push_back(QpEvent::SrqLimitReached(id));
+        }
+        self.rq_lens.push_back(t.wr.sgl_len());
+        self.rq.push_back(RqEntry {
+            wr: t.wr,
+            sgl: None,
+            error: None,
+        });
+    }
+
     fn on_send(&mut self, seg: &[u8], msg: &Message<'_>, solicited: bool, invalidate: Option<u32>) {
         let ddp::Header::Untagged(u) = msg.ddp_header() else {
             return;
         };
+        self.take_from_srq();
         let len = msg.payload.len();
         if let Err(e) = self.check_untagged(&u, len) {
             let status = matches!(e, DdpError::TooLong { .. }).then_some(WcStatus::LocalLength);
@@ -1764,6 +1805,7 @@ impl QpEngine {
         let ddp::Header::Untagged(u) = msg.ddp_header() else {
             return;
         };
+        self.take_from_srq();
         if let Err(e) = self.check_untagged(&u, 0) {
             self.fail_segment(TermCause::from(e), seg, None);
             return;

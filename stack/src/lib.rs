@@ -83,6 +83,7 @@ pub mod llp;
 pub mod mem;
 pub mod rnic;
 mod shared;
+pub mod srq;
 mod transport;
 pub mod wr;
 
@@ -102,6 +103,7 @@ pub use rnic::{
     AdoptRole, CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Listener, ListenerId,
     PathChange, ProgressMode, Qp, QpAttr, Rnic, RnicConfig, RnicError, SctpRequest,
 };
+pub use srq::{Srq, SrqId};
 pub use wr::{RecvWr, SendOp, SendWr, Sge};
 
 pub use ddp;

@@ -233,6 +233,11 @@ impl Rnic {
         if attr.max_sge < crate::wr::MIN_MAX_SGE {
             return Err(EngineError::MaxSgeTooSmall(attr.max_sge).into());
         }
+        if let Some(srq) = &attr.srq
+            && srq.pd() != attr.pd
+        {
+            return Err(EngineError::SrqPd.into());
+        }
         if self.shared.stop.load(Ordering::SeqCst) {
             return Err(RnicError::Closed);
         }
@@ -1066,6 +1071,11 @@ impl Qp {
     /// it reads from the socket again.
     pub fn post_recv(&self, wr: RecvWr) -> Result<(), PostError> {
         let q = &self.inner;
+        if q.attr.srq.is_some() {
+            return Err(PostError::InvalidWr(
+                "this QP takes its receives from a shared receive queue: post to the SRQ",
+            ));
+        }
         if q.ring_open.load(Ordering::SeqCst) {
             if wr.sgl.len() > q.attr.max_sge {
                 return Err(PostError::TooManySge {

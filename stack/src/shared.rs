@@ -102,6 +102,8 @@ pub struct QpAttr {
     /// Initiator interop quirk (zero: off): hold the first FPDU this long after the MPA
     /// Reply arrives ([`crate::QpConfig::first_fpdu_delay`]; Linux siw 6.1's accept race).
     pub first_fpdu_delay: Duration,
+    /// A shared receive queue of the same PD to take receives from ([`crate::srq`]).
+    pub srq: Option<crate::Srq>,
 }
 
 impl QpAttr {
@@ -115,6 +117,7 @@ impl QpAttr {
             rq_depth: 256,
             max_sge: crate::wr::MIN_MAX_SGE,
             first_fpdu_delay: Duration::ZERO,
+            srq: None,
         }
     }
 }
@@ -266,6 +269,14 @@ pub enum Event {
         /// The CQ.
         cq: CqId,
     },
+    /// A QP's take from a shared receive queue left fewer receives than the SRQ's armed
+    /// limit ([`crate::Srq::arm_limit`]; armed again by the application).
+    SrqLimitReached {
+        /// The QP that took the receive.
+        qp: QpId,
+        /// The SRQ.
+        srq: crate::SrqId,
+    },
     /// A path of the QP's multihomed SCTP association changed (the QP goes on while any
     /// path is up).
     Path {
@@ -291,6 +302,7 @@ impl Event {
             | Event::TerminateReceived { qp, .. }
             | Event::QpError { qp, .. }
             | Event::CqOverflow { qp, .. }
+            | Event::SrqLimitReached { qp, .. }
             | Event::Path { qp, .. } => Some(*qp),
         }
     }

@@ -1510,6 +1510,7 @@ fn qp_config(shared: &Shared, qp: &QpShared, emss: u32) -> QpConfig {
     cfg.emss = emss;
     cfg.zero_copy_tx = shared.cfg.zero_copy_tx;
     cfg.first_fpdu_delay = attr.first_fpdu_delay;
+    cfg.srq = attr.srq.clone();
     cfg
 }
 
@@ -1559,6 +1560,7 @@ fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>)
                 shared.publish(Event::TerminateReceived { qp: id, terminate })
             }
             QpEvent::CqOverflow(cq) => shared.publish(Event::CqOverflow { qp: id, cq }),
+            QpEvent::SrqLimitReached(srq) => shared.publish(Event::SrqLimitReached { qp: id, srq }),
             QpEvent::StateChanged { from, to } => {
                 if to == QpState::Error && from != QpState::Closing && from != QpState::Idle {
                     shared.publish(Event::QpError { qp: id, from });

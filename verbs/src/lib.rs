@@ -101,7 +101,7 @@ pub use stack::{
     Access, Addressing, AdoptRole, Arm, CloseReason, CmError, CompletionChannel, ConnectRequest,
     Cq, CqId, Event, FastRegRegion, Listener, MemError, MemoryRegion, MwType, PathChange, Pd,
     PostError, ProgressMode, QpId, QpState, RecvWr, RegisteredBuf, RnicConfig, RnicError,
-    SctpRequest, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
+    SctpRequest, SendOp, SendWr, Sge, Srq, SrqId, Wc, WcOpcode, WcStatus,
 };
 
 /// Errors of the verbs.
@@ -675,6 +675,30 @@ impl Rnic {
 
     /// `qp_create`: a QP in `pd` with its send and receive CQs (they may be the same).
     pub fn qp_create(&self, pd: Pd, send_cq: &Cq, recv_cq: &Cq, caps: QpCaps) -> Result<Qp> {
+        self.qp_create_inner(pd, send_cq, recv_cq, caps, None)
+    }
+
+    /// `qp_create` of a QP that takes its receives from `srq` (of the same PD) and takes
+    /// none of its own.
+    pub fn qp_create_with_srq(
+        &self,
+        pd: Pd,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        caps: QpCaps,
+        srq: &Srq,
+    ) -> Result<Qp> {
+        self.qp_create_inner(pd, send_cq, recv_cq, caps, Some(srq.clone()))
+    }
+
+    fn qp_create_inner(
+        &self,
+        pd: Pd,
+        send_cq: &Cq,
+        recv_cq: &Cq,
+        caps: QpCaps,
+        srq: Option<Srq>,
+    ) -> Result<Qp> {
         {
             let b = self.book();
             if !b.pds.contains_key(&pd) {
@@ -691,6 +715,7 @@ impl Rnic {
         attr.rq_depth = caps.rq_depth;
         attr.max_sge = caps.max_sge;
         attr.first_fpdu_delay = caps.first_fpdu_delay;
+        attr.srq = srq;
         let inner = self.rnic.create_qp(attr)?;
         let mut b = self.book();
         b.qps.insert(inner.id(), (pd, send_cq.id(), recv_cq.id()));
@@ -698,6 +723,26 @@ impl Rnic {
             u.qps += 1;
         }
         Ok(Qp { inner })
+    }
+
+    /// `srq_create` (ibverbs' `ibv_create_srq`): a shared receive queue of `pd` holding at
+    /// most `depth` receives of at most `max_sge` SGEs; QPs of the PD created with it
+    /// ([`Rnic::qp_create_with_srq`]) take their receives from it.
+    pub fn srq_create(&self, pd: Pd, depth: usize, max_sge: usize) -> Result<Srq> {
+        self.check_pd(pd)?;
+        Ok(Srq::new(pd, depth, max_sge.max(stack::wr::MIN_MAX_SGE)))
+    }
+
+    /// `srq_post_recv` (ibverbs' `ibv_post_srq_recv`): a receive for whichever QP of the
+    /// SRQ needs one next.
+    pub fn srq_post_recv(&self, srq: &Srq, wr: RecvWr) -> Result<()> {
+        Ok(srq.post_recv(wr)?)
+    }
+
+    /// `srq_arm_limit` (ibverbs' `srq_limit` of `ibv_modify_srq`): once a take leaves fewer
+    /// than `limit` receives, [`Event::SrqLimitReached`] is reported (once; 0 disarms).
+    pub fn srq_arm_limit(&self, srq: &Srq, limit: usize) {
+        srq.arm_limit(limit);
     }
 
     /// `qp_destroy`: aborts the connection and flushes every outstanding work request.

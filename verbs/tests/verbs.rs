@@ -561,3 +561,116 @@ fn wait_for<T>(r: &Rnic, mut pick: impl FnMut(&Event) -> Option<T>) -> T {
     }
     panic!("no such event within {T:?}");
 }
+
+/// A shared receive queue over loopback: three QPs of one RNIC take their receives from
+/// one SRQ; Sends from three peers all land, each completion on its own QP; the armed limit
+/// is reported once when the SRQ runs low; a QP of the SRQ refuses receives of its own and
+/// an SRQ of another PD is refused. When the SRQ is empty, the next Send gets the DDP
+/// Terminate for a missing buffer (RFC 5041 §7.2).
+#[test]
+fn shared_receive_queue_feeds_three_qps() {
+    let r = rnic_open(RnicConfig::default()).unwrap();
+    let pd = r.pd_allocate();
+    let cq = r.cq_create(64).unwrap();
+    let srq = r.srq_create(pd, 16, 1).unwrap();
+    let mr = r.nsmr_register(pd, 6 * 64, all()).unwrap();
+    for i in 0..4u64 {
+        r.srq_post_recv(&srq, RecvWr::new(100 + i, vec![mr.sge(i * 64, 64)]))
+            .unwrap();
+    }
+    r.srq_arm_limit(&srq, 2);
+    let other = r.pd_allocate();
+    assert!(
+        r.qp_create_with_srq(other, &cq, &cq, QpCaps::default(), &srq)
+            .is_err()
+    );
+    let l = r
+        .listen("127.0.0.1:0".parse::<verbs::TransportAddr>().unwrap())
+        .unwrap();
+    let mut qps = Vec::new();
+    let mut peers = Vec::new();
+    for _ in 0..3 {
+        let qp = r
+            .qp_create_with_srq(pd, &cq, &cq, QpCaps::default(), &srq)
+            .unwrap();
+        assert!(r.qp_post_rq(&qp, RecvWr::new(1, vec![])).is_err());
+        let p = end(RnicConfig::default());
+        std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                r.qp_passive_connect(&l, &qp, MpaConfig::default(), T)
+                    .unwrap()
+            });
+            p.r.qp_active_connect(&p.qp, l.transport.clone(), MpaConfig::default(), T)
+                .unwrap();
+            h.join().unwrap();
+        });
+        qps.push(qp);
+        peers.push(p);
+    }
+    for (i, p) in peers.iter().enumerate() {
+        let src = p.r.nsmr_register(p.pd, 64, all()).unwrap();
+        src.buf().write_at(0, &[i as u8 + 1; 64]).unwrap();
+        p.r.qp_post_sq(&p.qp, SendWr::send(1, vec![src.sge(0, 64)]))
+            .unwrap();
+        assert_eq!(one(p).status, WcStatus::Success);
+    }
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let mut w = [empty_wc()];
+        assert_eq!(r.cq_poll_block(&cq, &mut w, T).unwrap(), 1);
+        assert_eq!(
+            (w[0].opcode, w[0].status),
+            (WcOpcode::Recv, WcStatus::Success)
+        );
+        got.push((w[0].qp, w[0].wr_id));
+    }
+    // Receives were taken oldest first, one per QP that needed one.
+    let mut ids: Vec<u64> = got.iter().map(|g| g.1).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![100, 101, 102]);
+    let mut from: Vec<_> = got.iter().map(|g| g.0).collect();
+    from.sort_unstable();
+    let mut want: Vec<_> = qps.iter().map(|q| q.id()).collect();
+    want.sort_unstable();
+    assert_eq!(from, want);
+    for (qp, wr_id) in &got {
+        let i = (wr_id - 100) as usize;
+        let slot = mr.buf().read_range(i * 64..i * 64 + 64).unwrap();
+        let sender = qps.iter().position(|q| q.id() == *qp).unwrap();
+        assert!(slot.iter().all(|&b| b == sender as u8 + 1));
+    }
+    // Fewer than 2 left after the second take: reported once.
+    let mut limits = 0;
+    while let Some(e) = r.wait_event(Duration::from_millis(100)) {
+        if matches!(e, Event::SrqLimitReached { srq: s, .. } if s == srq.id()) {
+            limits += 1;
+        }
+    }
+    assert_eq!(limits, 1);
+    assert_eq!(srq.len(), 1);
+    // Peer 0 takes the last receive, then finds the SRQ empty.
+    let p = &peers[0];
+    let src = p.r.nsmr_register(p.pd, 64, all()).unwrap();
+    for id in [2, 3] {
+        p.r.qp_post_sq(&p.qp, SendWr::send(id, vec![src.sge(0, 64)]))
+            .unwrap();
+    }
+    let mut w = [empty_wc()];
+    assert_eq!(r.cq_poll_block(&cq, &mut w, T).unwrap(), 1);
+    assert_eq!((w[0].wr_id, w[0].status), (103, WcStatus::Success));
+    let t0 = std::time::Instant::now();
+    let mut cause = None;
+    while cause.is_none() && t0.elapsed() < T {
+        if let Some(Event::TerminateSent { terminate, .. }) =
+            r.wait_event(Duration::from_millis(50))
+        {
+            cause = Some(terminate.cause);
+        }
+    }
+    assert_eq!(
+        cause,
+        Some(stack::rdmap::TermCause::Ddp(stack::ddp::DdpCode::Untagged(
+            stack::ddp::UntaggedCode::NoBuffer
+        )))
+    );
+}
