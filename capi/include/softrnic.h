@@ -353,9 +353,10 @@ int softrnic_nsmr_register(struct softrnic_pd *pd,
 //
 // # Safety
 // * `addr` must be valid for reads and writes of `len` bytes (not NULL unless `len` is
-//   0) and stay valid, unmoved and unfreed until the region is deregistered **and**
-//   every work request that names it has completed (or its QP was destroyed), or until
-//   the RNIC is closed: the library reads and writes it from its progress thread.
+//   0) and stay valid, unmoved and unfreed until `softrnic_deregister_mem` of the region
+//   returned `SOFTRNIC_OK`, or else until `softrnic_rnic_close` of its RNIC returned: the
+//   library reads and writes it from its progress thread (posted work, the peer's RDMA
+//   Writes and Reads).
 // * While registered the memory may change at any time (peer RDMA Writes, received
 //   messages, RDMA Read responses): read it only after a completion says it is placed.
 // * `out` is NULL (an error) or valid for a write of a pointer.
@@ -383,7 +384,14 @@ int softrnic_mr_write(struct softrnic_mr *mr, size_t offset, const void *src, si
 // `dst` is NULL (an error unless `len` is 0) or valid for writes of `len` bytes.
 int softrnic_mr_read(const struct softrnic_mr *mr, size_t offset, void *dst, size_t len);
 
-// `deregister_mem`: removes the registration and invalidates the handle (on success).
+// `deregister_mem`: removes the registration and invalidates the handle.
+//
+// For the caller's memory (`softrnic_nsmr_register_mem`) it then waits (up to a second)
+// until no posted or in-flight work of the library holds the memory: `SOFTRNIC_OK` means
+// the program may free it now. `SOFTRNIC_ERR_BUSY` after a successful deregistration
+// (the handle is gone all the same) means work still holds it (a receive or RDMA Read
+// still posted into it, a QP that used it not yet destroyed): keep the memory until that
+// work completes and its QP is destroyed, or until `softrnic_rnic_close` returned.
 int softrnic_deregister_mem(struct softrnic_mr *mr);
 
 // `deallocate_stag`: releases an STag of `rnic` that was invalidated (by a Local

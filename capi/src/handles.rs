@@ -42,6 +42,8 @@ pub(crate) struct QpObj {
 pub(crate) struct MrObj {
     pub(crate) rnic: Arc<RnicObj>,
     pub(crate) mr: MemoryRegion,
+    /// The memory is the caller's (`softrnic_nsmr_register_mem`).
+    pub(crate) caller_mem: bool,
 }
 
 /// A listener.

@@ -16,8 +16,8 @@
 //! * **Memory**: `softrnic_nsmr_register` allocates zeroed, page-aligned memory
 //!   (reach it with `softrnic_mr_write` / `softrnic_mr_read` or the address
 //!   `softrnic_mr_query` reports); `softrnic_nsmr_register_mem` registers the caller's
-//!   own memory, which must then stay valid until it is deregistered and no posted work
-//!   request names it any more (or until the RNIC is closed).
+//!   own memory, which must then stay valid until `softrnic_deregister_mem` returned
+//!   `SOFTRNIC_OK` (it waits for in-flight work to let go) or the RNIC is closed.
 //! * **Threads**: every function may be called from any thread. Connecting is blocking
 //!   (`softrnic_qp_active_connect` / `softrnic_qp_passive_connect`), so one process that
 //!   connects two of its own QPs runs the passive side in a second thread.
@@ -627,6 +627,7 @@ fn register(
     rid: usize,
     buf: &Arc<RegisteredBuf>,
     acc: Access,
+    caller_mem: bool,
 ) -> Result<*mut softrnic_mr> {
     let mr = p.rnic.rnic.nsmr_register_buf(
         p.pd,
@@ -640,6 +641,7 @@ fn register(
         Arc::new(MrObj {
             rnic: p.rnic.clone(),
             mr,
+            caller_mem,
         }),
     ))
 }
@@ -665,7 +667,7 @@ pub unsafe extern "C" fn softrnic_nsmr_register(
             return Err(null("out"));
         }
         let buf = RegisteredBuf::try_new(len)?;
-        let h = register(&p, rid, &buf, acc)?;
+        let h = register(&p, rid, &buf, acc, false)?;
         // SAFETY: `out` is non-null and valid for a write per the caller.
         unsafe { put(out, h, "out") }
     })
@@ -676,9 +678,10 @@ pub unsafe extern "C" fn softrnic_nsmr_register(
 ///
 /// # Safety
 /// * `addr` must be valid for reads and writes of `len` bytes (not NULL unless `len` is
-///   0) and stay valid, unmoved and unfreed until the region is deregistered **and**
-///   every work request that names it has completed (or its QP was destroyed), or until
-///   the RNIC is closed: the library reads and writes it from its progress thread.
+///   0) and stay valid, unmoved and unfreed until `softrnic_deregister_mem` of the region
+///   returned `SOFTRNIC_OK`, or else until `softrnic_rnic_close` of its RNIC returned: the
+///   library reads and writes it from its progress thread (posted work, the peer's RDMA
+///   Writes and Reads).
 /// * While registered the memory may change at any time (peer RDMA Writes, received
 ///   messages, RDMA Read responses): read it only after a completion says it is placed.
 /// * `out` is NULL (an error) or valid for a write of a pointer.
@@ -711,7 +714,7 @@ pub unsafe extern "C" fn softrnic_nsmr_register_mem(
         // only through RegisteredBuf's raw copies, never through Rust references; non-null
         // unless `len` is 0.
         let buf = unsafe { RegisteredBuf::from_raw(addr.cast::<u8>(), len) };
-        let h = register(&p, rid, &buf, acc)?;
+        let h = register(&p, rid, &buf, acc, true)?;
         // SAFETY: `out` is non-null and valid for a write per the caller.
         unsafe { put(out, h, "out") }
     })
@@ -817,13 +820,39 @@ fn check_range(m: &MrObj, offset: usize, len: usize) -> Result<()> {
     }
 }
 
-/// `deregister_mem`: removes the registration and invalidates the handle (on success).
+/// How long `softrnic_deregister_mem` waits for in-flight work to let go of caller memory.
+const RELEASE_WAIT: Duration = Duration::from_secs(1);
+
+/// `deregister_mem`: removes the registration and invalidates the handle.
+///
+/// For the caller's memory (`softrnic_nsmr_register_mem`) it then waits (up to a second)
+/// until no posted or in-flight work of the library holds the memory: `SOFTRNIC_OK` means
+/// the program may free it now. `SOFTRNIC_ERR_BUSY` after a successful deregistration
+/// (the handle is gone all the same) means work still holds it (a receive or RDMA Read
+/// still posted into it, a QP that used it not yet destroyed): keep the memory until that
+/// work completes and its QP is destroyed, or until `softrnic_rnic_close` returned.
 #[unsafe(no_mangle)]
 pub extern "C" fn softrnic_deregister_mem(mr: *mut softrnic_mr) -> c_int {
     guard_ok(|| {
         let (m, _) = get::<MrObj>(mr)?;
         m.rnic.rnic.deregister_mem(&m.mr)?;
         remove::<MrObj>(mr);
+        if m.caller_mem {
+            // The table no longer hands the buffer out, so the count only falls: once this
+            // region's reference is the last, nothing in the stack can touch the memory.
+            let start = std::time::Instant::now();
+            while Arc::strong_count(m.mr.buf()) > 1 {
+                if start.elapsed() > RELEASE_WAIT {
+                    return Err(Error::new(
+                        SOFTRNIC_ERR_BUSY,
+                        "region deregistered, but posted or in-flight work still holds its \
+                         memory: keep it until that work completes and its QP is destroyed, or \
+                         until the RNIC is closed",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
         Ok(())
     })
 }

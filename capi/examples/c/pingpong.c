@@ -229,16 +229,15 @@ int main(void) {
     CHECK(softrnic_qp_destroy(srv.qp));
     CHECK(softrnic_listener_destroy(lis));
     CHECK(softrnic_deregister_mem(cmr));
+    /* SOFTRNIC_OK from deregistering caller memory: the library holds it no more. */
     CHECK(softrnic_deregister_mem(smr));
+    free(sbuf);
     CHECK(softrnic_cq_destroy(cli.cq));
     CHECK(softrnic_cq_destroy(srv.cq));
     CHECK(softrnic_pd_deallocate(cli.pd));
     CHECK(softrnic_pd_deallocate(srv.pd));
     CHECK(softrnic_rnic_close(cli.rnic));
     CHECK(softrnic_rnic_close(srv.rnic));
-    /* Deregistered, its QP destroyed and the RNIC closed: the memory is the caller's
-     * again. */
-    free(sbuf);
     free(pattern);
     free(back);
     printf("teardown: ok\n");
