@@ -103,7 +103,7 @@ fn pingpong_moves_and_verifies_bytes() {
     let (ok, out, err) = run(&exe);
     assert!(ok, "pingpong failed:\n{out}\n{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 6, "{out}");
+    assert_eq!(lines.len(), 9, "{out}");
     assert!(
         lines[0].starts_with("connect: ok (tcp://127.0.0.1:"),
         "{out}"
@@ -115,6 +115,9 @@ fn pingpong_moves_and_verifies_bytes() {
             "rdma write: ok (16384 bytes placed and verified)",
             "rdma read: ok (8192 bytes read and verified)",
             "fetch and add: ok (40 + 2 = 42)",
+            "compare and swap: ok (42 -> 100)",
+            "send with invalidate: ok (peer STag invalidated and deallocated)",
+            "local invalidate: ok (STag invalidated and deallocated)",
             "teardown: ok",
         ]
     );

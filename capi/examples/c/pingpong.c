@@ -1,6 +1,7 @@
 /* pingpong: two softrnic RNICs in one process, connected over loopback TCP (MPA), doing
- * Send/Receive, RDMA Write, RDMA Read and Fetch and Add through the C ABI, each verified
- * byte for byte. Prints one line per operation and exits 0 on success.
+ * Send/Receive, RDMA Write, RDMA Read, Fetch and Add, Compare and Swap, Send with Invalidate
+ * and Local Invalidate through the C ABI, each verified. Prints one line per operation and
+ * exits 0 on success.
  *
  *   cc -Wall -Wextra -Werror -I capi/include capi/examples/c/pingpong.c \
  *      -L target/debug -lsoftrnic -Wl,-rpath,target/debug -pthread -o pingpong
@@ -222,6 +223,66 @@ int main(void) {
     memcpy(&now, sbuf + 60000, 8);
     EXPECT(orig == 40 && now == 42);
     printf("fetch and add: ok (40 + 2 = %llu)\n", (unsigned long long)now);
+
+    /* Compare and Swap: 42 becomes 100 (both masks all ones: a plain 64-bit CAS). */
+    softrnic_send_wr cs;
+    memset(&cs, 0, sizeof cs);
+    cs.wr_id = 7;
+    cs.opcode = SOFTRNIC_WR_CMP_SWAP;
+    cs.sg_list = &res;
+    cs.num_sge = 1;
+    cs.remote_stag = si.stag;
+    cs.remote_to = si.base_to + 60000;
+    cs.compare_add = 42;
+    cs.compare_add_mask = UINT64_MAX;
+    cs.swap = 100;
+    cs.swap_mask = UINT64_MAX;
+    CHECK(softrnic_qp_post_sq(cli.qp, &cs));
+    wait_wc(cli.cq, 7, SOFTRNIC_WC_CMP_SWAP);
+    CHECK(softrnic_mr_read(cmr, 60000, &orig, 8));
+    memcpy(&now, sbuf + 60000, 8);
+    EXPECT(orig == 42 && now == 100);
+    printf("compare and swap: ok (42 -> %llu)\n", (unsigned long long)now);
+
+    /* Send with Invalidate: the client's message invalidates a server region; the server
+     * sees which in its receive completion and releases the STag. */
+    softrnic_mr *sinv;
+    CHECK(softrnic_nsmr_register(srv.pd, 4096,
+                                 SOFTRNIC_ACCESS_LOCAL_WRITE | SOFTRNIC_ACCESS_REMOTE_WRITE, &sinv));
+    softrnic_mr_info ii;
+    CHECK(softrnic_mr_query(sinv, &ii));
+    post_recv(srv.qp, 102, si.stag, si.base_to + 1024, 256);
+    softrnic_send_wr sw;
+    memset(&sw, 0, sizeof sw);
+    softrnic_sge msg = {.to = ci.base_to, .len = 4, .stag = ci.stag};
+    sw.wr_id = 8;
+    sw.opcode = SOFTRNIC_WR_SEND_WITH_INV;
+    sw.sg_list = &msg;
+    sw.num_sge = 1;
+    sw.invalidate_stag = ii.stag;
+    CHECK(softrnic_qp_post_sq(cli.qp, &sw));
+    wait_wc(cli.cq, 8, SOFTRNIC_WC_SEND);
+    softrnic_wc iwc = wait_wc(srv.cq, 102, SOFTRNIC_WC_RECV);
+    EXPECT((iwc.flags & SOFTRNIC_WC_WITH_INV) && iwc.invalidated_stag == ii.stag);
+    CHECK(softrnic_deallocate_stag(srv.rnic, ii.stag));
+    EXPECT(softrnic_mr_query(sinv, &ii) == SOFTRNIC_ERR_BAD_HANDLE);
+    printf("send with invalidate: ok (peer STag invalidated and deallocated)\n");
+
+    /* Local Invalidate of a client region, in send-queue order. */
+    softrnic_mr *cinv;
+    CHECK(softrnic_nsmr_register(cli.pd, 4096, SOFTRNIC_ACCESS_LOCAL_WRITE, &cinv));
+    softrnic_mr_info li;
+    CHECK(softrnic_mr_query(cinv, &li));
+    EXPECT(softrnic_deallocate_stag(cli.rnic, li.stag) == SOFTRNIC_ERR_STAG_VALID);
+    softrnic_send_wr linv;
+    memset(&linv, 0, sizeof linv);
+    linv.wr_id = 9;
+    linv.opcode = SOFTRNIC_WR_LOCAL_INV;
+    linv.invalidate_stag = li.stag;
+    CHECK(softrnic_qp_post_sq(cli.qp, &linv));
+    wait_wc(cli.cq, 9, SOFTRNIC_WC_LOCAL_INV);
+    CHECK(softrnic_deallocate_stag(cli.rnic, li.stag));
+    printf("local invalidate: ok (STag invalidated and deallocated)\n");
 
     /* Tear down in verbs order. */
     CHECK(softrnic_qp_disconnect(cli.qp));
