@@ -1,4 +1,5 @@
-//! Generates include/softrnic.h with cbindgen (rewritten only when its content changes).
+//! Generates include/softrnic.h with cbindgen. The file is rewritten only when its content
+//! changes; a source tree that cannot be written keeps its header, with a warning.
 
 use std::path::PathBuf;
 
@@ -13,5 +14,15 @@ fn main() {
         .with_config(config)
         .generate()
         .unwrap_or_else(|e| panic!("cbindgen could not generate softrnic.h: {e}"));
-    bindings.write_to_file(dir.join("include/softrnic.h"));
+    let mut header = Vec::new();
+    bindings.write(&mut header);
+    let path = dir.join("include/softrnic.h");
+    if std::fs::read(&path).ok().as_deref() != Some(header.as_slice())
+        && let Err(e) = std::fs::write(&path, &header)
+    {
+        println!(
+            "cargo:warning=cannot update {} ({e}); it is out of date",
+            path.display()
+        );
+    }
 }
