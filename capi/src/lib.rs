@@ -1,0 +1,1303 @@
+//! # softrnic-capi — the C ABI of softrnic
+//!
+//! `libsoftrnic.so` (and `libsoftrnic.a`) with the header `include/softrnic.h`, generated
+//! from this crate by cbindgen: the OSC-style verbs of [`verbs`] for C programs, one
+//! function `softrnic_<verb>` per verb.
+//!
+//! * **Handles** (`softrnic_rnic *`, `softrnic_pd *`, `softrnic_cq *`, `softrnic_qp *`,
+//!   `softrnic_mr *`, `softrnic_listener *`) are opaque: the library looks them up in a
+//!   table and never dereferences them, so a NULL, destroyed or forged handle is an error
+//!   code. Closing an RNIC invalidates the handles of everything made on it.
+//! * **Errors**: every function returns `int`: `SOFTRNIC_OK` (0) or a negative
+//!   `softrnic_status`; polls and `softrnic_rnic_advance` return a count (>= 0) on
+//!   success. `softrnic_strerror(code)` describes a code (a static string);
+//!   `softrnic_last_error()` returns the full message of the calling thread's last error.
+//!   No panic crosses the boundary: one becomes `SOFTRNIC_ERR_INTERNAL`.
+//! * **Memory**: `softrnic_nsmr_register` allocates zeroed, page-aligned memory
+//!   (reach it with `softrnic_mr_write` / `softrnic_mr_read` or the address
+//!   `softrnic_mr_query` reports); `softrnic_nsmr_register_mem` registers the caller's
+//!   own memory, which must then stay valid until `softrnic_deregister_mem` returned
+//!   `SOFTRNIC_OK` (it waits for in-flight work to let go) or the RNIC is closed.
+//! * **Threads**: every function may be called from any thread. Connecting is blocking
+//!   (`softrnic_qp_active_connect` / `softrnic_qp_passive_connect`), so one process that
+//!   connects two of its own QPs runs the passive side in a second thread.
+//!
+//! `unsafe` is confined to reading and writing what C's raw pointers point to (each block
+//! says why it is sound), and to `RegisteredBuf::from_raw` for caller memory.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+#![allow(non_camel_case_types)]
+
+mod error;
+mod handles;
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use verbs::{
+    Access, MpaConfig, ProgressMode, QpCaps, RecvWr, RegisteredBuf, RnicConfig, SendOp, SendWr,
+    Sge, TransportAddr, Wc, WcOpcode, WcStatus,
+};
+
+pub use error::softrnic_status;
+use error::{Error, Result, guard, guard_ok, softrnic_status::*};
+use handles::{CqObj, ListenerObj, MrObj, PdObj, QpObj, RnicObj, get, insert, remove};
+
+// ------------------------------------------------------------------------ opaque handles
+
+/// An open RNIC (opaque).
+pub struct softrnic_rnic {
+    _private: [u8; 0],
+}
+
+/// A protection domain (opaque).
+pub struct softrnic_pd {
+    _private: [u8; 0],
+}
+
+/// A completion queue (opaque).
+pub struct softrnic_cq {
+    _private: [u8; 0],
+}
+
+/// A queue pair (opaque).
+pub struct softrnic_qp {
+    _private: [u8; 0],
+}
+
+/// A registered memory region (opaque).
+pub struct softrnic_mr {
+    _private: [u8; 0],
+}
+
+/// A listening endpoint (opaque).
+pub struct softrnic_listener {
+    _private: [u8; 0],
+}
+
+// ------------------------------------------------------------------------ constants
+
+/// `softrnic_rnic_open` flag: no progress thread; the application drives progress with
+/// `softrnic_rnic_advance` (the polls advance too).
+pub const SOFTRNIC_RNIC_MANUAL_PROGRESS: u32 = 1;
+
+/// Access right: the local application (receives, RDMA Read sinks, atomic results) may
+/// write the region.
+pub const SOFTRNIC_ACCESS_LOCAL_WRITE: u32 = 0x01;
+/// Access right: the peer may RDMA Read the region.
+pub const SOFTRNIC_ACCESS_REMOTE_READ: u32 = 0x02;
+/// Access right: the peer may RDMA Write the region (needs local write); RDMA Read sinks
+/// need it too.
+pub const SOFTRNIC_ACCESS_REMOTE_WRITE: u32 = 0x04;
+/// Access right: the peer may run atomics on the region (needs local write).
+pub const SOFTRNIC_ACCESS_REMOTE_ATOMIC: u32 = 0x08;
+/// Access right: memory windows may be bound to the region.
+pub const SOFTRNIC_ACCESS_MW_BIND: u32 = 0x10;
+
+/// Send work request flag: no completion on success (errors always complete).
+pub const SOFTRNIC_WR_UNSIGNALED: u32 = 1;
+/// Send work request flag: read fence (start after earlier RDMA Reads and atomics).
+pub const SOFTRNIC_WR_FENCE: u32 = 2;
+/// Send work request flag: Solicited Event (Send, Send with Invalidate, Immediate Data).
+pub const SOFTRNIC_WR_SOLICITED: u32 = 4;
+
+/// Work completion flag: `imm_data` holds received Immediate Data.
+pub const SOFTRNIC_WC_WITH_IMM: u32 = 1;
+/// Work completion flag: a received Send with Invalidate invalidated `invalidated_stag`.
+pub const SOFTRNIC_WC_WITH_INV: u32 = 2;
+/// Work completion flag: the received message asked for a Solicited Event.
+pub const SOFTRNIC_WC_SOLICITED: u32 = 4;
+
+/// The most SGEs one work request may carry through this ABI.
+pub const SOFTRNIC_MAX_SGE: u32 = 1024;
+
+/// The operation of a send work request (`softrnic_send_wr.opcode`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum softrnic_wr_opcode {
+    /// Send: the SGL is gathered into one message for a receive of the peer.
+    SOFTRNIC_WR_SEND = 0,
+    /// Send with Invalidate: also invalidates the peer's STag `invalidate_stag`.
+    SOFTRNIC_WR_SEND_WITH_INV = 1,
+    /// RDMA Write of the SGL to `remote_to` of `remote_stag`.
+    SOFTRNIC_WR_RDMA_WRITE = 2,
+    /// RDMA Read of the SGL's length from `remote_to` of `remote_stag` into the SGL (each
+    /// sink region needs local and remote write).
+    SOFTRNIC_WR_RDMA_READ = 3,
+    /// Fetch and Add (RFC 7306) of `compare_add` (mask `compare_add_mask`, 0: plain add) to
+    /// the 64-bit value at `remote_to`; the original value lands in the single 8-byte SGE.
+    SOFTRNIC_WR_FETCH_ADD = 4,
+    /// Compare and Swap (RFC 7306): compare `compare_add` under `compare_add_mask`, swap in
+    /// `swap` under `swap_mask` (both masks all ones for a plain 64-bit compare and swap);
+    /// the original value lands in the single 8-byte SGE.
+    SOFTRNIC_WR_CMP_SWAP = 5,
+    /// Local Invalidate of the local STag `invalidate_stag`, in send-queue order (no SGL).
+    SOFTRNIC_WR_LOCAL_INV = 6,
+    /// Immediate Data (RFC 7306): the eight bytes `imm_data` (no SGL); it consumes a
+    /// receive of the peer.
+    SOFTRNIC_WR_IMM_DATA = 7,
+}
+
+/// The outcome of a work request.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum softrnic_wc_status {
+    /// Success.
+    SOFTRNIC_WC_SUCCESS = 0,
+    /// A received message did not fit, or an atomic result SGE is not 8 bytes.
+    SOFTRNIC_WC_LOCAL_LENGTH = 1,
+    /// An SGE names an invalid STag, another PD's memory, lacks rights or is out of bounds.
+    SOFTRNIC_WC_LOCAL_PROTECTION = 2,
+    /// The work request cannot be carried out on this QP (e.g. RDMA Read with ORD 0).
+    SOFTRNIC_WC_LOCAL_QP_OPERATION = 3,
+    /// The peer refused access to its memory.
+    SOFTRNIC_WC_REMOTE_ACCESS = 4,
+    /// The peer failed the operation (e.g. no receive posted).
+    SOFTRNIC_WC_REMOTE_OPERATION = 5,
+    /// The transport failed.
+    SOFTRNIC_WC_TRANSPORT = 6,
+    /// The QP failed for a reason not tied to this work request.
+    SOFTRNIC_WC_FATAL = 7,
+    /// Flushed when the QP entered the Error state.
+    SOFTRNIC_WC_FLUSHED = 8,
+}
+
+/// The operation a completion reports.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum softrnic_wc_opcode {
+    /// A Send (of any kind).
+    SOFTRNIC_WC_SEND = 0,
+    /// An RDMA Write.
+    SOFTRNIC_WC_RDMA_WRITE = 1,
+    /// An RDMA Read.
+    SOFTRNIC_WC_RDMA_READ = 2,
+    /// A Fetch and Add.
+    SOFTRNIC_WC_FETCH_ADD = 3,
+    /// A Compare and Swap.
+    SOFTRNIC_WC_CMP_SWAP = 4,
+    /// Immediate Data sent.
+    SOFTRNIC_WC_IMM_DATA = 5,
+    /// A Local Invalidate.
+    SOFTRNIC_WC_LOCAL_INV = 6,
+    /// A Fast Register.
+    SOFTRNIC_WC_FAST_REG = 7,
+    /// A memory window bind.
+    SOFTRNIC_WC_BIND_MW = 8,
+    /// A receive (a Send, or Immediate Data when `SOFTRNIC_WC_WITH_IMM` is set).
+    SOFTRNIC_WC_RECV = 9,
+}
+
+// ------------------------------------------------------------------------ plain structs
+
+/// A scatter/gather element: `len` bytes at Tagged Offset `to` of local region `stag`
+/// (VA-based regions: `to` is the address; see `softrnic_mr_info.base_to`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct softrnic_sge {
+    /// Tagged Offset of the first byte.
+    pub to: u64,
+    /// Length in bytes.
+    pub len: u32,
+    /// Local STag (lkey).
+    pub stag: u32,
+}
+
+/// A send-queue work request. Zero-initialise it, then set what the opcode uses.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct softrnic_send_wr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// A `softrnic_wr_opcode`.
+    pub opcode: u32,
+    /// `SOFTRNIC_WR_*` flags.
+    pub flags: u32,
+    /// The SGL (`num_sge` elements; may be NULL when `num_sge` is 0).
+    pub sg_list: *const softrnic_sge,
+    /// Elements in `sg_list`.
+    pub num_sge: u32,
+    /// RDMA Write / Read / atomics: the peer's STag.
+    pub remote_stag: u32,
+    /// RDMA Write / Read / atomics: the peer's Tagged Offset.
+    pub remote_to: u64,
+    /// Send with Invalidate: the peer's STag; Local Invalidate: the local STag.
+    pub invalidate_stag: u32,
+    /// Padding (ignored).
+    pub reserved: u32,
+    /// Fetch and Add: the addend; Compare and Swap: the compare value.
+    pub compare_add: u64,
+    /// Fetch and Add: add mask; Compare and Swap: compare mask.
+    pub compare_add_mask: u64,
+    /// Compare and Swap: the swap value.
+    pub swap: u64,
+    /// Compare and Swap: swap mask.
+    pub swap_mask: u64,
+    /// Immediate Data.
+    pub imm_data: [u8; 8],
+}
+
+/// A receive-queue work request.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct softrnic_recv_wr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where the message is scattered (every region needs local write).
+    pub sg_list: *const softrnic_sge,
+    /// Elements in `sg_list`.
+    pub num_sge: u32,
+}
+
+/// A work completion.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct softrnic_wc {
+    /// The work request's `wr_id`.
+    pub wr_id: u64,
+    /// Outcome.
+    pub status: softrnic_wc_status,
+    /// The operation.
+    pub opcode: softrnic_wc_opcode,
+    /// Bytes transferred (message length for receives, bytes read for RDMA Reads).
+    pub byte_len: u32,
+    /// The QP (see `softrnic_qp_id`).
+    pub qp_id: u32,
+    /// `SOFTRNIC_WC_*` flags.
+    pub flags: u32,
+    /// With `SOFTRNIC_WC_WITH_INV`: the STag the peer invalidated.
+    pub invalidated_stag: u32,
+    /// With `SOFTRNIC_WC_WITH_IMM`: the Immediate Data.
+    pub imm_data: [u8; 8],
+}
+
+/// What `softrnic_mr_query` reports of a region.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct softrnic_mr_info {
+    /// The STag (lkey and rkey).
+    pub stag: u32,
+    /// `SOFTRNIC_ACCESS_*` rights.
+    pub access: u32,
+    /// Tagged Offset of the first byte (its address: regions are VA-based).
+    pub base_to: u64,
+    /// Length in bytes.
+    pub length: u64,
+    /// Address of the first byte (the library's buffer or the caller's memory).
+    pub addr: *mut c_void,
+}
+
+/// QP sizes for `softrnic_qp_create` (NULL there: 256-deep queues, 6 SGEs).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct softrnic_qp_attr {
+    /// Send queue depth (0: 256).
+    pub sq_depth: u32,
+    /// Receive queue depth (0: 256).
+    pub rq_depth: u32,
+    /// SGEs per work request (0: 6; at least 6).
+    pub max_sge: u32,
+}
+
+/// Connection parameters (NULL where taken: MPA revision 2, IRD = ORD = 1, no private
+/// data).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct softrnic_conn_param {
+    /// Incoming RDMA Reads and atomics the peer may have outstanding (<= 0x3FFF).
+    pub ird: u16,
+    /// Outgoing RDMA Reads and atomics outstanding (<= 0x3FFF).
+    pub ord: u16,
+    /// Bytes of `private_data`.
+    pub private_data_len: u32,
+    /// Private data for the MPA Request or Reply (may be NULL when the length is 0).
+    pub private_data: *const u8,
+}
+
+// ------------------------------------------------------------------------ helpers
+
+/// A "forever" far enough and still representable as an `Instant` deadline.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+fn timeout(ms: c_int) -> Duration {
+    u64::try_from(ms).map_or(FOREVER, Duration::from_millis)
+}
+
+fn null(what: &str) -> Error {
+    Error::new(SOFTRNIC_ERR_NULL, format!("{what} is NULL"))
+}
+
+fn invalid(msg: impl Into<String>) -> Error {
+    Error::new(SOFTRNIC_ERR_INVALID_ARG, msg)
+}
+
+/// Writes `v` to the out-parameter `out`.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of `T`.
+unsafe fn put<T>(out: *mut T, v: T, what: &str) -> Result<()> {
+    if out.is_null() {
+        return Err(null(what));
+    }
+    // SAFETY: non-null, and the caller vouches that it is valid for a write of T.
+    unsafe { out.write(v) };
+    Ok(())
+}
+
+fn access(bits: u32) -> Result<Access> {
+    if bits & !0x1f != 0 {
+        return Err(invalid(format!("unknown access bits {:#x}", bits & !0x1f)));
+    }
+    Ok(Access::from_bits_truncate(bits as u8))
+}
+
+/// Copies a C SGL.
+///
+/// # Safety
+/// `list` is NULL or valid for reads of `n` `softrnic_sge`s.
+unsafe fn sgl(list: *const softrnic_sge, n: u32) -> Result<Vec<Sge>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if list.is_null() {
+        return Err(null("sg_list (with num_sge > 0)"));
+    }
+    if n > SOFTRNIC_MAX_SGE {
+        return Err(Error::new(
+            SOFTRNIC_ERR_INVALID_WR,
+            format!("{n} SGEs given, at most {SOFTRNIC_MAX_SGE} allowed"),
+        ));
+    }
+    // SAFETY: non-null, n > 0 and bounded, and the caller vouches for n readable elements
+    // (plain integers: every bit pattern is valid).
+    let list = unsafe { std::slice::from_raw_parts(list, n as usize) };
+    Ok(list
+        .iter()
+        .map(|s| Sge {
+            stag: s.stag,
+            to: s.to,
+            len: s.len,
+        })
+        .collect())
+}
+
+/// Reads a NUL-terminated address string.
+///
+/// # Safety
+/// `s` is NULL or points to a NUL-terminated string.
+unsafe fn transport_addr(s: *const c_char) -> Result<TransportAddr> {
+    if s.is_null() {
+        return Err(null("the address"));
+    }
+    // SAFETY: non-null and NUL-terminated per the caller.
+    let s = unsafe { CStr::from_ptr(s) };
+    let s = s
+        .to_str()
+        .map_err(|_| invalid("the address is not UTF-8"))?;
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a.into());
+    }
+    s.parse::<TransportAddr>()
+        .map_err(|e| invalid(format!("bad address {s:?}: {e}")))
+}
+
+/// The MPA settings of a connection.
+///
+/// # Safety
+/// `p` is NULL or points to a `softrnic_conn_param` whose `private_data` is valid for
+/// `private_data_len` bytes (or NULL with length 0).
+unsafe fn conn_config(p: *const softrnic_conn_param) -> Result<MpaConfig> {
+    let mut cfg = MpaConfig::default();
+    if p.is_null() {
+        return Ok(cfg);
+    }
+    // SAFETY: non-null and valid per the caller; plain integers and a pointer.
+    let p = unsafe { p.read() };
+    cfg.ird = p.ird;
+    cfg.ord = p.ord;
+    if p.private_data_len > 0 {
+        if p.private_data.is_null() {
+            return Err(null("private_data (with private_data_len > 0)"));
+        }
+        // SAFETY: non-null and valid for private_data_len bytes per the caller.
+        let pd = unsafe { std::slice::from_raw_parts(p.private_data, p.private_data_len as usize) };
+        cfg.private_data = pd.to_vec();
+    }
+    Ok(cfg)
+}
+
+fn same_rnic(a: &Arc<RnicObj>, b: &Arc<RnicObj>, what: &str) -> Result<()> {
+    if Arc::ptr_eq(a, b) {
+        Ok(())
+    } else {
+        Err(invalid(format!("{what} belong to different RNICs")))
+    }
+}
+
+fn wc_to_c(w: &Wc) -> softrnic_wc {
+    use softrnic_wc_opcode::*;
+    use softrnic_wc_status::*;
+    let mut flags = 0;
+    if w.imm_data.is_some() {
+        flags |= SOFTRNIC_WC_WITH_IMM;
+    }
+    if w.invalidated_stag.is_some() {
+        flags |= SOFTRNIC_WC_WITH_INV;
+    }
+    if w.solicited {
+        flags |= SOFTRNIC_WC_SOLICITED;
+    }
+    softrnic_wc {
+        wr_id: w.wr_id,
+        status: match w.status {
+            WcStatus::Success => SOFTRNIC_WC_SUCCESS,
+            WcStatus::LocalLength => SOFTRNIC_WC_LOCAL_LENGTH,
+            WcStatus::LocalProtection => SOFTRNIC_WC_LOCAL_PROTECTION,
+            WcStatus::LocalQpOperation => SOFTRNIC_WC_LOCAL_QP_OPERATION,
+            WcStatus::RemoteAccess => SOFTRNIC_WC_REMOTE_ACCESS,
+            WcStatus::RemoteOperation => SOFTRNIC_WC_REMOTE_OPERATION,
+            WcStatus::Transport => SOFTRNIC_WC_TRANSPORT,
+            WcStatus::Fatal => SOFTRNIC_WC_FATAL,
+            WcStatus::Flushed => SOFTRNIC_WC_FLUSHED,
+        },
+        opcode: match w.opcode {
+            WcOpcode::Send => SOFTRNIC_WC_SEND,
+            WcOpcode::RdmaWrite => SOFTRNIC_WC_RDMA_WRITE,
+            WcOpcode::RdmaRead => SOFTRNIC_WC_RDMA_READ,
+            WcOpcode::FetchAdd => SOFTRNIC_WC_FETCH_ADD,
+            WcOpcode::CmpSwap => SOFTRNIC_WC_CMP_SWAP,
+            WcOpcode::ImmediateData => SOFTRNIC_WC_IMM_DATA,
+            WcOpcode::LocalInvalidate => SOFTRNIC_WC_LOCAL_INV,
+            WcOpcode::FastRegister => SOFTRNIC_WC_FAST_REG,
+            WcOpcode::BindWindow => SOFTRNIC_WC_BIND_MW,
+            WcOpcode::Recv => SOFTRNIC_WC_RECV,
+        },
+        byte_len: w.byte_len,
+        qp_id: w.qp.0,
+        flags,
+        invalidated_stag: w.invalidated_stag.unwrap_or(0),
+        imm_data: w.imm_data.unwrap_or([0; 8]),
+    }
+}
+
+/// The most completions one poll moves.
+const POLL_CHUNK: u32 = 4096;
+
+/// Polls into C's array.
+///
+/// # Safety
+/// `wc` is NULL or valid for writes of `max` `softrnic_wc`s.
+unsafe fn poll_into(
+    wc: *mut softrnic_wc,
+    max: u32,
+    poll: impl FnOnce(&mut [Wc]) -> Result<usize>,
+) -> Result<c_int> {
+    if max == 0 {
+        return Ok(0);
+    }
+    if wc.is_null() {
+        return Err(null("the completion array"));
+    }
+    let mut buf = vec![verbs::empty_wc(); max.min(POLL_CHUNK) as usize];
+    let n = poll(&mut buf)?;
+    for (i, w) in buf[..n].iter().enumerate() {
+        // SAFETY: i < n <= max, and the caller vouches that wc has room for max entries;
+        // `write` does not read the (possibly uninitialised) old value.
+        unsafe { wc.add(i).write(wc_to_c(w)) };
+    }
+    Ok(n as c_int)
+}
+
+// ------------------------------------------------------------------------ errors
+
+/// A static description of a status code ("unknown status code" for a number that is
+/// none). Never NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_strerror(code: c_int) -> *const c_char {
+    softrnic_status::from_code(code)
+        .map_or(c"unknown status code", softrnic_status::text)
+        .as_ptr()
+}
+
+/// The full message of the calling thread's last error ("" before the first). Calls that
+/// succeed leave it alone. The string stays valid until this thread's next failing call.
+/// Never NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_last_error() -> *const c_char {
+    error::last_error_ptr()
+}
+
+// ------------------------------------------------------------------------ RNIC
+
+/// `rnic_open`: opens an RNIC into `*out`. `flags`: 0 (a progress thread) or
+/// `SOFTRNIC_RNIC_MANUAL_PROGRESS`.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_rnic_open(flags: u32, out: *mut *mut softrnic_rnic) -> c_int {
+    guard_ok(|| {
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        if flags & !SOFTRNIC_RNIC_MANUAL_PROGRESS != 0 {
+            return Err(invalid(format!("unknown RNIC flags {flags:#x}")));
+        }
+        let cfg = RnicConfig {
+            progress: if flags & SOFTRNIC_RNIC_MANUAL_PROGRESS != 0 {
+                ProgressMode::Manual
+            } else {
+                ProgressMode::Thread
+            },
+            ..RnicConfig::default()
+        };
+        let rnic = verbs::rnic_open(cfg)?;
+        let h = insert(None, Arc::new(RnicObj { rnic }));
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// `rnic_close`: aborts every connection, flushes outstanding work, stops the progress
+/// thread and invalidates the handles of every PD, CQ, QP, region and listener of the
+/// RNIC. Call it when no other thread is inside a call on the RNIC's objects (the RNIC
+/// then closes before this returns; otherwise when the last such call returns).
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_rnic_close(rnic: *mut softrnic_rnic) -> c_int {
+    guard_ok(|| {
+        let r = handles::remove_rnic(rnic)?;
+        drop(r);
+        Ok(())
+    })
+}
+
+/// `rnic_advance`: in manual-progress mode, runs the progress engine once, waiting up to
+/// `timeout_ms` (negative: without limit) for socket activity. Returns the work done
+/// (>= 0).
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_rnic_advance(rnic: *mut softrnic_rnic, timeout_ms: c_int) -> c_int {
+    guard(|| {
+        let (r, _) = get::<RnicObj>(rnic)?;
+        let n = r.rnic.advance(timeout(timeout_ms))?;
+        Ok(c_int::try_from(n).unwrap_or(c_int::MAX))
+    })
+}
+
+// ------------------------------------------------------------------------ PDs
+
+/// `pd_allocate`: a protection domain into `*out`.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_pd_allocate(
+    rnic: *mut softrnic_rnic,
+    out: *mut *mut softrnic_pd,
+) -> c_int {
+    guard_ok(|| {
+        let (r, rid) = get::<RnicObj>(rnic)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let pd = r.rnic.pd_allocate();
+        let h = insert(Some(rid), Arc::new(PdObj { rnic: r, pd }));
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// `pd_deallocate`: fails with `SOFTRNIC_ERR_BUSY` while regions or QPs use the PD.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_pd_deallocate(pd: *mut softrnic_pd) -> c_int {
+    guard_ok(|| {
+        let (p, _) = get::<PdObj>(pd)?;
+        p.rnic.rnic.pd_deallocate(p.pd)?;
+        remove::<PdObj>(pd);
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------------------ memory
+
+fn register(
+    p: &Arc<PdObj>,
+    rid: usize,
+    buf: &Arc<RegisteredBuf>,
+    acc: Access,
+    caller_mem: bool,
+) -> Result<*mut softrnic_mr> {
+    let mr = p.rnic.rnic.nsmr_register_buf(
+        p.pd,
+        buf,
+        0..buf.len(),
+        acc,
+        verbs::Addressing::VirtualAddress,
+    )?;
+    Ok(insert(
+        Some(rid),
+        Arc::new(MrObj {
+            rnic: p.rnic.clone(),
+            mr,
+            caller_mem,
+        }),
+    ))
+}
+
+/// `nsmr_register`: allocates `len` zeroed, page-aligned bytes and registers them
+/// (VA-based) in `pd` with `access` (`SOFTRNIC_ACCESS_*`). The memory belongs to the
+/// library and is freed when the region is deregistered (or the RNIC closed) and no
+/// posted work request names it.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_nsmr_register(
+    pd: *mut softrnic_pd,
+    len: usize,
+    access: u32,
+    out: *mut *mut softrnic_mr,
+) -> c_int {
+    guard_ok(|| {
+        let (p, rid) = get::<PdObj>(pd)?;
+        let acc = self::access(access)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let buf = RegisteredBuf::try_new(len)?;
+        let h = register(&p, rid, &buf, acc, false)?;
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// `nsmr_register` of the caller's memory: registers the `len` bytes at `addr`
+/// (VA-based: Tagged Offsets are addresses) in `pd` with `access`.
+///
+/// # Safety
+/// * `addr` must be valid for reads and writes of `len` bytes (not NULL unless `len` is
+///   0) and stay valid, unmoved and unfreed until `softrnic_deregister_mem` of the region
+///   returned `SOFTRNIC_OK`, or else until `softrnic_rnic_close` of its RNIC returned: the
+///   library reads and writes it from its progress thread (posted work, the peer's RDMA
+///   Writes and Reads).
+/// * While registered the memory may change at any time (peer RDMA Writes, received
+///   messages, RDMA Read responses): read it only after a completion says it is placed.
+/// * `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_nsmr_register_mem(
+    pd: *mut softrnic_pd,
+    addr: *mut c_void,
+    len: usize,
+    access: u32,
+    out: *mut *mut softrnic_mr,
+) -> c_int {
+    guard_ok(|| {
+        let (p, rid) = get::<PdObj>(pd)?;
+        let acc = self::access(access)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        if addr.is_null() && len > 0 {
+            return Err(null("addr (with len > 0)"));
+        }
+        if isize::try_from(len).is_err() || (addr as usize).checked_add(len).is_none() {
+            return Err(Error::new(
+                SOFTRNIC_ERR_RANGE,
+                format!("{len} bytes at {addr:p} wrap the address space"),
+            ));
+        }
+        // SAFETY: the caller guarantees (see `# Safety`) that `addr` is valid for reads and
+        // writes of `len` bytes until it is deregistered with no work left naming it or the
+        // RNIC closes, which is how long the stack holds the buffer; the library touches it
+        // only through RegisteredBuf's raw copies, never through Rust references; non-null
+        // unless `len` is 0.
+        let buf = unsafe { RegisteredBuf::from_raw(addr.cast::<u8>(), len) };
+        let h = register(&p, rid, &buf, acc, true)?;
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// Reports a region's STag, rights, Tagged Offset base, length and address.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a `softrnic_mr_info`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_mr_query(
+    mr: *const softrnic_mr,
+    out: *mut softrnic_mr_info,
+) -> c_int {
+    guard_ok(|| {
+        let (m, _) = get::<MrObj>(mr)?;
+        let r = &m.mr;
+        let addr = r.buf().addr() as usize + r.buf_offset();
+        let info = softrnic_mr_info {
+            stag: r.stag(),
+            access: u32::from(r.access().bits()),
+            base_to: r.base_to(),
+            length: r.len(),
+            // The buffer's address was exposed when RegisteredBuf::addr cast it to an
+            // integer; C may read and write through it.
+            addr: std::ptr::with_exposed_provenance_mut(addr),
+        };
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, info, "out") }
+    })
+}
+
+/// Copies `len` bytes from `src` into the region at byte `offset` (bounds-checked).
+///
+/// # Safety
+/// `src` is NULL (an error unless `len` is 0) or valid for reads of `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_mr_write(
+    mr: *mut softrnic_mr,
+    offset: usize,
+    src: *const c_void,
+    len: usize,
+) -> c_int {
+    guard_ok(|| {
+        let (m, _) = get::<MrObj>(mr)?;
+        if len == 0 {
+            return Ok(());
+        }
+        if src.is_null() {
+            return Err(null("src"));
+        }
+        check_range(&m, offset, len)?;
+        // Copied through a staging buffer by raw copy: `src` may itself be registered
+        // memory the progress thread writes, which a Rust slice must not alias.
+        let mut tmp = vec![0u8; len];
+        // SAFETY: `src` is non-null and valid for `len` bytes per the caller; `tmp` is a
+        // fresh allocation of `len` bytes, so the two do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.cast::<u8>(), tmp.as_mut_ptr(), len) };
+        m.mr.buf().write_at(m.mr.buf_offset() + offset, &tmp)?;
+        Ok(())
+    })
+}
+
+/// Copies `len` bytes of the region at byte `offset` into `dst` (bounds-checked).
+///
+/// # Safety
+/// `dst` is NULL (an error unless `len` is 0) or valid for writes of `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_mr_read(
+    mr: *const softrnic_mr,
+    offset: usize,
+    dst: *mut c_void,
+    len: usize,
+) -> c_int {
+    guard_ok(|| {
+        let (m, _) = get::<MrObj>(mr)?;
+        if len == 0 {
+            return Ok(());
+        }
+        if dst.is_null() {
+            return Err(null("dst"));
+        }
+        check_range(&m, offset, len)?;
+        let mut tmp = vec![0u8; len];
+        m.mr.buf().read_at(m.mr.buf_offset() + offset, &mut tmp)?;
+        // SAFETY: `dst` is non-null and valid for writes of `len` bytes per the caller;
+        // `tmp` is our own allocation of `len` bytes, so the two do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst.cast::<u8>(), len) };
+        Ok(())
+    })
+}
+
+fn check_range(m: &MrObj, offset: usize, len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end as u64 <= m.mr.len() => Ok(()),
+        _ => Err(Error::new(
+            SOFTRNIC_ERR_RANGE,
+            format!(
+                "{len} bytes at offset {offset} lie outside the {}-byte region",
+                m.mr.len()
+            ),
+        )),
+    }
+}
+
+/// How long `softrnic_deregister_mem` waits for in-flight work to let go of caller memory.
+const RELEASE_WAIT: Duration = Duration::from_secs(1);
+
+/// `deregister_mem`: removes the registration and invalidates the handle.
+///
+/// For the caller's memory (`softrnic_nsmr_register_mem`) it then waits (up to a second)
+/// until no posted or in-flight work of the library holds the memory: `SOFTRNIC_OK` means
+/// the program may free it now. `SOFTRNIC_ERR_BUSY` after a successful deregistration
+/// (the handle is gone all the same) means work still holds it (a receive or RDMA Read
+/// still posted into it, a QP that used it not yet destroyed): keep the memory until that
+/// work completes and its QP is destroyed, or until `softrnic_rnic_close` returned.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_deregister_mem(mr: *mut softrnic_mr) -> c_int {
+    guard_ok(|| {
+        let (m, _) = get::<MrObj>(mr)?;
+        m.rnic.rnic.deregister_mem(&m.mr)?;
+        remove::<MrObj>(mr);
+        if m.caller_mem {
+            // The table no longer hands the buffer out, so the count only falls: once this
+            // region's reference is the last, nothing in the stack can touch the memory.
+            let start = std::time::Instant::now();
+            while Arc::strong_count(m.mr.buf()) > 1 {
+                if start.elapsed() > RELEASE_WAIT {
+                    return Err(Error::new(
+                        SOFTRNIC_ERR_BUSY,
+                        "region deregistered, but posted or in-flight work still holds its \
+                         memory: keep it until that work completes and its QP is destroyed, or \
+                         until the RNIC is closed",
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `deallocate_stag`: releases an STag of `rnic` that was invalidated (by a Local
+/// Invalidate or a peer's Send with Invalidate); the handle of its region becomes invalid.
+/// `SOFTRNIC_ERR_UNKNOWN_STAG` for an STag not registered there, `SOFTRNIC_ERR_STAG_VALID`
+/// for one still valid.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_deallocate_stag(rnic: *mut softrnic_rnic, stag: u32) -> c_int {
+    guard_ok(|| {
+        let (r, rid) = get::<RnicObj>(rnic)?;
+        r.rnic.deallocate_stag(stag)?;
+        handles::remove_mrs_of_stag(rid, stag >> 8);
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------------------ CQs
+
+/// `cq_create`: a CQ of `depth` entries (1 .. 2^22) into `*out`.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_cq_create(
+    rnic: *mut softrnic_rnic,
+    depth: u32,
+    out: *mut *mut softrnic_cq,
+) -> c_int {
+    guard_ok(|| {
+        let (r, rid) = get::<RnicObj>(rnic)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let cq = r.rnic.cq_create(depth as usize)?;
+        let h = insert(Some(rid), Arc::new(CqObj { rnic: r, cq }));
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// `cq_destroy`: fails with `SOFTRNIC_ERR_BUSY` while QPs use the CQ.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_cq_destroy(cq: *mut softrnic_cq) -> c_int {
+    guard_ok(|| {
+        let (c, _) = get::<CqObj>(cq)?;
+        c.rnic.rnic.cq_destroy(&c.cq)?;
+        remove::<CqObj>(cq);
+        Ok(())
+    })
+}
+
+/// `cq_poll`: moves up to `max` completions (at most 4096 a call) into `wc`; returns how
+/// many (0 when none is waiting).
+///
+/// # Safety
+/// `wc` is NULL (an error unless `max` is 0) or valid for writes of `max` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_cq_poll(
+    cq: *mut softrnic_cq,
+    wc: *mut softrnic_wc,
+    max: u32,
+) -> c_int {
+    guard(|| {
+        let (c, _) = get::<CqObj>(cq)?;
+        // SAFETY: `wc` has room for `max` entries per the caller.
+        unsafe { poll_into(wc, max, |out| Ok(c.rnic.rnic.cq_poll(&c.cq, out))) }
+    })
+}
+
+/// `cq_poll_block`: waits up to `timeout_ms` (negative: without limit) for a completion,
+/// then moves up to `max` into `wc`; returns how many (>= 1), or `SOFTRNIC_ERR_TIMEOUT`.
+///
+/// # Safety
+/// `wc` is NULL (an error unless `max` is 0) or valid for writes of `max` entries.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_cq_poll_block(
+    cq: *mut softrnic_cq,
+    wc: *mut softrnic_wc,
+    max: u32,
+    timeout_ms: c_int,
+) -> c_int {
+    guard(|| {
+        let (c, _) = get::<CqObj>(cq)?;
+        let t = timeout(timeout_ms);
+        // SAFETY: `wc` has room for `max` entries per the caller.
+        unsafe {
+            poll_into(wc, max, |out| {
+                Ok(c.rnic.rnic.cq_poll_block(&c.cq, out, t)?)
+            })
+        }
+    })
+}
+
+// ------------------------------------------------------------------------ QPs
+
+/// `qp_create`: a QP in `pd` with its send and receive CQs (may be the same; all of one
+/// RNIC) and sizes `attr` (NULL: defaults) into `*out`.
+///
+/// # Safety
+/// `attr` is NULL or points to a `softrnic_qp_attr`; `out` is NULL (an error) or valid
+/// for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_qp_create(
+    pd: *mut softrnic_pd,
+    send_cq: *mut softrnic_cq,
+    recv_cq: *mut softrnic_cq,
+    attr: *const softrnic_qp_attr,
+    out: *mut *mut softrnic_qp,
+) -> c_int {
+    guard_ok(|| {
+        let (p, rid) = get::<PdObj>(pd)?;
+        let (scq, _) = get::<CqObj>(send_cq)?;
+        let (rcq, _) = get::<CqObj>(recv_cq)?;
+        same_rnic(&p.rnic, &scq.rnic, "the PD and the send CQ")?;
+        same_rnic(&p.rnic, &rcq.rnic, "the PD and the receive CQ")?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let mut caps = QpCaps::default();
+        if !attr.is_null() {
+            // SAFETY: non-null, and the caller vouches it points to a softrnic_qp_attr
+            // (plain integers).
+            let a = unsafe { attr.read() };
+            let or = |v: u32, d: usize| if v == 0 { d } else { v as usize };
+            caps.sq_depth = or(a.sq_depth, caps.sq_depth);
+            caps.rq_depth = or(a.rq_depth, caps.rq_depth);
+            caps.max_sge = or(a.max_sge, caps.max_sge);
+        }
+        let qp = p.rnic.rnic.qp_create(p.pd, &scq.cq, &rcq.cq, caps)?;
+        let h = insert(
+            Some(rid),
+            Arc::new(QpObj {
+                rnic: p.rnic.clone(),
+                qp,
+            }),
+        );
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// `qp_destroy`: aborts the connection, flushes outstanding work requests and invalidates
+/// the handle.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_qp_destroy(qp: *mut softrnic_qp) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        q.rnic.rnic.qp_destroy(&q.qp)?;
+        remove::<QpObj>(qp);
+        Ok(())
+    })
+}
+
+/// The QP's number (as in `softrnic_wc.qp_id`) into `*out`.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_qp_id(qp: *const softrnic_qp, out: *mut u32) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        // SAFETY: valid for a write (or NULL) per the caller.
+        unsafe { put(out, q.qp.id().0, "out") }
+    })
+}
+
+fn send_op(wr: &softrnic_send_wr) -> Result<SendOp> {
+    use softrnic_wr_opcode::*;
+    let solicited = wr.flags & SOFTRNIC_WR_SOLICITED != 0;
+    let op = match wr.opcode {
+        x if x == SOFTRNIC_WR_SEND as u32 => SendOp::Send {
+            solicited,
+            invalidate: None,
+        },
+        x if x == SOFTRNIC_WR_SEND_WITH_INV as u32 => SendOp::Send {
+            solicited,
+            invalidate: Some(wr.invalidate_stag),
+        },
+        x if x == SOFTRNIC_WR_RDMA_WRITE as u32 => SendOp::Write {
+            remote_stag: wr.remote_stag,
+            remote_to: wr.remote_to,
+        },
+        x if x == SOFTRNIC_WR_RDMA_READ as u32 => SendOp::Read {
+            remote_stag: wr.remote_stag,
+            remote_to: wr.remote_to,
+        },
+        x if x == SOFTRNIC_WR_FETCH_ADD as u32 => SendOp::FetchAdd {
+            remote_stag: wr.remote_stag,
+            remote_to: wr.remote_to,
+            add: wr.compare_add,
+            add_mask: wr.compare_add_mask,
+        },
+        x if x == SOFTRNIC_WR_CMP_SWAP as u32 => SendOp::CmpSwap {
+            remote_stag: wr.remote_stag,
+            remote_to: wr.remote_to,
+            compare: wr.compare_add,
+            compare_mask: wr.compare_add_mask,
+            swap: wr.swap,
+            swap_mask: wr.swap_mask,
+        },
+        x if x == SOFTRNIC_WR_LOCAL_INV as u32 => SendOp::LocalInvalidate {
+            stag: wr.invalidate_stag,
+        },
+        x if x == SOFTRNIC_WR_IMM_DATA as u32 => SendOp::ImmediateData {
+            data: wr.imm_data,
+            solicited,
+        },
+        x => return Err(invalid(format!("unknown work request opcode {x}"))),
+    };
+    Ok(op)
+}
+
+/// `qp_post_sq`: posts a send-queue work request (nothing is queued on error).
+///
+/// # Safety
+/// `wr` is NULL (an error) or points to a `softrnic_send_wr` whose `sg_list` is valid for
+/// `num_sge` elements (or NULL with `num_sge` 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_qp_post_sq(
+    qp: *mut softrnic_qp,
+    wr: *const softrnic_send_wr,
+) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        if wr.is_null() {
+            return Err(null("wr"));
+        }
+        // SAFETY: non-null and pointing to a softrnic_send_wr per the caller (integers,
+        // a pointer and a byte array: every bit pattern is valid).
+        let wr = unsafe { wr.read() };
+        let known = SOFTRNIC_WR_UNSIGNALED | SOFTRNIC_WR_FENCE | SOFTRNIC_WR_SOLICITED;
+        if wr.flags & !known != 0 {
+            return Err(invalid(format!(
+                "unknown work request flags {:#x}",
+                wr.flags
+            )));
+        }
+        let op = send_op(&wr)?;
+        // SAFETY: the SGL is valid for `num_sge` elements per the caller.
+        let sges = unsafe { sgl(wr.sg_list, wr.num_sge) }?;
+        let mut s = SendWr::new(wr.wr_id, op, sges);
+        s.signaled = wr.flags & SOFTRNIC_WR_UNSIGNALED == 0;
+        s.fence = wr.flags & SOFTRNIC_WR_FENCE != 0;
+        q.rnic.rnic.qp_post_sq(&q.qp, s)?;
+        Ok(())
+    })
+}
+
+/// `qp_post_rq`: posts a receive (also before the QP is connected).
+///
+/// # Safety
+/// `wr` is NULL (an error) or points to a `softrnic_recv_wr` whose `sg_list` is valid for
+/// `num_sge` elements (or NULL with `num_sge` 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_qp_post_rq(
+    qp: *mut softrnic_qp,
+    wr: *const softrnic_recv_wr,
+) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        if wr.is_null() {
+            return Err(null("wr"));
+        }
+        // SAFETY: non-null and pointing to a softrnic_recv_wr per the caller.
+        let wr = unsafe { wr.read() };
+        // SAFETY: the SGL is valid for `num_sge` elements per the caller.
+        let sges = unsafe { sgl(wr.sg_list, wr.num_sge) }?;
+        q.rnic.rnic.qp_post_rq(&q.qp, RecvWr::new(wr.wr_id, sges))?;
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------------------ connections
+
+/// Listens on `addr` ("127.0.0.1:0": MPA over kernel TCP, port 0 picks a free port; or a
+/// transport address such as "sctp+udp://10.0.0.1:7174") into `*out`.
+///
+/// # Safety
+/// `addr` is NULL (an error) or a NUL-terminated string; `out` is NULL (an error) or
+/// valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_listen(
+    rnic: *mut softrnic_rnic,
+    addr: *const c_char,
+    out: *mut *mut softrnic_listener,
+) -> c_int {
+    guard_ok(|| {
+        let (r, rid) = get::<RnicObj>(rnic)?;
+        // SAFETY: NULL or NUL-terminated per the caller.
+        let at = unsafe { transport_addr(addr) }?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let listener = r.rnic.listen(at)?;
+        let h = insert(Some(rid), Arc::new(ListenerObj { rnic: r, listener }));
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// The port a listener is bound to (the actual one when port 0 was asked for) into
+/// `*port`.
+///
+/// # Safety
+/// `port` is NULL (an error) or valid for a write of a `uint16_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_listener_port(
+    listener: *const softrnic_listener,
+    port: *mut u16,
+) -> c_int {
+    guard_ok(|| {
+        let (l, _) = get::<ListenerObj>(listener)?;
+        // SAFETY: valid for a write (or NULL) per the caller.
+        unsafe { put(port, l.listener.local_addr.port(), "port") }
+    })
+}
+
+/// The transport address peers connect to (e.g. "tcp://127.0.0.1:40123"), written
+/// NUL-terminated into `buf` of `len` bytes, truncated if it does not fit (as
+/// `snprintf`). Returns the length of the full address without the NUL.
+///
+/// # Safety
+/// `buf` is NULL (only with `len` 0) or valid for writes of `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_listener_addr(
+    listener: *const softrnic_listener,
+    buf: *mut c_char,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        let (l, _) = get::<ListenerObj>(listener)?;
+        let s = l.listener.transport.to_string();
+        if len > 0 {
+            if buf.is_null() {
+                return Err(null("buf (with len > 0)"));
+            }
+            let n = s.len().min(len - 1);
+            // SAFETY: `buf` is valid for `len` bytes per the caller and n + 1 <= len; the
+            // source is our own string, so the two do not overlap.
+            unsafe {
+                std::ptr::copy_nonoverlapping(s.as_ptr(), buf.cast::<u8>(), n);
+                buf.add(n).write(0);
+            }
+        }
+        Ok(c_int::try_from(s.len()).unwrap_or(c_int::MAX))
+    })
+}
+
+/// Stops listening and invalidates the handle.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_listener_destroy(listener: *mut softrnic_listener) -> c_int {
+    guard_ok(|| {
+        let (l, _) = get::<ListenerObj>(listener)?;
+        l.rnic.rnic.as_stack().close_listener(&l.listener);
+        remove::<ListenerObj>(listener);
+        Ok(())
+    })
+}
+
+/// `qp_active_connect`: connects `qp` to `addr` ("127.0.0.1:40123" or a transport
+/// address) with `param` (NULL: defaults) and waits up to `timeout_ms` (negative: without
+/// limit) until the connection is established.
+///
+/// # Safety
+/// `addr` is NULL (an error) or a NUL-terminated string; `param` is NULL or valid (see
+/// `softrnic_conn_param`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_qp_active_connect(
+    qp: *mut softrnic_qp,
+    addr: *const c_char,
+    param: *const softrnic_conn_param,
+    timeout_ms: c_int,
+) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        // SAFETY: NULL or NUL-terminated per the caller.
+        let to = unsafe { transport_addr(addr) }?;
+        // SAFETY: NULL or valid per the caller.
+        let cfg = unsafe { conn_config(param) }?;
+        q.rnic
+            .rnic
+            .qp_active_connect(&q.qp, to, cfg, timeout(timeout_ms))?;
+        Ok(())
+    })
+}
+
+/// `qp_passive_connect`: waits up to `timeout_ms` (negative: without limit) for the next
+/// connection request on `listener`, accepts it on `qp` (of the same RNIC) with `param`
+/// (NULL: defaults) and waits until the connection is established.
+///
+/// # Safety
+/// `param` is NULL or valid (see `softrnic_conn_param`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_qp_passive_connect(
+    listener: *mut softrnic_listener,
+    qp: *mut softrnic_qp,
+    param: *const softrnic_conn_param,
+    timeout_ms: c_int,
+) -> c_int {
+    guard_ok(|| {
+        let (l, _) = get::<ListenerObj>(listener)?;
+        let (q, _) = get::<QpObj>(qp)?;
+        same_rnic(&l.rnic, &q.rnic, "the listener and the QP")?;
+        // SAFETY: NULL or valid per the caller.
+        let cfg = unsafe { conn_config(param) }?;
+        q.rnic
+            .rnic
+            .qp_passive_connect(&l.listener, &q.qp, cfg, timeout(timeout_ms))?;
+        Ok(())
+    })
+}
+
+/// `qp_disconnect`: graceful close; outstanding work completes, then the connection
+/// closes and what is still posted is flushed.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_qp_disconnect(qp: *mut softrnic_qp) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        q.rnic.rnic.qp_disconnect(&q.qp)?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_has_a_distinct_text() {
+        let mut seen = std::collections::HashSet::new();
+        for s in error::ALL {
+            assert_eq!(softrnic_status::from_code(s as c_int), Some(s));
+            assert!(seen.insert(s.text()), "{s:?}");
+        }
+        assert_eq!(softrnic_status::from_code(1), None);
+    }
+
+    #[test]
+    fn a_panic_becomes_an_internal_error() {
+        let code = guard(|| panic!("boom"));
+        assert_eq!(code, SOFTRNIC_ERR_INTERNAL as c_int);
+        // SAFETY: the pointer is NUL-terminated and valid until this thread's next error.
+        let msg = unsafe { CStr::from_ptr(softrnic_last_error()) };
+        assert!(msg.to_str().unwrap().contains("boom"), "{msg:?}");
+    }
+}
