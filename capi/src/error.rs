@@ -146,6 +146,7 @@ fn rnic_code(e: &RnicError) -> softrnic_status {
         RnicError::Timeout => SOFTRNIC_ERR_TIMEOUT,
         RnicError::Closed => SOFTRNIC_ERR_CLOSED,
         RnicError::NotManual => SOFTRNIC_ERR_NOT_MANUAL,
+        RnicError::Modify(_) => SOFTRNIC_ERR_QP_STATE,
     }
 }
 
@@ -189,6 +190,7 @@ impl From<VerbsError> for Error {
             VerbsError::StagValid(_) => SOFTRNIC_ERR_STAG_VALID,
             VerbsError::Timeout(_) => SOFTRNIC_ERR_TIMEOUT,
             VerbsError::CqDepth(_) => SOFTRNIC_ERR_INVALID_ARG,
+            VerbsError::Channel(_) => SOFTRNIC_ERR_IO,
         };
         Error::new(code, e.to_string())
     }
