@@ -176,6 +176,20 @@ typedef enum softrnic_wr_opcode {
   SOFTRNIC_WR_IMM_DATA = 7,
 } softrnic_wr_opcode;
 
+// QP states, as `softrnic_qp_state` reports them and `softrnic_qp_modify` takes them.
+typedef enum softrnic_qp_state_t {
+  // Not connected yet (setup in progress).
+  SOFTRNIC_QPS_IDLE = 0,
+  // Full operation.
+  SOFTRNIC_QPS_RTS = 1,
+  // Graceful close in progress.
+  SOFTRNIC_QPS_CLOSING = 2,
+  // A Terminate was sent or received.
+  SOFTRNIC_QPS_TERMINATE = 3,
+  // Failed or closed; work requests are flushed.
+  SOFTRNIC_QPS_ERROR = 4,
+} softrnic_qp_state_t;
+
 // A completion queue (opaque).
 typedef struct softrnic_cq softrnic_cq;
 
@@ -522,6 +536,82 @@ int softrnic_qp_passive_connect(struct softrnic_listener *listener,
 // `qp_disconnect`: graceful close; outstanding work completes, then the connection
 // closes and what is still posted is flushed.
 int softrnic_qp_disconnect(struct softrnic_qp *qp);
+
+// `allocate_stag` (RDMA Verbs "Allocate STag"): a fast-register STag in `pd` with no
+// memory behind it, for at most `max_len` bytes, into `*out_stag`. It is invalid until
+// `softrnic_fast_reg_map` and a `softrnic_qp_post_fast_reg` make it valid; release it with
+// `softrnic_deallocate_stag` once it is invalid again.
+//
+// # Safety
+// `out_stag` is NULL (an error) or valid for a write of a `uint32_t`.
+int softrnic_allocate_stag(struct softrnic_pd *pd, uint64_t max_len, uint32_t *out_stag);
+
+// `fast_reg_map`: maps `len` bytes at `offset` of region `mr`'s memory to the
+// fast-register STag `stag` of `pd` for its next Fast Register (`zero_based`: its Tagged
+// Offsets start at 0, else they are the addresses). The STag changes only when the work
+// request runs.
+int softrnic_fast_reg_map(struct softrnic_pd *pd,
+                          uint32_t stag,
+                          struct softrnic_mr *mr,
+                          uint64_t offset,
+                          uint64_t len,
+                          uint32_t zero_based);
+
+// Posts a Fast Register work request: the fast-register STag whose index `stag` names
+// becomes valid, in send-queue order, with the memory mapped to it, rights `access`
+// (`SOFTRNIC_ACCESS_*`) and `stag`'s consumer key (its low byte; it must differ from the
+// key of the last registration). `flags`: `SOFTRNIC_WR_UNSIGNALED`, `SOFTRNIC_WR_FENCE`.
+int softrnic_qp_post_fast_reg(struct softrnic_qp *qp,
+                              uint64_t wr_id,
+                              uint32_t stag,
+                              uint32_t access,
+                              uint32_t flags);
+
+// `allocate_window` (RDMA Verbs "Allocate Memory Window"): a memory window of `type` 1
+// or 2 in `pd`, unbound, into `*out_stag`. Type 1 is bound with `softrnic_bind_window`,
+// Type 2 with `softrnic_qp_post_bind_window`; release it with `softrnic_deallocate_stag`
+// once unbound or invalidated.
+//
+// # Safety
+// `out_stag` is NULL (an error) or valid for a write of a `uint32_t`.
+int softrnic_allocate_window(struct softrnic_pd *pd, uint32_t type, uint32_t *out_stag);
+
+// `bind_window` (Type 1): the window whose index `mw` names exposes `len` bytes at
+// `offset` of region `mr` (which needs `SOFTRNIC_ACCESS_MW_BIND`) with `access` (a subset
+// of the region's remote rights), under `mw`'s key (new after the first binding). A
+// length of 0 unbinds it.
+int softrnic_bind_window(struct softrnic_pd *pd,
+                         uint32_t mw,
+                         struct softrnic_mr *mr,
+                         uint64_t offset,
+                         uint64_t len,
+                         uint32_t access,
+                         uint32_t zero_based);
+
+// Posts a Bind Memory Window work request (Type 2): in send-queue order, the unbound
+// window whose index `mw` names exposes `len` bytes at `offset` of region `mr` with
+// `access`, under `mw`'s key; only this QP's connection may use it.
+int softrnic_qp_post_bind_window(struct softrnic_qp *qp,
+                                 uint64_t wr_id,
+                                 uint32_t mw,
+                                 struct softrnic_mr *mr,
+                                 uint64_t offset,
+                                 uint64_t len,
+                                 uint32_t access,
+                                 uint32_t zero_based,
+                                 uint32_t flags);
+
+// The QP's state into `*out` (a `softrnic_qp_state_t`).
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a `uint32_t`.
+int softrnic_qp_state(struct softrnic_qp *qp, uint32_t *out);
+
+// `qp_modify` (RDMA Verbs Modify QP) to `to` (a `softrnic_qp_state_t`): CLOSING (as
+// `softrnic_qp_disconnect`), TERMINATE (a Terminate goes to the peer, then the connection
+// closes) or ERROR (abortive close); outstanding work requests are flushed.
+// `SOFTRNIC_ERR_QP_STATE` for a transition the QP's state does not allow.
+int softrnic_qp_modify(struct softrnic_qp *qp, uint32_t to);
 
 #ifdef __cplusplus
 }  // extern "C"

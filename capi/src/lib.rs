@@ -38,8 +38,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use verbs::{
-    Access, MpaConfig, ProgressMode, QpCaps, RecvWr, RegisteredBuf, RnicConfig, SendOp, SendWr,
-    Sge, TransportAddr, Wc, WcOpcode, WcStatus,
+    Access, Addressing, FastRegRegion, MpaConfig, MwType, ProgressMode, QpCaps, QpState, RecvWr,
+    RegisteredBuf, RnicConfig, SendOp, SendWr, Sge, TransportAddr, Wc, WcOpcode, WcStatus,
 };
 
 pub use error::softrnic_status;
@@ -1274,6 +1274,263 @@ pub extern "C" fn softrnic_qp_disconnect(qp: *mut softrnic_qp) -> c_int {
     guard_ok(|| {
         let (q, _) = get::<QpObj>(qp)?;
         q.rnic.rnic.qp_disconnect(&q.qp)?;
+        Ok(())
+    })
+}
+
+// ------------------------------------------------------------------------ fast registration, windows, QP state
+
+/// The part `[offset, offset + len)` of region `mr`'s memory, for a fast-register mapping or
+/// a window bind; `SOFTRNIC_ERR_RANGE` when it leaves the region.
+fn region_part(m: &MrObj, offset: u64, len: u64) -> Result<(u64, std::ops::Range<usize>)> {
+    let end = offset.checked_add(len).filter(|&e| e <= m.mr.len());
+    let Some(end) = end else {
+        return Err(Error::new(
+            SOFTRNIC_ERR_RANGE,
+            format!(
+                "offset {offset} + length {len} leaves the region of {} bytes",
+                m.mr.len()
+            ),
+        ));
+    };
+    let start = m.mr.buf_offset() + offset as usize;
+    Ok((m.mr.to_at(offset), start..m.mr.buf_offset() + end as usize))
+}
+
+fn addressing(zero_based: u32) -> Addressing {
+    if zero_based != 0 {
+        Addressing::ZeroBased
+    } else {
+        Addressing::VirtualAddress
+    }
+}
+
+/// `allocate_stag` (RDMA Verbs "Allocate STag"): a fast-register STag in `pd` with no
+/// memory behind it, for at most `max_len` bytes, into `*out_stag`. It is invalid until
+/// `softrnic_fast_reg_map` and a `softrnic_qp_post_fast_reg` make it valid; release it with
+/// `softrnic_deallocate_stag` once it is invalid again.
+///
+/// # Safety
+/// `out_stag` is NULL (an error) or valid for a write of a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_allocate_stag(
+    pd: *mut softrnic_pd,
+    max_len: u64,
+    out_stag: *mut u32,
+) -> c_int {
+    guard_ok(|| {
+        let (p, _) = get::<PdObj>(pd)?;
+        if out_stag.is_null() {
+            return Err(null("out_stag"));
+        }
+        let stag = p.rnic.rnic.allocate_stag(p.pd, max_len)?;
+        // SAFETY: `out_stag` is non-null and valid for a write per the caller.
+        unsafe { put(out_stag, stag, "out_stag") }
+    })
+}
+
+/// `fast_reg_map`: maps `len` bytes at `offset` of region `mr`'s memory to the
+/// fast-register STag `stag` of `pd` for its next Fast Register (`zero_based`: its Tagged
+/// Offsets start at 0, else they are the addresses). The STag changes only when the work
+/// request runs.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_fast_reg_map(
+    pd: *mut softrnic_pd,
+    stag: u32,
+    mr: *mut softrnic_mr,
+    offset: u64,
+    len: u64,
+    zero_based: u32,
+) -> c_int {
+    guard_ok(|| {
+        let (p, _) = get::<PdObj>(pd)?;
+        let (m, _) = get::<MrObj>(mr)?;
+        same_rnic(&p.rnic, &m.rnic, "the PD and the region")?;
+        let (_, range) = region_part(&m, offset, len)?;
+        let mut region = FastRegRegion::new(m.mr.buf()).range(range);
+        if zero_based != 0 {
+            region = region.zero_based();
+        }
+        p.rnic.rnic.fast_reg_map(p.pd, stag, region)?;
+        Ok(())
+    })
+}
+
+/// Posts a Fast Register work request: the fast-register STag whose index `stag` names
+/// becomes valid, in send-queue order, with the memory mapped to it, rights `access`
+/// (`SOFTRNIC_ACCESS_*`) and `stag`'s consumer key (its low byte; it must differ from the
+/// key of the last registration). `flags`: `SOFTRNIC_WR_UNSIGNALED`, `SOFTRNIC_WR_FENCE`.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_qp_post_fast_reg(
+    qp: *mut softrnic_qp,
+    wr_id: u64,
+    stag: u32,
+    access: u32,
+    flags: u32,
+) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        let access = self::access(access)?;
+        post_local(&q, wr_id, SendOp::FastRegister { stag, access }, flags)
+    })
+}
+
+fn post_local(q: &QpObj, wr_id: u64, op: SendOp, flags: u32) -> Result<()> {
+    let known = SOFTRNIC_WR_UNSIGNALED | SOFTRNIC_WR_FENCE;
+    if flags & !known != 0 {
+        return Err(invalid(format!("unknown work request flags {flags:#x}")));
+    }
+    let mut s = SendWr::new(wr_id, op, Vec::new());
+    s.signaled = flags & SOFTRNIC_WR_UNSIGNALED == 0;
+    s.fence = flags & SOFTRNIC_WR_FENCE != 0;
+    q.rnic.rnic.qp_post_sq(&q.qp, s)?;
+    Ok(())
+}
+
+/// `allocate_window` (RDMA Verbs "Allocate Memory Window"): a memory window of `type` 1
+/// or 2 in `pd`, unbound, into `*out_stag`. Type 1 is bound with `softrnic_bind_window`,
+/// Type 2 with `softrnic_qp_post_bind_window`; release it with `softrnic_deallocate_stag`
+/// once unbound or invalidated.
+///
+/// # Safety
+/// `out_stag` is NULL (an error) or valid for a write of a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_allocate_window(
+    pd: *mut softrnic_pd,
+    r#type: u32,
+    out_stag: *mut u32,
+) -> c_int {
+    guard_ok(|| {
+        let (p, _) = get::<PdObj>(pd)?;
+        let ty = match r#type {
+            1 => MwType::Type1,
+            2 => MwType::Type2,
+            t => return Err(invalid(format!("memory window type {t}: 1 or 2"))),
+        };
+        if out_stag.is_null() {
+            return Err(null("out_stag"));
+        }
+        let stag = p.rnic.rnic.allocate_window(p.pd, ty)?;
+        // SAFETY: `out_stag` is non-null and valid for a write per the caller.
+        unsafe { put(out_stag, stag, "out_stag") }
+    })
+}
+
+/// `bind_window` (Type 1): the window whose index `mw` names exposes `len` bytes at
+/// `offset` of region `mr` (which needs `SOFTRNIC_ACCESS_MW_BIND`) with `access` (a subset
+/// of the region's remote rights), under `mw`'s key (new after the first binding). A
+/// length of 0 unbinds it.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_bind_window(
+    pd: *mut softrnic_pd,
+    mw: u32,
+    mr: *mut softrnic_mr,
+    offset: u64,
+    len: u64,
+    access: u32,
+    zero_based: u32,
+) -> c_int {
+    guard_ok(|| {
+        let (p, _) = get::<PdObj>(pd)?;
+        let (m, _) = get::<MrObj>(mr)?;
+        same_rnic(&p.rnic, &m.rnic, "the PD and the region")?;
+        let access = self::access(access)?;
+        let (to, _) = region_part(&m, offset, len)?;
+        p.rnic
+            .rnic
+            .bind_window(p.pd, mw, &m.mr, to, len, access, addressing(zero_based))?;
+        Ok(())
+    })
+}
+
+/// Posts a Bind Memory Window work request (Type 2): in send-queue order, the unbound
+/// window whose index `mw` names exposes `len` bytes at `offset` of region `mr` with
+/// `access`, under `mw`'s key; only this QP's connection may use it.
+#[allow(clippy::too_many_arguments)]
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_qp_post_bind_window(
+    qp: *mut softrnic_qp,
+    wr_id: u64,
+    mw: u32,
+    mr: *mut softrnic_mr,
+    offset: u64,
+    len: u64,
+    access: u32,
+    zero_based: u32,
+    flags: u32,
+) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        let (m, _) = get::<MrObj>(mr)?;
+        same_rnic(&q.rnic, &m.rnic, "the QP and the region")?;
+        let access = self::access(access)?;
+        let (to, _) = region_part(&m, offset, len)?;
+        let op = SendOp::BindWindow {
+            mw,
+            region: m.mr.stag(),
+            to,
+            len,
+            access,
+            zero_based: zero_based != 0,
+        };
+        post_local(&q, wr_id, op, flags)
+    })
+}
+
+/// QP states, as `softrnic_qp_state` reports them and `softrnic_qp_modify` takes them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum softrnic_qp_state_t {
+    /// Not connected yet (setup in progress).
+    SOFTRNIC_QPS_IDLE = 0,
+    /// Full operation.
+    SOFTRNIC_QPS_RTS = 1,
+    /// Graceful close in progress.
+    SOFTRNIC_QPS_CLOSING = 2,
+    /// A Terminate was sent or received.
+    SOFTRNIC_QPS_TERMINATE = 3,
+    /// Failed or closed; work requests are flushed.
+    SOFTRNIC_QPS_ERROR = 4,
+}
+
+/// The QP's state into `*out` (a `softrnic_qp_state_t`).
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_qp_state(qp: *mut softrnic_qp, out: *mut u32) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        use softrnic_qp_state_t::*;
+        let s = match q.qp.state() {
+            QpState::Idle => SOFTRNIC_QPS_IDLE,
+            QpState::Rts => SOFTRNIC_QPS_RTS,
+            QpState::Closing => SOFTRNIC_QPS_CLOSING,
+            QpState::Terminate => SOFTRNIC_QPS_TERMINATE,
+            QpState::Error => SOFTRNIC_QPS_ERROR,
+        };
+        // SAFETY: `out` is non-null (checked by put) and valid for a write per the caller.
+        unsafe { put(out, s as u32, "out") }
+    })
+}
+
+/// `qp_modify` (RDMA Verbs Modify QP) to `to` (a `softrnic_qp_state_t`): CLOSING (as
+/// `softrnic_qp_disconnect`), TERMINATE (a Terminate goes to the peer, then the connection
+/// closes) or ERROR (abortive close); outstanding work requests are flushed.
+/// `SOFTRNIC_ERR_QP_STATE` for a transition the QP's state does not allow.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_qp_modify(qp: *mut softrnic_qp, to: u32) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        let to = match to {
+            0 => QpState::Idle,
+            1 => QpState::Rts,
+            2 => QpState::Closing,
+            3 => QpState::Terminate,
+            4 => QpState::Error,
+            t => return Err(invalid(format!("unknown QP state {t}"))),
+        };
+        q.rnic.rnic.qp_modify(&q.qp, to)?;
         Ok(())
     })
 }

@@ -103,7 +103,7 @@ fn pingpong_moves_and_verifies_bytes() {
     let (ok, out, err) = run(&exe);
     assert!(ok, "pingpong failed:\n{out}\n{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 9, "{out}");
+    assert_eq!(lines.len(), 12, "{out}");
     assert!(
         lines[0].starts_with("connect: ok (tcp://127.0.0.1:"),
         "{out}"
@@ -118,6 +118,9 @@ fn pingpong_moves_and_verifies_bytes() {
             "compare and swap: ok (42 -> 100)",
             "send with invalidate: ok (peer STag invalidated and deallocated)",
             "local invalidate: ok (STag invalidated and deallocated)",
+            "fast register: ok (4096 bytes written and read through it, invalidated)",
+            "memory window: ok (4096 bytes read through a read-only Type 1 window)",
+            "qp modify: ok (RTS -> TERMINATE -> ERROR)",
             "teardown: ok",
         ]
     );

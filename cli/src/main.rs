@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use softrnic::decode::{self, DecodeOptions};
-use softrnic::perf::Test;
+use softrnic_cli::decode::{self, DecodeOptions};
+use softrnic_cli::perf::Test;
 
 #[derive(Parser)]
 #[command(
@@ -91,7 +91,7 @@ enum Command {
     ///
     /// Exit status: 0 when every byte was verified, 1 when anything was lost or misplaced or
     /// a run did not finish, 2 on bad arguments or I/O errors.
-    Sim(Box<softrnic::sim::SimArgs>),
+    Sim(Box<softrnic_cli::sim::SimArgs>),
     /// Run two RNICs in this process over loopback and exercise every operation.
     ///
     /// No setup or privileges needed: connects two software RNICs through 127.0.0.1 —
@@ -103,24 +103,24 @@ enum Command {
     /// verified; a table of what ran and how fast follows.
     ///
     /// Exit status: 0 when everything verified, 1 otherwise.
-    Demo(softrnic::demo::DemoArgs),
+    Demo(softrnic_cli::demo::DemoArgs),
     /// RDMA Write bandwidth, interoperating with perftest's `ib_write_bw -R`.
     ///
     /// Server without an address, client with one; give both ends the same test options,
     /// as with perftest. The six perftest-style tools speak perftest's rdma_cm (-R)
     /// protocol: a control connection carrying the parameter and result exchanges as
     /// Sends, then the test connection, both to the same port; either end may be perftest.
-    WriteBw(softrnic::perf::PerfArgs),
+    WriteBw(softrnic_cli::perf::PerfArgs),
     /// RDMA Write latency, ping-pong (perftest's `ib_write_lat -R`).
-    WriteLat(softrnic::perf::PerfArgs),
+    WriteLat(softrnic_cli::perf::PerfArgs),
     /// RDMA Read bandwidth (perftest's `ib_read_bw -R`).
-    ReadBw(softrnic::perf::PerfArgs),
+    ReadBw(softrnic_cli::perf::PerfArgs),
     /// RDMA Read latency (perftest's `ib_read_lat -R`).
-    ReadLat(softrnic::perf::PerfArgs),
+    ReadLat(softrnic_cli::perf::PerfArgs),
     /// Send bandwidth (perftest's `ib_send_bw -R`).
-    SendBw(softrnic::perf::PerfArgs),
+    SendBw(softrnic_cli::perf::PerfArgs),
     /// Send latency, ping-pong (perftest's `ib_send_lat -R`).
-    SendLat(softrnic::perf::PerfArgs),
+    SendLat(softrnic_cli::perf::PerfArgs),
     /// rdma_cm ping-pong, wire-compatible with librdmacm's rping (-s server, -c client).
     ///
     /// The client advertises its start buffer, the server RDMA-Reads it, the client
@@ -133,7 +133,7 @@ enum Command {
     /// expected Terminate from the peer, 4 we sent the expected Terminate for the peer's
     /// invalid access and our memory is untouched, 5 the peer's Terminate names the expected
     /// error with Layer and Error Type exchanged (Linux siw 6.1 on x86 does this).
-    Rping(Box<softrnic::rping::RpingArgs>),
+    Rping(Box<softrnic_cli::rping::RpingArgs>),
     /// SCTP throughput, iperf-like (-s server, -c client), raw IPv4 or --udp-encap (RFC 6951).
     ///
     /// Multihoming: -B lists local addresses, -c the server's; path events (UP, DOWN,
@@ -141,7 +141,7 @@ enum Command {
     /// at the end. --verify checks every byte, per-stream order and completeness.
     ///
     /// Exit status: 0 success, 1 verification failure, loss or abort, 2 usage error.
-    SctpPerf(Box<softrnic::sctp_perf::SctpPerfArgs>),
+    SctpPerf(Box<softrnic_cli::sctp_perf::SctpPerfArgs>),
 }
 
 /// Diagnostics go to stderr through `tracing`, filtered by `RUST_LOG` (e.g.
@@ -162,10 +162,11 @@ fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
     match cli.command {
-        Command::SctpPerf(args) => softrnic::sctp_perf::run(&args),
-        Command::Sim(args) => {
-            ExitCode::from(softrnic::sim::run_command(&args, &mut std::io::stdout()))
-        }
+        Command::SctpPerf(args) => softrnic_cli::sctp_perf::run(&args),
+        Command::Sim(args) => ExitCode::from(softrnic_cli::sim::run_command(
+            &args,
+            &mut std::io::stdout(),
+        )),
         Command::Decode {
             files,
             summary,
@@ -205,17 +206,17 @@ fn main() -> ExitCode {
             }
             ExitCode::from(status)
         }
-        Command::Demo(a) => softrnic::demo::run_command(&a, &mut std::io::stdout()),
+        Command::Demo(a) => softrnic_cli::demo::run_command(&a, &mut std::io::stdout()),
         Command::WriteBw(a) => perf(Test::WriteBw, &a),
         Command::WriteLat(a) => perf(Test::WriteLat, &a),
         Command::ReadBw(a) => perf(Test::ReadBw, &a),
         Command::ReadLat(a) => perf(Test::ReadLat, &a),
         Command::SendBw(a) => perf(Test::SendBw, &a),
         Command::SendLat(a) => perf(Test::SendLat, &a),
-        Command::Rping(a) => softrnic::rping::run_command(&a, &mut std::io::stdout()),
+        Command::Rping(a) => softrnic_cli::rping::run_command(&a, &mut std::io::stdout()),
     }
 }
 
-fn perf(test: softrnic::perf::Test, args: &softrnic::perf::PerfArgs) -> ExitCode {
-    softrnic::perf::run_command(test, args, &mut std::io::stdout())
+fn perf(test: softrnic_cli::perf::Test, args: &softrnic_cli::perf::PerfArgs) -> ExitCode {
+    softrnic_cli::perf::run_command(test, args, &mut std::io::stdout())
 }

@@ -1,6 +1,7 @@
 /* pingpong: two softrnic RNICs in one process, connected over loopback TCP (MPA), doing
- * Send/Receive, RDMA Write, RDMA Read, Fetch and Add, Compare and Swap, Send with Invalidate
- * and Local Invalidate through the C ABI, each verified. Prints one line per operation and
+ * Send/Receive, RDMA Write, RDMA Read, Fetch and Add, Compare and Swap, Send with Invalidate,
+ * Local Invalidate, fast registration, a memory window and a requested Terminate through the
+ * C ABI, each verified. Prints one line per operation and
  * exits 0 on success.
  *
  *   cc -Wall -Wextra -Werror -I capi/include capi/examples/c/pingpong.c \
@@ -283,6 +284,84 @@ int main(void) {
     wait_wc(cli.cq, 9, SOFTRNIC_WC_LOCAL_INV);
     CHECK(softrnic_deallocate_stag(cli.rnic, li.stag));
     printf("local invalidate: ok (STag invalidated and deallocated)\n");
+
+    /* Fast registration: an STag with no memory gets 4 KiB of the server's buffer
+     * (zero-based) from a Fast Register work request; the client writes through it and
+     * reads it back; a Local Invalidate ends it. */
+    enum { FOFF = 32768, FLEN = 4096 };
+    uint32_t fr;
+    CHECK(softrnic_allocate_stag(srv.pd, FLEN, &fr));
+    CHECK(softrnic_fast_reg_map(srv.pd, fr, smr, FOFF, FLEN, 1));
+    CHECK(softrnic_qp_post_fast_reg(srv.qp, 10, fr,
+                                    SOFTRNIC_ACCESS_LOCAL_WRITE | SOFTRNIC_ACCESS_REMOTE_WRITE |
+                                        SOFTRNIC_ACCESS_REMOTE_READ,
+                                    0));
+    wait_wc(srv.cq, 10, SOFTRNIC_WC_FAST_REG);
+    for (int i = 0; i < FLEN; i++)
+        pattern[i] = (uint8_t)(i * 7 + 3);
+    CHECK(softrnic_mr_write(cmr, 0, pattern, FLEN));
+    post_send(cli.qp, 11, SOFTRNIC_WR_RDMA_WRITE,
+              (softrnic_sge){.to = ci.base_to, .len = FLEN, .stag = ci.stag}, fr, 0);
+    wait_wc(cli.cq, 11, SOFTRNIC_WC_RDMA_WRITE);
+    /* The Read is answered after the Write is placed (RFC 5040 §5.5). */
+    post_send(cli.qp, 12, SOFTRNIC_WR_RDMA_READ,
+              (softrnic_sge){.to = ci.base_to + FLEN, .len = FLEN, .stag = ci.stag}, fr, 0);
+    wait_wc(cli.cq, 12, SOFTRNIC_WC_RDMA_READ);
+    CHECK(softrnic_mr_read(cmr, FLEN, back, FLEN));
+    EXPECT(memcmp(back, pattern, FLEN) == 0 && memcmp(sbuf + FOFF, pattern, FLEN) == 0);
+    softrnic_send_wr finv;
+    memset(&finv, 0, sizeof finv);
+    finv.wr_id = 13;
+    finv.opcode = SOFTRNIC_WR_LOCAL_INV;
+    finv.invalidate_stag = fr;
+    CHECK(softrnic_qp_post_sq(srv.qp, &finv));
+    wait_wc(srv.cq, 13, SOFTRNIC_WC_LOCAL_INV);
+    CHECK(softrnic_deallocate_stag(srv.rnic, fr));
+    printf("fast register: ok (%d bytes written and read through it, invalidated)\n", FLEN);
+
+    /* A Type 1 memory window: read-only, zero-based, over 4 KiB of a region that allows
+     * window binds; the client reads through it; a bind of length 0 unbinds it. */
+    softrnic_mr *wmr;
+    CHECK(softrnic_nsmr_register(srv.pd, 8192,
+                                 SOFTRNIC_ACCESS_LOCAL_WRITE | SOFTRNIC_ACCESS_REMOTE_READ |
+                                     SOFTRNIC_ACCESS_MW_BIND,
+                                 &wmr));
+    CHECK(softrnic_mr_write(wmr, 4096, pattern, 4096));
+    uint32_t mw;
+    CHECK(softrnic_allocate_window(srv.pd, 1, &mw));
+    EXPECT(softrnic_allocate_window(srv.pd, 3, &mw) == SOFTRNIC_ERR_INVALID_ARG);
+    CHECK(softrnic_bind_window(srv.pd, mw, wmr, 4096, 4096, SOFTRNIC_ACCESS_REMOTE_READ, 1));
+    EXPECT(softrnic_bind_window(srv.pd, mw, wmr, 4096, 8192, SOFTRNIC_ACCESS_REMOTE_READ, 1) ==
+           SOFTRNIC_ERR_RANGE);
+    memset(back, 0, FLEN);
+    CHECK(softrnic_mr_write(cmr, 2 * FLEN, back, FLEN));
+    post_send(cli.qp, 14, SOFTRNIC_WR_RDMA_READ,
+              (softrnic_sge){.to = ci.base_to + 2 * FLEN, .len = 4096, .stag = ci.stag}, mw, 0);
+    wait_wc(cli.cq, 14, SOFTRNIC_WC_RDMA_READ);
+    CHECK(softrnic_mr_read(cmr, 2 * FLEN, back, 4096));
+    EXPECT(memcmp(back, pattern, 4096) == 0);
+    EXPECT(softrnic_deregister_mem(wmr) == SOFTRNIC_ERR_BUSY);
+    uint32_t mw2 = (mw & ~0xffu) | ((mw + 1) & 0xffu);
+    CHECK(softrnic_bind_window(srv.pd, mw2, wmr, 0, 0, SOFTRNIC_ACCESS_REMOTE_READ, 1));
+    CHECK(softrnic_deallocate_stag(srv.rnic, mw2));
+    CHECK(softrnic_deregister_mem(wmr));
+    printf("memory window: ok (4096 bytes read through a read-only Type 1 window)\n");
+
+    /* QP state: RTS, then a requested Terminate ends the server's QP. */
+    uint32_t st;
+    CHECK(softrnic_qp_state(srv.qp, &st));
+    EXPECT(st == SOFTRNIC_QPS_RTS);
+    EXPECT(softrnic_qp_modify(srv.qp, SOFTRNIC_QPS_RTS) == SOFTRNIC_ERR_QP_STATE);
+    CHECK(softrnic_qp_modify(srv.qp, SOFTRNIC_QPS_TERMINATE));
+    for (int i = 0; i < 1000; i++) {
+        CHECK(softrnic_qp_state(srv.qp, &st));
+        if (st == SOFTRNIC_QPS_ERROR)
+            break;
+        softrnic_wc none;
+        softrnic_cq_poll_block(srv.cq, &none, 1, 10);
+    }
+    EXPECT(st == SOFTRNIC_QPS_ERROR);
+    printf("qp modify: ok (RTS -> TERMINATE -> ERROR)\n");
 
     /* Tear down in verbs order. */
     CHECK(softrnic_qp_disconnect(cli.qp));
