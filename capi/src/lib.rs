@@ -1085,19 +1085,14 @@ pub unsafe extern "C" fn softrnic_qp_post_sq(
         // SAFETY: non-null and pointing to a softrnic_send_wr per the caller (integers,
         // a pointer and a byte array: every bit pattern is valid).
         let wr = unsafe { wr.read() };
-        let known = SOFTRNIC_WR_UNSIGNALED | SOFTRNIC_WR_FENCE | SOFTRNIC_WR_SOLICITED;
-        if wr.flags & !known != 0 {
-            return Err(invalid(format!(
-                "unknown work request flags {:#x}",
-                wr.flags
-            )));
-        }
+        check_flags(
+            wr.flags,
+            SOFTRNIC_WR_UNSIGNALED | SOFTRNIC_WR_FENCE | SOFTRNIC_WR_SOLICITED,
+        )?;
         let op = send_op(&wr)?;
         // SAFETY: the SGL is valid for `num_sge` elements per the caller.
         let sges = unsafe { sgl(wr.sg_list, wr.num_sge) }?;
-        let mut s = SendWr::new(wr.wr_id, op, sges);
-        s.signaled = wr.flags & SOFTRNIC_WR_UNSIGNALED == 0;
-        s.fence = wr.flags & SOFTRNIC_WR_FENCE != 0;
+        let s = with_flags(SendWr::new(wr.wr_id, op, sges), wr.flags);
         q.rnic.rnic.qp_post_sq(&q.qp, s)?;
         Ok(())
     })
@@ -1376,15 +1371,25 @@ pub extern "C" fn softrnic_qp_post_fast_reg(
 }
 
 fn post_local(q: &QpObj, wr_id: u64, op: SendOp, flags: u32) -> Result<()> {
-    let known = SOFTRNIC_WR_UNSIGNALED | SOFTRNIC_WR_FENCE;
+    check_flags(flags, SOFTRNIC_WR_UNSIGNALED | SOFTRNIC_WR_FENCE)?;
+    let s = with_flags(SendWr::new(wr_id, op, Vec::new()), flags);
+    q.rnic.rnic.qp_post_sq(&q.qp, s)?;
+    Ok(())
+}
+
+/// Refuses `SOFTRNIC_WR_*` flags outside `known`.
+fn check_flags(flags: u32, known: u32) -> Result<()> {
     if flags & !known != 0 {
         return Err(invalid(format!("unknown work request flags {flags:#x}")));
     }
-    let mut s = SendWr::new(wr_id, op, Vec::new());
+    Ok(())
+}
+
+/// `s` with the signaled and fence settings of `flags`.
+fn with_flags(mut s: SendWr, flags: u32) -> SendWr {
     s.signaled = flags & SOFTRNIC_WR_UNSIGNALED == 0;
     s.fence = flags & SOFTRNIC_WR_FENCE != 0;
-    q.rnic.rnic.qp_post_sq(&q.qp, s)?;
-    Ok(())
+    s
 }
 
 /// `allocate_window` (RDMA Verbs "Allocate Memory Window"): a memory window of `type` 1

@@ -753,24 +753,17 @@ impl QpEngine {
                     ));
                 }
             }
-            SendOp::ImmediateData { .. } => {
+            SendOp::ImmediateData { .. }
+            | SendOp::LocalInvalidate { .. }
+            | SendOp::FastRegister { .. }
+            | SendOp::BindWindow { .. } => {
                 if !wr.sgl.is_empty() {
-                    return Err(PostError::InvalidWr("Immediate Data carries no SGL"));
-                }
-            }
-            SendOp::LocalInvalidate { .. } => {
-                if !wr.sgl.is_empty() {
-                    return Err(PostError::InvalidWr("Local Invalidate carries no SGL"));
-                }
-            }
-            SendOp::FastRegister { .. } => {
-                if !wr.sgl.is_empty() {
-                    return Err(PostError::InvalidWr("Fast Register carries no SGL"));
-                }
-            }
-            SendOp::BindWindow { .. } => {
-                if !wr.sgl.is_empty() {
-                    return Err(PostError::InvalidWr("Bind Memory Window carries no SGL"));
+                    return Err(PostError::InvalidWr(match wr.op {
+                        SendOp::ImmediateData { .. } => "Immediate Data carries no SGL",
+                        SendOp::LocalInvalidate { .. } => "Local Invalidate carries no SGL",
+                        SendOp::FastRegister { .. } => "Fast Register carries no SGL",
+                        _ => "Bind Memory Window carries no SGL",
+                    }));
                 }
             }
         }
@@ -1703,13 +1696,14 @@ impl QpEngine {
         if !self.rq.is_empty() || matches!(self.state, QpState::Error | QpState::Terminate) {
             return;
         }
-        let Some(t) = self.cfg.srq.as_ref().and_then(|s| s.take()) else {
+        let Some(srq) = self.cfg.srq.as_ref() else {
             return;
         };
-        if t.limit_reached
-            && let Some(id) = self.cfg.srq.as_ref().map(|s| s.id())
-        {
-            self.events.push_back(QpEvent::SrqLimitReached(id));
+        let Some(t) = srq.take() else {
+            return;
+        };
+        if t.limit_reached {
+            self.events.push_back(QpEvent::SrqLimitReached(srq.id()));
         }
         self.rq_lens.push_back(t.wr.sgl_len());
         self.rq.push_back(RqEntry {
@@ -2201,24 +2195,12 @@ impl QpEngine {
                 kind: SingleKind::Immediate { data, solicited },
             },
             SendOp::LocalInvalidate { stag } => {
-                if self.mem.invalidate(pd, stag).is_err() {
-                    return self.wr_local_error(seq, WcStatus::LocalProtection);
-                }
-                if let Some(e) = self.sq.get_mut(self.sq_next) {
-                    e.generated = true;
-                }
-                self.sq_next += 1;
-                return true;
+                let r = self.mem.invalidate(pd, stag);
+                return self.local_wr_done(seq, r);
             }
             SendOp::FastRegister { stag, access } => {
-                if self.mem.fast_register(pd, stag, access).is_err() {
-                    return self.wr_local_error(seq, WcStatus::LocalProtection);
-                }
-                if let Some(e) = self.sq.get_mut(self.sq_next) {
-                    e.generated = true;
-                }
-                self.sq_next += 1;
-                return true;
+                let r = self.mem.fast_register(pd, stag, access);
+                return self.local_wr_done(seq, r);
             }
             SendOp::BindWindow {
                 mw,
@@ -2234,18 +2216,10 @@ impl QpEngine {
                     crate::mem::Addressing::VirtualAddress
                 };
                 let qp = Some(self.cfg.qp.0);
-                if self
+                let r = self
                     .mem
-                    .bind_mw(pd, qp, mw, region, to, len, access, addressing)
-                    .is_err()
-                {
-                    return self.wr_local_error(seq, WcStatus::LocalProtection);
-                }
-                if let Some(e) = self.sq.get_mut(self.sq_next) {
-                    e.generated = true;
-                }
-                self.sq_next += 1;
-                return true;
+                    .bind_mw(pd, qp, mw, region, to, len, access, addressing);
+                return self.local_wr_done(seq, r);
             }
         };
         if let Some(e) = self.sq.get_mut(self.sq_next) {
@@ -2282,6 +2256,20 @@ impl QpEngine {
                 },
             });
         }
+    }
+
+    /// A work request that puts nothing on the wire (Local Invalidate, Fast Register, Bind
+    /// Memory Window) ran on the STag table with result `r`: it completes in order, or
+    /// fails with a local protection error.
+    fn local_wr_done(&mut self, seq: u64, r: Result<(), crate::mem::MemError>) -> bool {
+        if r.is_err() {
+            return self.wr_local_error(seq, WcStatus::LocalProtection);
+        }
+        if let Some(e) = self.sq.get_mut(self.sq_next) {
+            e.generated = true;
+        }
+        self.sq_next += 1;
+        true
     }
 
     fn wr_local_error(&mut self, seq: u64, status: WcStatus) -> bool {

@@ -950,9 +950,27 @@ impl Table {
             .map(|e| e.tagged_buffer(stag_index(stag), on))
     }
 
-    /// Ends the binding of the window in `slot` (if it is one and bound): the region it was
-    /// bound to counts one window less.
-    fn unbind(&mut self, slot: usize) {
+    /// [`MemTable::check_sink`] under the table's lock.
+    fn check_sink(
+        &self,
+        on: StreamOwner,
+        header: &TaggedRepr,
+        payload_len: usize,
+        needed: Access,
+    ) -> Result<Option<Span>, DdpError> {
+        let tb = self.tagged_buffer(header.stag, on);
+        ddp::check_tagged(header, payload_len, tb.as_ref(), needed)?;
+        if payload_len == 0 {
+            return Ok(None);
+        }
+        Ok(self
+            .get(header.stag)
+            .map(|e| e.span(header.to, payload_len as u64)))
+    }
+
+    /// Makes the entry in `slot` invalid; a bound memory window also lets its region go
+    /// (the region counts one window less).
+    fn invalidate_slot(&mut self, slot: usize) {
         let region = match self.entries.get_mut(slot).and_then(|e| e.as_mut()) {
             Some(e) => {
                 e.valid = false;
@@ -1530,7 +1548,7 @@ impl MemTable {
         };
         // Bind: the old binding (Type 1 rebinding) lets its region go first.
         let slot = t.slot_of(mw);
-        t.unbind(slot);
+        t.invalidate_slot(slot);
         let bound = len > 0;
         if let Some(Some(e)) = t.entries.get_mut(slot) {
             e.key = stag_key(mw);
@@ -1577,7 +1595,7 @@ impl MemTable {
             });
         }
         let i = t.slot_of(stag);
-        t.unbind(i);
+        t.invalidate_slot(i);
         if let Some(slot) = t.entries.get_mut(i) {
             *slot = None;
         }
@@ -1598,7 +1616,7 @@ impl MemTable {
             return Err(MemError::NotInvalidatable { stag });
         }
         let slot = t.slot_of(stag);
-        t.unbind(slot);
+        t.invalidate_slot(slot);
         Ok(())
     }
 
@@ -1651,14 +1669,8 @@ impl MemTable {
         payload_len: usize,
         needed: Access,
     ) -> Result<Option<Span>, DdpError> {
-        let t = self.lock();
-        let tb = t.tagged_buffer(header.stag, on.into());
-        ddp::check_tagged(header, payload_len, tb.as_ref(), needed)?;
-        if payload_len == 0 {
-            return Ok(None);
-        }
-        Ok(t.get(header.stag)
-            .map(|e| e.span(header.to, payload_len as u64)))
+        self.lock()
+            .check_sink(on.into(), header, payload_len, needed)
     }
 
     /// [`MemTable::check_sink`] for a Tagged segment placed ahead of earlier messages (RFC
@@ -1675,13 +1687,12 @@ impl MemTable {
         needed: Access,
     ) -> Option<Span> {
         let t = self.lock();
-        let e = t.get(header.stag)?;
-        if e.invalidatable || payload_len == 0 {
+        if t.get(header.stag)?.invalidatable {
             return None;
         }
-        let tb = e.tagged_buffer(stag_index(header.stag), on.into());
-        ddp::check_tagged(header, payload_len, Some(&tb), needed).ok()?;
-        Some(e.span(header.to, payload_len as u64))
+        t.check_sink(on.into(), header, payload_len, needed)
+            .ok()
+            .flatten()
     }
 
     /// Validates an incoming RDMA Read Request's Data Source (RFC 5040 §5.2.1, §7.2) for a
@@ -1750,7 +1761,7 @@ impl MemTable {
         self.check_remote_invalidate(on, stag)?;
         let mut t = self.lock();
         let slot = t.slot_of(stag);
-        t.unbind(slot);
+        t.invalidate_slot(slot);
         Ok(())
     }
 

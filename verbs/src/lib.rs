@@ -587,10 +587,15 @@ impl Rnic {
     /// `cq_create`: a CQ of `depth` entries, 1 ..= [`MAX_CQ_DEPTH`] (a CQ that holds no
     /// completion would overflow on the first one).
     pub fn cq_create(&self, depth: usize) -> Result<Cq> {
+        self.add_cq(depth, Cq::new)
+    }
+
+    /// Checks `depth`, makes the CQ with `make` and records it.
+    fn add_cq(&self, depth: usize, make: impl FnOnce(usize) -> Cq) -> Result<Cq> {
         if !(1..=MAX_CQ_DEPTH).contains(&depth) {
             return Err(VerbsError::CqDepth(depth));
         }
-        let cq = Cq::new(depth);
+        let cq = make(depth);
         self.book().cqs.insert(cq.id(), cq.clone());
         Ok(cq)
     }
@@ -603,12 +608,7 @@ impl Rnic {
 
     /// `cq_create` of a CQ attached to `channel` (ibverbs' `ibv_create_cq` with a channel).
     pub fn cq_create_with_channel(&self, depth: usize, channel: &CompletionChannel) -> Result<Cq> {
-        if !(1..=MAX_CQ_DEPTH).contains(&depth) {
-            return Err(VerbsError::CqDepth(depth));
-        }
-        let cq = Cq::with_channel(depth, channel);
-        self.book().cqs.insert(cq.id(), cq.clone());
-        Ok(cq)
+        self.add_cq(depth, |d| Cq::with_channel(d, channel))
     }
 
     /// `cq_arm` (ibverbs' `ibv_req_notify_cq`): the CQ's channel is signalled once, for its
