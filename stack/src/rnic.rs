@@ -720,7 +720,8 @@ impl Rnic {
     /// ([`Event::Disconnected`] follows).
     pub fn disconnect(&self, qp: &Qp) -> Result<(), RnicError> {
         self.check_qp(qp)?;
-        self.shared.command(Cmd::Disconnect(qp.inner.clone()));
+        self.shared
+            .command(Cmd::Modify(qp.inner.clone(), QpState::Closing));
         self.kick();
         Ok(())
     }

@@ -521,7 +521,6 @@ impl Core {
             Cmd::ListenSctp(id, l) => self.listen_sctp(shared, id, *l),
             Cmd::ConnectSctp(qp, c, cfg) => self.connect_sctp(shared, qp, *c, cfg),
             Cmd::StackUnacked(qp, reply) => self.stack_unacked(&qp, &reply),
-            Cmd::Disconnect(qp) => self.disconnect(shared, qp, QpState::Closing),
             Cmd::Modify(qp, to) => self.disconnect(shared, qp, to),
             Cmd::Destroy(qp) => self.destroy(shared, qp),
         }
@@ -1585,10 +1584,15 @@ fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>)
 }
 
 /// Requests from the application to the progress core.
-/// Applies a disconnect or state transition to an engine ([`QpEngine::modify`]; a refused
-/// transition changes nothing: the API checked it against the published state).
+/// Applies a disconnect (`Closing`: [`QpEngine::close`], which also ends a QP still in
+/// setup) or another state transition ([`QpEngine::modify`]; a refused transition changes
+/// nothing: the API checked it against the published state) to an engine.
 pub(crate) fn modify_engine(e: &mut QpEngine, to: QpState) {
-    let _ = e.modify(to);
+    if to == QpState::Closing {
+        e.close();
+    } else {
+        let _ = e.modify(to);
+    }
 }
 
 #[derive(Debug)]
@@ -1599,8 +1603,8 @@ pub(crate) enum Cmd {
     Accept(ConnReqId, Arc<QpShared>, mpa::Config),
     Reject(ConnReqId, Vec<u8>),
     Adopt(Arc<QpShared>, std::net::TcpStream, Setup),
-    Disconnect(Arc<QpShared>),
-    /// A consumer-requested state transition (Terminate or Error).
+    /// A disconnect (`Closing`) or another consumer-requested state transition
+    /// (`Terminate`, `Error`).
     Modify(Arc<QpShared>, QpState),
     Destroy(Arc<QpShared>),
     /// Answer the inode of the QP's TCP socket (`None`: no active connection).

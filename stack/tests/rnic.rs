@@ -595,6 +595,26 @@ fn connect_refused() {
     ));
 }
 
+/// A disconnect while MPA setup is under way (the TCP connection is up, the peer never
+/// answers the MPA Request) ends the QP at once, not at the 10 s Reply timeout.
+#[test]
+fn disconnect_during_mpa_setup_ends_it() {
+    let a = Node::new(RnicConfig::default());
+    let silent = TcpListener::bind(any_port()).unwrap();
+    a.rnic
+        .connect(&a.qp, silent.local_addr().unwrap(), mpa::Config::default())
+        .unwrap();
+    let (_peer, _) = silent.accept().unwrap();
+    // Let the MPA Request go out: the QP is connected at the TCP level and awaits the Reply.
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    a.rnic.disconnect(&a.qp).unwrap();
+    while a.qp.state() != QpState::Error && t0.elapsed() < Duration::from_secs(5) {
+        a.tick();
+    }
+    assert_eq!(a.qp.state(), QpState::Error, "after {:?}", t0.elapsed());
+}
+
 /// Adopting connected sockets (`qp_register_fd`): MPA runs over them as initiator and
 /// responder.
 #[test]
