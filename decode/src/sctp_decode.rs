@@ -1254,6 +1254,12 @@ fn describe_param(p: &Param) -> String {
 
 fn describe_sack(s: &SackChunk) -> String {
     let mut t = format!("SACK cum TSN ack {} a_rwnd {}", s.cum_tsn_ack, s.a_rwnd);
+    if s.flags & sctp::wire::SACK_FLAG_CMT_DAC != 0 {
+        t.push_str(" CMT-DAC (two or more packets acknowledged)");
+    }
+    if s.flags & !sctp::wire::SACK_FLAG_CMT_DAC != 0 {
+        t.push_str(&format!(" reserved flags 0x{:02x}", s.flags));
+    }
     if !s.gaps.is_empty() {
         let gaps: Vec<String> = s
             .gaps
@@ -1749,6 +1755,7 @@ mod tests {
                 5000,
                 TAG_A,
                 &[Chunk::Sack(SackChunk {
+                    flags: 0,
                     cum_tsn_ack: 100,
                     a_rwnd: 1,
                     ..Default::default()
@@ -1894,6 +1901,7 @@ mod tests {
                 5000,
                 TAG_A,
                 &[Chunk::Sack(SackChunk {
+                    flags: 0,
                     cum_tsn_ack: 99,
                     a_rwnd: 1,
                     gaps: vec![GapBlock { start: 2, end: 2 }],

@@ -1305,6 +1305,7 @@ impl Association {
         self.packets_since_sack = 0;
         self.stats.sacks_sent += 1;
         SackChunk {
+            flags: 0,
             cum_tsn_ack: cum as u32,
             a_rwnd: rwnd.min(u32::MAX as usize) as u32,
             gaps,
@@ -2831,6 +2832,7 @@ impl Association {
         match self.state {
             State::Established | State::ShutdownPending | State::ShutdownReceived => {
                 let sack = SackChunk {
+                    flags: 0,
                     cum_tsn_ack,
                     a_rwnd: self.peer_rwnd.min(u32::MAX as usize) as u32,
                     gaps: Vec::new(),

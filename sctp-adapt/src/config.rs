@@ -59,6 +59,82 @@ pub struct AssociationConfig {
     /// Adaptation Layer Indication announced in INIT and INIT ACK (RFC 5061 §4.2.7);
     /// `Some(ddp_adapt::ADAPTATION_DDP)` for DDP over SCTP (RFC 5043 §5.1, §11.1).
     pub adaptation_indication: Option<u32>,
+    /// Concurrent Multipath Transfer: new data striped over every active path at once
+    /// instead of one. `None` (the default) sends new data to one path at a time (RFC 9260
+    /// §6.4). With CMT on, `pf_max_retrans` of `Some(_)` gives CMT-PF (paths that time out
+    /// stop carrying data until a heartbeat answers) and `None` plain CMT.
+    pub cmt: Option<CmtConfig>,
+}
+
+/// How Concurrent Multipath Transfer (Iyengar, Amer, Stewart: "Concurrent Multipath Transfer
+/// Using SCTP Multihoming Over Independent End-to-End Paths", IEEE/ACM ToN 14(5), 2006;
+/// the CMT and CMT-PF algorithms of draft-tuexen-tsvwg-sctp-multipath) runs. Every switch is
+/// on by default; each can be turned off to measure what it is worth.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CmtConfig {
+    /// Split Fast Retransmit (SFR): a chunk is reported missing only by SACKs that newly
+    /// acknowledge data sent to the same destination after it, so that reordering between
+    /// paths of different delays does not trigger spurious fast retransmissions.
+    pub split_fast_retransmit: bool,
+    /// Congestion window update for CMT (CUCv2): a destination's window grows when the
+    /// earliest outstanding chunk sent to it is acknowledged (its pseudo-cumulative ack),
+    /// not only when the association's cumulative ack moves; retransmissions count on the
+    /// destination they were retransmitted to.
+    pub cwnd_update: bool,
+    /// Delayed ACK for CMT (DAC): as a receiver, out-of-order arrivals do not force an
+    /// immediate SACK (reordering across paths is normal), and a SACK that acknowledges two
+    /// or more packets carries the CMT DAC flag (0x80 in the SACK chunk flags, as FreeBSD
+    /// and usrsctp set it); as a sender, such a SACK that newly acknowledges data of a single
+    /// destination counts two miss indications for chunks below all it acknowledged.
+    pub delayed_ack: bool,
+    /// Where retransmissions go.
+    pub rtx_policy: RtxPolicy,
+    /// How new data is spread over the active paths.
+    pub scheduler: Scheduler,
+}
+
+impl Default for CmtConfig {
+    fn default() -> Self {
+        CmtConfig {
+            split_fast_retransmit: true,
+            cwnd_update: true,
+            delayed_ack: true,
+            rtx_policy: RtxPolicy::Ssthresh,
+            scheduler: Scheduler::Striped,
+        }
+    }
+}
+
+/// Retransmission destination policies of CMT (Iyengar et al. §V). Only active paths are
+/// candidates (with CMT-PF, Potentially Failed paths never carry retransmissions); with none
+/// active, the path new data would take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RtxPolicy {
+    /// RTX-SAME: to the destination of the original transmission while it is active.
+    Same,
+    /// RTX-ASAP: to any active destination with room in its congestion window, preferring
+    /// the original one.
+    Asap,
+    /// RTX-CWND: to the active destination with the largest congestion window.
+    Cwnd,
+    /// RTX-SSTHRESH: to the active destination with the largest slow-start threshold (the
+    /// one least recently hit by loss). The default, as the authors recommend.
+    Ssthresh,
+}
+
+/// How CMT chooses the path for new data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheduler {
+    /// Bandwidth: each packet of new data goes to the next active path, in turn, that has
+    /// room in its congestion window.
+    Striped,
+    /// Latency: a message of at most `small_message` bytes goes to the active path with the
+    /// lowest smoothed RTT that has room (paths not yet measured count as slowest); larger
+    /// messages are striped.
+    LowestRtt {
+        /// Largest message (bytes) sent on the lowest-RTT path.
+        small_message: usize,
+    },
 }
 
 impl Default for AssociationConfig {
@@ -88,6 +164,7 @@ impl Default for AssociationConfig {
             pmtu: 1500,
             encapsulation_overhead: 0,
             adaptation_indication: None,
+            cmt: None,
         }
     }
 }

@@ -70,7 +70,7 @@ pub use assoc::{
     AbortReason, Association, AssociationStats, Event, Message, PathError, SendError, State,
     Transmit,
 };
-pub use config::{AssociationConfig, EndpointConfig};
+pub use config::{AssociationConfig, CmtConfig, EndpointConfig, RtxPolicy, Scheduler};
 pub use endpoint::{AssocId, ConnectError, Endpoint, EndpointStats};
 pub use path::{PathState, PathStats};
 pub use time::Instant;

@@ -856,9 +856,16 @@ pub struct GapBlock {
     pub end: u16,
 }
 
+/// The CMT DAC flag of a SACK chunk: the SACK acknowledges two or more DATA packets received
+/// since the previous one (delayed ACK for CMT, as FreeBSD and usrsctp define it).
+pub const SACK_FLAG_CMT_DAC: u8 = 0x80;
+
 /// A SACK chunk (RFC 9260 §3.3.4).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SackChunk {
+    /// Chunk flags: 0 in RFC 9260 (reserved, ignored on receipt); [`SACK_FLAG_CMT_DAC`]
+    /// when a CMT receiver with delayed ACK for CMT acknowledges two or more packets.
+    pub flags: u8,
     /// Cumulative TSN ack.
     pub cum_tsn_ack: u32,
     /// Advertised receiver window credit.
@@ -1030,6 +1037,7 @@ impl<'a> Chunk<'a> {
                     .map(|c| u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
                     .collect();
                 Chunk::Sack(SackChunk {
+                    flags: raw.flags,
                     cum_tsn_ack: be32(v, 0).unwrap_or(0),
                     a_rwnd: be32(v, 4).unwrap_or(0),
                     gaps,
@@ -1119,6 +1127,7 @@ impl<'a> Chunk<'a> {
                 }
             }
             Chunk::Sack(s) => {
+                flags = s.flags;
                 out.extend_from_slice(&s.cum_tsn_ack.to_be_bytes());
                 out.extend_from_slice(&s.a_rwnd.to_be_bytes());
                 out.extend_from_slice(&(s.gaps.len().min(0xffff) as u16).to_be_bytes());

@@ -112,12 +112,14 @@ fn chunk() -> impl Strategy<Value = Spec> {
         init().prop_map(Chunk::Init),
         init().prop_map(Chunk::InitAck),
         (
+            any::<u8>(),
             any::<u32>(),
             any::<u32>(),
             proptest::collection::vec(any::<(u16, u16)>(), 0..6),
             proptest::collection::vec(any::<u32>(), 0..6)
         )
-            .prop_map(|(c, w, g, d)| Chunk::Sack(SackChunk {
+            .prop_map(|(f, c, w, g, d)| Chunk::Sack(SackChunk {
+                flags: f,
                 cum_tsn_ack: c,
                 a_rwnd: w,
                 gaps: g

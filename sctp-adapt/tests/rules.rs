@@ -632,6 +632,7 @@ fn rfc9260_6_2_1_sack_for_unsent_tsn_gets_abort() {
     };
     let _ = tsn;
     let sack = Chunk::Sack(SackChunk {
+        flags: 0,
         cum_tsn_ack: b_next.wrapping_add(10),
         a_rwnd: 10000,
         gaps: vec![],
