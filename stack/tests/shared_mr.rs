@@ -53,13 +53,13 @@ fn verbs_shared_region_has_its_own_rights_over_the_same_memory() {
     write(&mut p, shared.stag(), 500, &data);
     assert!(p.a.send_wcs().iter().all(|w| w.status == WcStatus::Success));
     // The same bytes, seen through both registrations.
-    assert_eq!(bytes(&ro.buf(), 500, 1000), data);
+    assert_eq!(bytes(ro.buf(), 500, 1000), data);
     p.b.mem
         .deregister(ro.stag())
         .expect("deregister the original");
     write(&mut p, shared.stag(), 0, &[1, 2, 3]);
     assert!(p.a.send_wcs().iter().all(|w| w.status == WcStatus::Success));
-    assert_eq!(bytes(&shared.buf(), 0, 3), [1, 2, 3]);
+    assert_eq!(bytes(shared.buf(), 0, 3), [1, 2, 3]);
     // The original STag is gone: Invalid STag (RFC 5041 §7.2).
     write(&mut p, ro.stag(), 0, &[9]);
     let t = p.b.terminate_sent().expect("Terminate");
@@ -67,7 +67,7 @@ fn verbs_shared_region_has_its_own_rights_over_the_same_memory() {
         t.cause,
         TermCause::Ddp(DdpCode::Tagged(TaggedCode::InvalidStag))
     );
-    assert_eq!(bytes(&shared.buf(), 0, 3), [1, 2, 3]);
+    assert_eq!(bytes(shared.buf(), 0, 3), [1, 2, 3]);
 }
 
 /// RFC 5040 §7.2 through a shared registration: the read-only original refuses the Write
@@ -185,14 +185,14 @@ fn verbs_reregister_changes_rights_and_key_in_place() {
     assert_eq!(new.to_at(0), 0, "zero-based stays zero-based");
     write(&mut p, new.stag(), 100, &[5; 10]);
     assert!(p.a.send_wcs().iter().all(|w| w.status == WcStatus::Success));
-    assert_eq!(bytes(&mr.buf(), 100, 10), [5; 10]);
+    assert_eq!(bytes(mr.buf(), 100, 10), [5; 10]);
     write(&mut p, mr.stag(), 0, &[6; 10]);
     let t = p.b.terminate_sent().expect("Terminate");
     assert_eq!(
         t.cause,
         TermCause::Ddp(DdpCode::Tagged(TaggedCode::InvalidStag))
     );
-    assert!(bytes(&mr.buf(), 0, 10).iter().all(|&b| b == 0));
+    assert!(bytes(mr.buf(), 0, 10).iter().all(|&b| b == 0));
 }
 
 /// Re-registration with new memory: the peer's Write lands in the new buffer, the old one
@@ -306,5 +306,5 @@ fn verbs_reregister_refusals_change_nothing() {
     // The region is as it was: the peer still writes it with the old rights and STag.
     write(&mut p, plain.stag(), 0, &[4; 8]);
     assert!(p.a.send_wcs().iter().all(|w| w.status == WcStatus::Success));
-    assert_eq!(bytes(&plain.buf(), 0, 8), [4; 8]);
+    assert_eq!(bytes(plain.buf(), 0, 8), [4; 8]);
 }
