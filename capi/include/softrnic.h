@@ -37,6 +37,12 @@
 // Access right: memory windows may be bound to the region.
 #define SOFTRNIC_ACCESS_MW_BIND 16
 
+// `softrnic_nsmr_reregister` flag: move the region to the protection domain given.
+#define SOFTRNIC_REREG_PD 1
+
+// `softrnic_nsmr_reregister` flag: give the region the access rights given.
+#define SOFTRNIC_REREG_ACCESS 2
+
 // Send work request flag: no completion on success (errors always complete).
 #define SOFTRNIC_WR_UNSIGNALED 1
 
@@ -405,6 +411,30 @@ int softrnic_mr_write(struct softrnic_mr *mr, size_t offset, const void *src, si
 // # Safety
 // `dst` is NULL (an error unless `len` is 0) or valid for writes of `len` bytes.
 int softrnic_mr_read(const struct softrnic_mr *mr, size_t offset, void *dst, size_t len);
+
+// `smr_register` (RDMA Verbs "Register Shared Memory Region"): registers the memory of
+// `mr` again, in `pd` (of the same RNIC) with `access` (`SOFTRNIC_ACCESS_*`), under a new
+// STag (VA-based, like every region of the C ABI). The two registrations are independent:
+// each has its own rights and is deregistered on its own; caller memory stays in use until
+// the last of them is deregistered.
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a pointer.
+int softrnic_smr_register(struct softrnic_mr *mr,
+                          struct softrnic_pd *pd,
+                          uint32_t access,
+                          struct softrnic_mr **out);
+
+// `nsmr_reregister` (RDMA Verbs "Reregister Memory Region", ibverbs' `ibv_rereg_mr`):
+// changes region `mr` in place — its protection domain to `pd` with `SOFTRNIC_REREG_PD`
+// (`pd` is ignored without it and may be NULL), its rights to `access` with
+// `SOFTRNIC_REREG_ACCESS`. The handle and the STag stay; `softrnic_mr_query` shows the new
+// values. Refused while memory windows are bound to the region (`SOFTRNIC_ERR_BUSY`);
+// on error nothing changes. (New memory is a new registration: deregister, register.)
+int softrnic_nsmr_reregister(struct softrnic_mr *mr,
+                             uint32_t flags,
+                             struct softrnic_pd *pd,
+                             uint32_t access);
 
 // `deregister_mem`: removes the registration and invalidates the handle.
 //

@@ -196,6 +196,25 @@ pub(crate) fn remove_rnic(h: *const crate::softrnic_rnic) -> Result<Arc<RnicObj>
     Ok(rnic)
 }
 
+/// Puts `obj` behind the live handle `h` (a re-registered region); nothing for a dead one.
+pub(crate) fn replace<T: Kind>(h: *const T::C, obj: Arc<T>) {
+    if let Ok(id) = number::<T>(h)
+        && let Some(e) = table().map.get_mut(&id)
+        && T::unwrap(&e.obj).is_some()
+    {
+        e.obj = T::wrap(obj);
+    }
+}
+
+/// How many live region handles register `buf`.
+pub(crate) fn regions_sharing(buf: &Arc<verbs::RegisteredBuf>) -> usize {
+    table()
+        .map
+        .values()
+        .filter(|e| matches!(&e.obj, Object::Mr(m) if Arc::ptr_eq(m.mr.buf(), buf)))
+        .count()
+}
+
 /// Forgets the handles of the memory regions of RNIC `rnic` whose STag has index `index`
 /// (after `softrnic_deallocate_stag` released it).
 pub(crate) fn remove_mrs_of_stag(rnic: usize, index: u32) {

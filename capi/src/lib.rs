@@ -97,6 +97,11 @@ pub const SOFTRNIC_ACCESS_REMOTE_ATOMIC: u32 = 0x08;
 /// Access right: memory windows may be bound to the region.
 pub const SOFTRNIC_ACCESS_MW_BIND: u32 = 0x10;
 
+/// `softrnic_nsmr_reregister` flag: move the region to the protection domain given.
+pub const SOFTRNIC_REREG_PD: u32 = 0x01;
+/// `softrnic_nsmr_reregister` flag: give the region the access rights given.
+pub const SOFTRNIC_REREG_ACCESS: u32 = 0x02;
+
 /// Send work request flag: no completion on success (errors always complete).
 pub const SOFTRNIC_WR_UNSIGNALED: u32 = 1;
 /// Send work request flag: read fence (start after earlier RDMA Reads and atomics).
@@ -823,6 +828,90 @@ fn check_range(m: &MrObj, offset: usize, len: usize) -> Result<()> {
 /// How long `softrnic_deregister_mem` waits for in-flight work to let go of caller memory.
 const RELEASE_WAIT: Duration = Duration::from_secs(1);
 
+/// `smr_register` (RDMA Verbs "Register Shared Memory Region"): registers the memory of
+/// `mr` again, in `pd` (of the same RNIC) with `access` (`SOFTRNIC_ACCESS_*`), under a new
+/// STag (VA-based, like every region of the C ABI). The two registrations are independent:
+/// each has its own rights and is deregistered on its own; caller memory stays in use until
+/// the last of them is deregistered.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_smr_register(
+    mr: *mut softrnic_mr,
+    pd: *mut softrnic_pd,
+    access: u32,
+    out: *mut *mut softrnic_mr,
+) -> c_int {
+    guard_ok(|| {
+        let (m, _) = get::<MrObj>(mr)?;
+        let (p, rid) = get::<PdObj>(pd)?;
+        if !Arc::ptr_eq(&m.rnic, &p.rnic) {
+            return Err(invalid("the region and the PD belong to different RNICs"));
+        }
+        let acc = self::access(access)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let shared =
+            p.rnic
+                .rnic
+                .smr_register(&m.mr, p.pd, acc, verbs::Addressing::VirtualAddress)?;
+        let h = insert(
+            Some(rid),
+            Arc::new(MrObj {
+                rnic: p.rnic.clone(),
+                mr: shared,
+                caller_mem: m.caller_mem,
+            }),
+        );
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// `nsmr_reregister` (RDMA Verbs "Reregister Memory Region", ibverbs' `ibv_rereg_mr`):
+/// changes region `mr` in place — its protection domain to `pd` with `SOFTRNIC_REREG_PD`
+/// (`pd` is ignored without it and may be NULL), its rights to `access` with
+/// `SOFTRNIC_REREG_ACCESS`. The handle and the STag stay; `softrnic_mr_query` shows the new
+/// values. Refused while memory windows are bound to the region (`SOFTRNIC_ERR_BUSY`);
+/// on error nothing changes. (New memory is a new registration: deregister, register.)
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_nsmr_reregister(
+    mr: *mut softrnic_mr,
+    flags: u32,
+    pd: *mut softrnic_pd,
+    access: u32,
+) -> c_int {
+    guard_ok(|| {
+        let (m, _) = get::<MrObj>(mr)?;
+        if flags & !(SOFTRNIC_REREG_PD | SOFTRNIC_REREG_ACCESS) != 0 {
+            return Err(invalid(format!("unknown reregister flags {flags:#x}")));
+        }
+        let mut change = verbs::Rereg::default();
+        if flags & SOFTRNIC_REREG_PD != 0 {
+            let (p, _) = get::<PdObj>(pd)?;
+            if !Arc::ptr_eq(&m.rnic, &p.rnic) {
+                return Err(invalid("the region and the PD belong to different RNICs"));
+            }
+            change.pd = Some(p.pd);
+        }
+        if flags & SOFTRNIC_REREG_ACCESS != 0 {
+            change.access = Some(self::access(access)?);
+        }
+        let new = m.rnic.rnic.nsmr_reregister(&m.mr, change)?;
+        handles::replace::<MrObj>(
+            mr,
+            Arc::new(MrObj {
+                rnic: m.rnic.clone(),
+                mr: new,
+                caller_mem: m.caller_mem,
+            }),
+        );
+        Ok(())
+    })
+}
+
 /// `deregister_mem`: removes the registration and invalidates the handle.
 ///
 /// For the caller's memory (`softrnic_nsmr_register_mem`) it then waits (up to a second)
@@ -840,8 +929,11 @@ pub extern "C" fn softrnic_deregister_mem(mr: *mut softrnic_mr) -> c_int {
         if m.caller_mem {
             // The table no longer hands the buffer out, so the count only falls: once this
             // region's reference is the last, nothing in the stack can touch the memory.
+            // Other registrations of the same memory (softrnic_smr_register) keep it: each
+            // holds it twice (its handle and the STag table).
+            let others = handles::regions_sharing(m.mr.buf());
             let start = std::time::Instant::now();
-            while Arc::strong_count(m.mr.buf()) > 1 {
+            while Arc::strong_count(m.mr.buf()) > 1 + 2 * others {
                 if start.elapsed() > RELEASE_WAIT {
                     return Err(Error::new(
                         SOFTRNIC_ERR_BUSY,
