@@ -778,7 +778,7 @@ fn shared_receive_queue(a: &Side, b: &Side, at: &TransportAddr) -> Result<Row, D
             qa.post_send(SendWr::send(id, vec![src.sge(off as u64, SIZE as u32)]))?;
         }
     }
-    let mut seen = vec![false; QPS * MSGS];
+    let mut seen = [false; QPS * MSGS];
     let mut verified = true;
     for _ in 0..QPS * MSGS {
         let wc = wait_wc(&cq_b)?;
