@@ -130,6 +130,32 @@ fn pingpong_moves_and_verifies_bytes() {
     );
 }
 
+/// events.c: two QPs on one SRQ, the receive CQ on a completion channel slept on with
+/// poll(2), the SRQ limit and both sides' Terminate as asynchronous events.
+#[test]
+fn events_come_through_channels_and_the_event_queue() {
+    let Some(cc) = compiler() else {
+        println!("SKIPPED: no C compiler");
+        return;
+    };
+    let exe = build(&cc, "events");
+    let (ok, out, err) = run(&exe);
+    assert!(ok, "events failed:\n{out}\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert_eq!(lines[0], "connect: ok (2 QPs on one SRQ)");
+    assert!(
+        lines[1].starts_with("completion channel: ok (8 receives, "),
+        "{out}"
+    );
+    assert!(lines[2].starts_with("srq limit event: ok (SRQ "), "{out}");
+    assert_eq!(
+        lines[3],
+        "terminate events: ok (sent and received, cause 0x1100)"
+    );
+    assert_eq!(lines[4], "teardown: ok");
+}
+
 #[test]
 fn misuse_gets_error_codes_not_crashes() {
     let Some(cc) = compiler() else {
