@@ -182,6 +182,7 @@ impl Rnic {
             mem: MemTable::new(),
             cmds: Mutex::new(VecDeque::new()),
             rung: AtomicBool::new(false),
+            rung_qps: Mutex::new(Vec::new()),
             sleeping: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             waker,
@@ -250,6 +251,7 @@ impl Rnic {
                 early_recv: Vec::new(),
             }),
             tx_pending: AtomicBool::new(false),
+            token: std::sync::atomic::AtomicUsize::new(usize::MAX),
             status: Mutex::new(ConnStatus::Unconnected),
             status_cv: Condvar::new(),
             destroyed: AtomicBool::new(false),
@@ -1014,8 +1016,7 @@ impl Qp {
                 None => return Err(PostError::InvalidState(QpState::Idle)),
             }
         }
-        q.tx_pending.store(true, Ordering::SeqCst);
-        self.rnic.ring();
+        self.rnic.ring_qp(q);
         self.rnic.post_kick();
         Ok(())
     }
@@ -1067,8 +1068,7 @@ impl Qp {
             }
         }
         if n > 0 {
-            self.inner.tx_pending.store(true, Ordering::SeqCst);
-            self.rnic.ring();
+            self.rnic.ring_qp(&self.inner);
             self.rnic.post_kick();
         }
         match err {

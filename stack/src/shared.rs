@@ -378,6 +378,9 @@ pub(crate) struct QpShared {
     pub(crate) slot: Mutex<Slot>,
     /// Send work posted since the core last looked.
     pub(crate) tx_pending: AtomicBool,
+    /// The progress core's token of the QP's connection (`usize::MAX`: none yet), so the
+    /// core finds it without visiting every connection.
+    pub(crate) token: std::sync::atomic::AtomicUsize,
     pub(crate) status: Mutex<ConnStatus>,
     pub(crate) status_cv: Condvar,
     pub(crate) destroyed: AtomicBool,

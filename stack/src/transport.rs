@@ -197,6 +197,17 @@ struct RxBuf {
 }
 
 impl RxBuf {
+    /// Lends the buffer's memory out when everything read was taken (an idle connection
+    /// holds none), leaving it empty.
+    fn release(&mut self) -> Option<Vec<u8>> {
+        if self.start != self.end || self.buf.is_empty() {
+            return None;
+        }
+        self.start = 0;
+        self.end = 0;
+        Some(std::mem::take(&mut self.buf))
+    }
+
     /// The free space to read into, at least `chunk` bytes (allocated on first use).
     fn space(&mut self, chunk: usize) -> &mut [u8] {
         let cap = 2 * chunk + RX_SLACK;
@@ -274,12 +285,24 @@ pub(crate) struct Core {
     start: Instant,
     /// Read size.
     read_chunk: usize,
+    /// The read buffer connections borrow while they are serviced: a connection keeps one
+    /// only while it holds part of an FPDU, so idle connections cost no read buffer.
+    spare_rx: Vec<u8>,
     ready: Vec<(Token, bool, bool, bool)>,
     /// The readiness being serviced includes the peer's FIN or an error: read until
     /// `EAGAIN` even after a short read (the FIN may have come with the data).
     read_closed: bool,
     /// When the timers were last looked at.
     timers_checked: Duration,
+    /// The earliest timer of any connection (time since `start`) as of `deadlines_checked`
+    /// (`None` in that: never looked, or timers fired since). Looking means visiting every
+    /// connection, so it happens at most once per [`TIMER_GRANULARITY`]: one busy QP among
+    /// thousands of idle ones does not pay for them on every wake-up.
+    earliest_timer: Option<Duration>,
+    deadlines_checked: Option<Duration>,
+    /// Connections that found their socket full (set when they are serviced), so that
+    /// [`Core::write_blocked`] need not visit every connection.
+    write_waiting: std::collections::HashSet<Token>,
     /// The tokens of an SCTP endpoint's further sockets → its key token.
     aliases: HashMap<Token, Token>,
     /// Raw-Ethernet devices with softrnic's TCP/IP, under their epoll tokens.
@@ -366,9 +389,13 @@ impl Core {
             next_token: 1,
             start: Instant::now(),
             read_chunk: read_chunk.max(4096),
+            spare_rx: Vec::new(),
             ready: Vec::new(),
             read_closed: false,
             timers_checked: Duration::ZERO,
+            earliest_timer: None,
+            deadlines_checked: None,
+            write_waiting: std::collections::HashSet::new(),
             aliases: HashMap::new(),
             devs: Vec::new(),
         }
@@ -385,14 +412,31 @@ impl Core {
 
     /// Whether some connection waits for its socket to become writable.
     pub(crate) fn write_blocked(&self) -> bool {
-        self.conns
-            .values()
-            .any(|c| matches!(c, Conn::Active(a) if !a.writable && a.shut.is_none()))
+        self.write_waiting.iter().any(|t| {
+            matches!(self.conns.get(t), Some(Conn::Active(a)) if !a.writable && a.shut.is_none())
+        })
     }
 
-    /// The time until the next timer, if any.
-    pub(crate) fn next_timeout(&self) -> Option<Duration> {
+    /// The time until the next timer, if any. Within [`TIMER_GRANULARITY`] of the last
+    /// look at every connection the earliest timer found then is used, and the wait ends
+    /// by the time the next look is due (work done since may have set an earlier timer).
+    pub(crate) fn next_timeout(&mut self) -> Option<Duration> {
         let now = self.now();
+        if let Some(at) = self.deadlines_checked
+            && now.saturating_sub(at) < TIMER_GRANULARITY
+        {
+            let rescan = (at + TIMER_GRANULARITY).saturating_sub(now);
+            let known = self.earliest_timer.map(|d| d.saturating_sub(now));
+            return Some(known.map_or(rescan, |k| k.min(rescan)));
+        }
+        let next = self.earliest_deadline(now);
+        self.earliest_timer = next;
+        self.deadlines_checked = Some(now);
+        next.map(|d| d.saturating_sub(now))
+    }
+
+    /// The earliest timer of every connection and device (time since `start`).
+    fn earliest_deadline(&self, now: Duration) -> Option<Duration> {
         let mut next: Option<Duration> = None;
         let mut consider = |d: Option<Duration>| {
             if let Some(d) = d {
@@ -418,7 +462,7 @@ impl Core {
         for (_, d) in &self.devs {
             consider(device::lock(d).poll_at(now));
         }
-        next.map(|d| d.saturating_sub(now))
+        next
     }
 
     /// Runs queued commands and transmits for rung doorbells, without asking the kernel
@@ -477,13 +521,17 @@ impl Core {
             self.read_closed = false;
         }
         self.ready = ready;
-        // Timers have millisecond granularity at most; look at them that often.
+        // Timers have millisecond granularity at most; look at them that often (each look
+        // visits every connection).
         let now = self.now();
-        if now.saturating_sub(self.timers_checked) >= TIMER_GRANULARITY
-            || timeout != Some(Duration::ZERO)
-        {
+        if now.saturating_sub(self.timers_checked) >= TIMER_GRANULARITY {
             self.timers_checked = now;
-            work += self.timers(shared);
+            let fired = self.timers(shared);
+            if fired > 0 {
+                // Their new timers are not known yet.
+                self.deadlines_checked = None;
+            }
+            work += fired;
         }
         // Frames in and out of the devices, and the connections they concern (after the
         // timers, so what they queued goes out in the same pass).
@@ -775,6 +823,13 @@ impl Core {
     }
 
     fn find_qp(&self, qp: &Arc<QpShared>) -> Option<Token> {
+        // The token the QP remembers, if its connection is still there.
+        let t = Token(qp.token.load(Ordering::SeqCst));
+        match self.conns.get(&t) {
+            Some(Conn::Active(a)) if Arc::ptr_eq(&a.qp, qp) => return Some(t),
+            Some(Conn::Connecting { qp: q, .. }) if Arc::ptr_eq(q, qp) => return Some(t),
+            _ => {}
+        }
         self.conns.iter().find_map(|(t, c)| match c {
             Conn::Active(a) if Arc::ptr_eq(&a.qp, qp) => Some(*t),
             Conn::Connecting { qp: q, .. } if Arc::ptr_eq(q, qp) => Some(*t),
@@ -783,15 +838,30 @@ impl Core {
     }
 
     fn doorbells(&mut self, shared: &Shared) -> usize {
-        let tokens: Vec<Token> = self
-            .conns
-            .iter()
-            .filter_map(|(t, c)| match c {
+        let rung = std::mem::take(&mut *shared.rung_qps.lock().unwrap_or_else(|p| p.into_inner()));
+        // The connections of the QPs rung, found through their tokens; a QP without one
+        // here (an SCTP association's, or not connected yet) makes the core visit every
+        // connection, as SCTP endpoints look at their QPs themselves.
+        let mut tokens: Vec<Token> = Vec::new();
+        let mut visit_all = false;
+        for q in &rung {
+            let t = Token(q.token.load(Ordering::SeqCst));
+            match self.conns.get(&t) {
+                Some(Conn::Active(a)) if Arc::ptr_eq(&a.qp, q) => {
+                    if a.qp.tx_pending.swap(false, Ordering::SeqCst) {
+                        tokens.push(t);
+                    }
+                }
+                _ => visit_all = true,
+            }
+        }
+        if visit_all {
+            tokens.extend(self.conns.iter().filter_map(|(t, c)| match c {
                 Conn::Active(a) if a.qp.tx_pending.swap(false, Ordering::SeqCst) => Some(*t),
                 Conn::Sctp(e) if e.doorbell() => Some(*t),
                 _ => None,
-            })
-            .collect();
+            }));
+        }
         let n = tokens.len();
         for t in tokens {
             self.service(shared, t, false, false);
@@ -800,6 +870,7 @@ impl Core {
     }
 
     fn remove(&mut self, t: Token) {
+        self.write_waiting.remove(&t);
         if let Some(c) = self.conns.remove(&t) {
             let r = self.poll.registry();
             match c {
@@ -865,6 +936,7 @@ impl Core {
             peer = %sock.peer_addr().map_or_else(|| "?".into(), |a| a.to_string()),
         );
         span.in_scope(|| tracing::debug!("TCP connection up, MPA setup starts"));
+        qp.token.store(t.0, Ordering::SeqCst);
         self.conns.insert(
             t,
             Conn::Active(Active {
@@ -1109,6 +1181,9 @@ impl Core {
         let mut eof = false;
         let mut reset = false;
         if readable {
+            if a.rx.buf.is_empty() {
+                a.rx.buf = std::mem::take(&mut self.spare_rx);
+            }
             loop {
                 // Ask for the rest of a partly read FPDU only, so that the buffer empties
                 // and the next read lands at its start again: the read buffer stays small
@@ -1147,6 +1222,13 @@ impl Core {
                     }
                 }
             }
+        }
+        // Everything read was taken: the buffer goes back to the core (or is freed when the
+        // core has one already).
+        if let Some(buf) = a.rx.release()
+            && self.spare_rx.is_empty()
+        {
+            self.spare_rx = buf;
         }
         // Transmit until the engine has nothing or the socket is full: one gather sendmsg per
         // batch, payloads straight from registered memory (zero-copy transmit).
@@ -1187,6 +1269,11 @@ impl Core {
                 eng.handle_closed(now, CloseReason::Local);
             }
             finished = true;
+        }
+        if !a.writable && a.shut.is_none() {
+            self.write_waiting.insert(t);
+        } else {
+            self.write_waiting.remove(&t);
         }
         drain_events(shared, &qp, Some(&mut *eng));
         qp.publish_engine(eng, !finished);
@@ -1637,6 +1724,8 @@ pub(crate) struct Shared {
     pub(crate) cmds: Mutex<VecDeque<Cmd>>,
     /// Something to do: commands queued or send work posted.
     pub(crate) rung: AtomicBool,
+    /// The QPs send work was posted to since the core last looked (repeats allowed).
+    pub(crate) rung_qps: Mutex<Vec<Arc<QpShared>>>,
     /// The progress thread is (about to be) asleep in `epoll_wait`.
     pub(crate) sleeping: AtomicBool,
     pub(crate) stop: AtomicBool,
@@ -1659,6 +1748,19 @@ pub(crate) struct Shared {
 impl Shared {
     /// Rings the doorbell: the core has work; wake the thread if it sleeps.
     pub(crate) fn ring(&self) {
+        self.rung.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Send work was posted to `qp`: the core services it on its next pass.
+    pub(crate) fn ring_qp(&self, qp: &Arc<QpShared>) {
+        qp.tx_pending.store(true, Ordering::SeqCst);
+        self.rung_qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(qp.clone());
         self.rung.store(true, Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
             let _ = self.waker.wake();
@@ -1791,5 +1893,23 @@ mod tests {
         rx.start = rx.end;
         assert_eq!(rx.space(chunk).len(), rx.buf.len());
         assert!(rx.pending().is_empty());
+    }
+
+    /// A connection holding part of an FPDU keeps its buffer; once everything was taken it
+    /// lends the memory out and holds none.
+    #[test]
+    fn rx_buf_is_released_only_when_drained() {
+        let mut rx = RxBuf::default();
+        assert!(rx.release().is_none(), "nothing allocated");
+        rx.space(4096);
+        rx.end = 10;
+        rx.start = 4;
+        assert!(rx.release().is_none(), "6 bytes untaken");
+        assert_eq!(rx.pending().len(), 6);
+        rx.start = 10;
+        let buf = rx.release().expect("drained");
+        assert_eq!(buf.len(), 2 * 4096 + RX_SLACK);
+        assert!(rx.buf.is_empty() && rx.pending().is_empty());
+        assert_eq!((rx.start, rx.end), (0, 0));
     }
 }
