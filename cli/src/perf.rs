@@ -60,6 +60,11 @@
 //!   times from its first receive to its last.
 //! * Latency: the times between consecutive posts of the run (halved for the ping-pongs),
 //!   as perftest reports them.
+//! * `-D SECS` (perftest's duration mode): each side runs on its own clock for SECS
+//!   seconds (send-bw's receiver from its first message), measuring only the middle
+//!   `SECS - 2 × margin` (`-f`, default SECS/4); the exchanges are those of one size.
+//!   `--run_infinitely` (bandwidth tests) prints a line every period and never ends; its
+//!   peer waits on the control connection as long.
 //! * RDMA Write and Send completions come when the data was handed to TCP, so a sender
 //!   waits until the peer's TCP has acknowledged all of the test connection's data
 //!   ([`Rnic::wait_tx_acked`]) before the closing exchange on the control connection (and
@@ -216,6 +221,27 @@ pub struct PerfArgs {
     /// at most the TX depth; latency tests signal every request).
     #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
     pub cq_mod: Option<u32>,
+    /// Run each side for SECS seconds instead of a number of iterations (perftest's -D;
+    /// not with -a or -e). Only the middle of the run is measured: a margin (-f) at the
+    /// start and at the end is left out. Bandwidth tests report the messages completed in
+    /// that window (no peak); latency tests the average latency and the rate of
+    /// transactions. Give both ends the same -D.
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    pub duration: Option<u64>,
+    /// Margin of a -D run in seconds, left out of the measurement at its start and end
+    /// (default SECS/4; SECS must exceed twice the margin).
+    #[arg(
+        short = 'f',
+        long = "margin",
+        value_name = "SECS",
+        requires = "duration"
+    )]
+    pub margin: Option<u64>,
+    /// Bandwidth tests: run until interrupted, printing a result line every -D seconds
+    /// (default 5), each measured over that period alone (perftest's --run_infinitely; not
+    /// with -e, nor send-bw with -b).
+    #[arg(long = "run_infinitely")]
+    pub run_infinitely: bool,
     /// perftest compatibility: CPU utilisation report (not measured).
     #[arg(long = "cpu_util")]
     pub cpu_util: bool,
@@ -425,6 +451,89 @@ struct Plan {
     rx_depth: u64,
     outs: u16,
     gbits: bool,
+    /// Iterations, a duration or forever.
+    mode: Mode,
+}
+
+/// How long a run lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `-n` iterations.
+    Iters,
+    /// `-D SECS`: the middle `secs - 2 margin` seconds are measured.
+    Duration {
+        /// The whole run.
+        secs: u64,
+        /// Left out at the start and at the end.
+        margin: u64,
+    },
+    /// `--run_infinitely`: a result every `period` seconds until interrupted.
+    Infinite {
+        /// Seconds per result line.
+        period: u64,
+    },
+}
+
+/// perftest's default duration (seconds) of `--run_infinitely`'s periods without `-D`.
+const DEFAULT_PERIOD: u64 = 5;
+
+/// Where a timed run stands (perftest's duration states).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The leading margin: running, not measured.
+    Warmup,
+    /// Measured.
+    Sample,
+    /// The trailing margin.
+    Cooldown,
+    /// Over.
+    End,
+}
+
+/// The clock of a `-D` run, started when the run starts (send-bw's receiver: at its first
+/// message, as perftest).
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    start: Instant,
+    margin: Duration,
+    secs: Duration,
+}
+
+impl Clock {
+    /// The clock of `mode`, starting now; `None` unless `mode` is a duration.
+    fn of(mode: Mode) -> Option<Clock> {
+        match mode {
+            Mode::Duration { secs, margin } => Some(Clock {
+                start: Instant::now(),
+                margin: Duration::from_secs(margin),
+                secs: Duration::from_secs(secs),
+            }),
+            _ => None,
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        let t = self.start.elapsed();
+        if t < self.margin {
+            Phase::Warmup
+        } else if t + self.margin < self.secs {
+            Phase::Sample
+        } else if t < self.secs {
+            Phase::Cooldown
+        } else {
+            Phase::End
+        }
+    }
+
+    /// The measured window.
+    fn sample(&self) -> Duration {
+        self.secs.saturating_sub(2 * self.margin)
+    }
+}
+
+/// The phase of an optional clock: without one, always measuring.
+fn phase_of(clock: Option<&Clock>) -> Phase {
+    clock.map_or(Phase::Sample, Clock::phase)
 }
 
 /// Largest queue depth and CQ moderation the tools take.
@@ -462,13 +571,16 @@ impl Plan {
                 "-n {iters}: the number of iterations must be 1 .. {MAX_ITERS}"
             )));
         }
+        let mode = Plan::mode(test, a)?;
+        // perftest bounds the depths by the iterations only when it counts iterations.
+        let bound = if mode == Mode::Iters { iters } else { u64::MAX };
         let tx_depth = u64::from(in_range(
             "-t",
             "the send queue depth",
             a.tx_depth.unwrap_or(if test.is_bw() { 128 } else { 1 }),
             MAX_DEPTH,
         )?)
-        .min(iters);
+        .min(bound);
         let cq_mod = if test.is_bw() {
             let m = in_range(
                 "-Q",
@@ -486,14 +598,14 @@ impl Plan {
             a.rx_depth.unwrap_or(512),
             MAX_DEPTH,
         )?;
-        let mut rx_depth = u64::from(rx_depth).min(iters);
+        let mut rx_depth = u64::from(rx_depth).min(bound);
         let outs = in_range(
             "-o",
             "the outstanding RDMA Reads (IRD/ORD: a 14-bit field, RFC 6581)",
             u32::from(a.outs.unwrap_or(DEFAULT_OUTS)),
             u32::from(stack::mpa::frame::IRD_ORD_MAX),
         )?;
-        if test.sends() && !a.all && rx_depth % 2 == 1 {
+        if test.sends() && !a.all && mode == Mode::Iters && rx_depth % 2 == 1 {
             rx_depth += 1;
         }
         Ok(Plan {
@@ -507,7 +619,53 @@ impl Plan {
             rx_depth,
             outs: u16::try_from(outs).unwrap_or(DEFAULT_OUTS),
             gbits: a.report_gbits,
+            mode,
         })
+    }
+
+    /// The run's length from -D, -f and --run_infinitely, checked as perftest checks them.
+    fn mode(test: Test, a: &PerfArgs) -> Result<Mode, PerfError> {
+        let usage = |m: String| Err(PerfError::Usage(m));
+        if a.run_infinitely {
+            if !test.is_bw() {
+                return usage(
+                    "--run_infinitely: only the bandwidth tests run infinitely (as perftest)"
+                        .into(),
+                );
+            }
+            if a.events {
+                return usage("--run_infinitely does not work with -e (as perftest)".into());
+            }
+            if a.all {
+                return usage("--run_infinitely runs one size: not with -a".into());
+            }
+            let period = a.duration.unwrap_or(DEFAULT_PERIOD);
+            if period == 0 {
+                return usage("-D 0: the duration must be at least 1 second".into());
+            }
+            return Ok(Mode::Infinite { period });
+        }
+        let Some(secs) = a.duration else {
+            return Ok(Mode::Iters);
+        };
+        if secs == 0 || secs > 86_400 {
+            return usage(format!(
+                "-D {secs}: the duration must be 1 .. 86400 seconds"
+            ));
+        }
+        if a.all {
+            return usage("-D: duration mode does not run all sizes (-a), as perftest".into());
+        }
+        if a.events {
+            return usage("-D: duration mode does not work with -e, as perftest".into());
+        }
+        let margin = a.margin.unwrap_or(secs / 4);
+        if secs <= margin.saturating_mul(2) {
+            return usage(format!(
+                "-D {secs} -f {margin}: the duration must exceed twice the margin"
+            ));
+        }
+        Ok(Mode::Duration { secs, margin })
     }
 
     fn max_size(&self) -> u64 {
@@ -613,6 +771,9 @@ struct Comm {
     mr: MemoryRegion,
     client: bool,
     manual: bool,
+    /// How long a control message may take (the peer may be running a long test; with
+    /// --run_infinitely, forever).
+    wait: Duration,
 }
 
 impl Comm {
@@ -642,6 +803,7 @@ impl Comm {
             mr,
             client,
             manual,
+            wait: CTRL_WAIT,
         };
         // One receive posted before the connection, as perftest does.
         c.post_recv()?;
@@ -682,7 +844,7 @@ impl Comm {
             None,
             &self.rcq,
             &self.qp,
-            CTRL_WAIT,
+            self.wait,
             "control message",
         )?;
         let mut v = vec![0u8; (wc.byte_len as usize).min(CTRL_LEN as usize)];
@@ -878,6 +1040,15 @@ fn header(
     if test.sends() && !plan.client {
         writeln!(out, " RX depth        : {}", plan.rx_depth)?;
     }
+    match plan.mode {
+        Mode::Iters => {}
+        Mode::Duration { secs, margin } => {
+            writeln!(out, " Duration        : {secs} s (margin {margin} s)")?;
+        }
+        Mode::Infinite { period } => {
+            writeln!(out, " Run infinitely  : a result every {period} s")?;
+        }
+    }
     writeln!(out, " Mtu             : 1024[B]")?;
     writeln!(out, " Link type       : Ethernet")?;
     if test.reads() {
@@ -933,6 +1104,11 @@ fn table_head(out: &mut dyn Write, plan: &Plan) -> Result<(), PerfError> {
             out,
             " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]"
         )?;
+    } else if matches!(plan.mode, Mode::Duration { .. }) {
+        writeln!(
+            out,
+            " #bytes        #iterations       t_avg[usec]    tps average"
+        )?;
     } else {
         writeln!(
             out,
@@ -946,8 +1122,15 @@ fn on(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-/// A bandwidth result in the run's units.
-fn bw_report(gbits: bool, size: u64, iters: u64, total: Duration, peak_bps: f64) -> BwReport {
+/// A bandwidth result in the run's units; without a peak (`-D`, `--run_infinitely`) the
+/// peak is 0, as perftest reports it.
+fn bw_report(
+    gbits: bool,
+    size: u64,
+    iters: u64,
+    total: Duration,
+    peak_bps: Option<f64>,
+) -> BwReport {
     let secs = total.as_secs_f64().max(1e-9);
     let bytes_ps = (size * iters) as f64 / secs;
     let conv = |b: f64| {
@@ -960,7 +1143,7 @@ fn bw_report(gbits: bool, size: u64, iters: u64, total: Duration, peak_bps: f64)
     BwReport {
         size,
         iters,
-        peak: conv(peak_bps.max(bytes_ps)),
+        peak: peak_bps.map_or(0.0, |p| conv(p.max(bytes_ps))),
         avg: conv(bytes_ps),
         msg_rate: iters as f64 / secs / 1e6,
     }
@@ -1021,6 +1204,37 @@ fn lat_line(out: &mut dyn Write, size: u64, iters: u64, s: &LatStats) -> Result<
         " {:<7} {:<10}    {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
         size, iters, s.min, s.max, s.typical, s.avg, s.stdev, s.p99, s.p999
     )?;
+    Ok(())
+}
+
+/// Prints a latency run's result: perftest's statistics of the samples, or with -D the
+/// average latency and transactions per second over the measured window. `factor` is 2
+/// for the ping-pongs (a round trip is two latencies), 1 for read-lat.
+fn lat_result(
+    out: &mut dyn Write,
+    plan: &Plan,
+    size: u64,
+    run: &LatRun,
+    factor: f64,
+) -> Result<(), PerfError> {
+    match plan.mode {
+        Mode::Duration { secs, margin } => {
+            let window = secs.saturating_sub(2 * margin) as f64;
+            let n = run.sampled.max(1) as f64;
+            let latency = window * 1e6 / factor / n;
+            let tps = run.sampled as f64 / window;
+            writeln!(
+                out,
+                " {:<7}       {}            {:<7.2}        {:<7.2}",
+                size, run.sampled, latency, tps
+            )?;
+        }
+        _ => {
+            let mut v = lat_samples(&run.posts, factor);
+            lat_line(out, size, plan.iters, &lat_stats(&mut v))?;
+        }
+    }
+    out.flush()?;
     Ok(())
 }
 
@@ -1101,7 +1315,11 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     let manual = a.manual_progress;
 
     // 1. The control connection and its exchange.
-    let (comm, listener, peer, cycle) = control_connection(a, &plan, &rnic, out)?;
+    let (mut comm, listener, peer, cycle) = control_connection(a, &plan, &rnic, out)?;
+    if matches!(plan.mode, Mode::Infinite { .. }) {
+        // The peer runs until it is interrupted.
+        comm.wait = Duration::MAX;
+    }
 
     // Resources of the test connection.
     let pd = rnic.alloc_pd();
@@ -1306,8 +1524,7 @@ fn measure(
             if plan.client {
                 let mut last = None;
                 for s in sizes(plan.all, plan.size) {
-                    let (total, pk) = bw_client(rnic, d, plan, s, None)?;
-                    let r = bw_report(plan.gbits, s, plan.iters, total, pk);
+                    let r = bw_client(rnic, d, plan, s, None, out)?;
                     bw_line(out, &r)?;
                     out.flush()?;
                     last = Some(r);
@@ -1350,10 +1567,9 @@ fn measure(
                 comm.hand_shake(rnic, &d.local)?;
                 let r = if plan.client {
                     d.credit.buf().write_at(4, &[0; 4])?;
-                    let (total, pk) = bw_client(rnic, d, plan, s, Some(plan.rx_depth))?;
-                    bw_report(plan.gbits, s, plan.iters, total, pk)
+                    bw_client(rnic, d, plan, s, Some(plan.rx_depth), out)?
                 } else {
-                    send_bw_server(rnic, d, plan, s)?
+                    send_bw_server(rnic, d, plan, s, out)?
                 };
                 bw_line(out, &r)?;
                 out.flush()?;
@@ -1377,24 +1593,23 @@ fn measure(
                 d.wait(rnic, &d.scq, "write-lat opening write")?;
             }
             for s in sizes(plan.all, plan.size) {
-                let posts = write_lat(rnic, d, plan, s)?;
-                let mut v = lat_samples(&posts, 2.0);
-                lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
-                out.flush()?;
+                let run = write_lat(rnic, d, plan, s)?;
+                lat_result(out, plan, s, &run, 2.0)?;
             }
             writeln!(out, "{DASHES}")?;
         }
         Test::SendLat => {
             for s in sizes(plan.all, plan.size) {
-                let want = plan.rx_depth.min(plan.iters);
+                let want = match plan.mode {
+                    Mode::Iters => plan.rx_depth.min(plan.iters),
+                    _ => plan.rx_depth,
+                };
                 while d.rq_out < want {
                     d.post_recv()?;
                 }
                 comm.hand_shake(rnic, &d.local)?;
-                let posts = send_lat(rnic, d, plan, s)?;
-                let mut v = lat_samples(&posts, 2.0);
-                lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
-                out.flush()?;
+                let run = send_lat(rnic, d, plan, s)?;
+                lat_result(out, plan, s, &run, 2.0)?;
             }
             writeln!(out, "{DASHES}")?;
             comm.hand_shake(rnic, &d.local)?;
@@ -1402,10 +1617,8 @@ fn measure(
         Test::ReadLat => {
             if plan.client {
                 for s in sizes(plan.all, plan.size) {
-                    let posts = read_lat(rnic, d, plan, s)?;
-                    let mut v = lat_samples(&posts, 1.0);
-                    lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
-                    out.flush()?;
+                    let run = read_lat(rnic, d, plan, s)?;
+                    lat_result(out, plan, s, &run, 1.0)?;
                 }
             }
             writeln!(out, "{DASHES}")?;
@@ -1463,19 +1676,26 @@ fn xchg_report(rnic: &Rnic, comm: &Comm, mine: &BwReport) -> Result<BwReport, Pe
 }
 
 /// The bandwidth sender: RDMA Writes, RDMA Reads or Sends (then within the receiver's
-/// credit window `credit`), up to the tx depth outstanding.
+/// credit window `credit`), up to the tx depth outstanding, for the plan's iterations or
+/// duration; with `--run_infinitely` it prints a line to `out` every period and never
+/// returns but with an error.
 fn bw_client(
     rnic: &Rnic,
     d: &mut Data,
     plan: &Plan,
     size: u64,
     credit: Option<u64>,
-) -> Result<(Duration, f64), PerfError> {
-    let iters = plan.iters;
+    out: &mut dyn Write,
+) -> Result<BwReport, PerfError> {
+    let counted = plan.mode == Mode::Iters;
+    let iters = if counted { plan.iters } else { u64::MAX };
     let depth = plan.tx_depth;
+    let clock = Clock::of(plan.mode);
     let mut posted = 0u64;
     let mut done = 0u64;
-    let mut stamps: Vec<Instant> = Vec::with_capacity(iters as usize);
+    // Completions inside a -D run's measured window.
+    let mut sampled = 0u64;
+    let mut stamps: Vec<Instant> = Vec::with_capacity(if counted { iters as usize } else { 0 });
     let mut wcs = [Wc::new(
         stack::QpId(0),
         0,
@@ -1484,7 +1704,13 @@ fn bw_client(
     ); 64];
     let start = Instant::now();
     let mut last_progress = Instant::now();
-    while done < iters {
+    // --run_infinitely: the period's start and the completions before it.
+    let (mut period_start, mut period_done) = (start, 0u64);
+    loop {
+        let phase = phase_of(clock.as_ref());
+        if (counted && done >= iters) || phase == Phase::End {
+            break;
+        }
         let mut blocked = false;
         while posted < iters && posted - done < depth {
             if let Some(rx) = credit {
@@ -1512,6 +1738,21 @@ fn bw_client(
             posted += 1;
         }
         d.kick(rnic);
+        if let Mode::Infinite { period } = plan.mode
+            && period_start.elapsed() >= Duration::from_secs(period)
+        {
+            let now = Instant::now();
+            let r = bw_report(
+                plan.gbits,
+                size,
+                done - period_done,
+                now.duration_since(period_start),
+                None,
+            );
+            bw_line(out, &r)?;
+            out.flush()?;
+            (period_start, period_done) = (now, done);
+        }
         let n = d.scq.poll(&mut wcs);
         if n == 0 {
             if last_progress.elapsed() > TIMEOUT {
@@ -1537,14 +1778,25 @@ fn bw_client(
             // The send queue completes in order: a signaled request's completion stands
             // for the unsignaled ones before it.
             let upto = (wc.wr_id + 1).clamp(done, posted);
-            for _ in done..upto {
-                stamps.push(last_progress);
+            if counted {
+                for _ in done..upto {
+                    stamps.push(last_progress);
+                }
+            } else if phase == Phase::Sample {
+                sampled += upto - done;
             }
             done = upto;
         }
     }
-    let total = start.elapsed();
-    Ok((total, peak(&stamps, start, size, depth as usize)))
+    match clock {
+        // What is still outstanding completes before the closing exchange (Data::drain).
+        Some(c) => Ok(bw_report(plan.gbits, size, sampled, c.sample(), None)),
+        None => {
+            let total = start.elapsed();
+            let pk = peak(&stamps, start, size, depth as usize);
+            Ok(bw_report(plan.gbits, size, iters, total, Some(pk)))
+        }
+    }
 }
 
 /// perftest's CQ moderation: request `i` (from 0) of `iters` is signaled when it is every
@@ -1557,14 +1809,21 @@ fn signaled(i: u64, cq_mod: u64, iters: u64) -> bool {
 /// and returning credits (RDMA Writes of its receive count) every `rx_depth / 3`. A credit
 /// goes out only once the receives it stands for are posted again; a post the runtime
 /// refuses as a full queue (its count can lag behind completions already polled) is
-/// retried.
+/// retried. With -D it receives (reposting every receive) until its clock, started at the
+/// first message as perftest's, runs out; with --run_infinitely it prints a line to `out`
+/// every period and never returns but with an error.
 fn send_bw_server(
     rnic: &Rnic,
     d: &mut Data,
     plan: &Plan,
     size: u64,
+    out: &mut dyn Write,
 ) -> Result<BwReport, PerfError> {
-    let iters = plan.iters;
+    let counted = plan.mode == Mode::Iters;
+    let iters = if counted { plan.iters } else { u64::MAX };
+    let mut clock = None;
+    let mut sampled = 0u64;
+    let (mut period_start, mut period_rcnt) = (Instant::now(), 0u64);
     let credit_every = (plan.rx_depth / 3).max(1);
     let mut posted = d.rq_out.min(iters);
     let mut rcnt = 0u64;
@@ -1573,9 +1832,27 @@ fn send_bw_server(
     let mut owed = 0u64;
     let mut credit_due = false;
     let mut start = None;
-    let mut stamps = Vec::with_capacity(iters as usize);
+    let mut stamps = Vec::with_capacity(if counted { iters as usize } else { 0 });
     let mut last = Instant::now();
     loop {
+        if phase_of(clock.as_ref()) == Phase::End {
+            break;
+        }
+        if let Mode::Infinite { period } = plan.mode
+            && period_start.elapsed() >= Duration::from_secs(period)
+        {
+            let now = Instant::now();
+            let r = bw_report(
+                plan.gbits,
+                size,
+                rcnt - period_rcnt,
+                now.duration_since(period_start),
+                None,
+            );
+            bw_line(out, &r)?;
+            out.flush()?;
+            (period_start, period_rcnt) = (now, rcnt);
+        }
         while owed > 0 {
             d.post_recv()?;
             owed -= 1;
@@ -1627,7 +1904,14 @@ fn send_bw_server(
         }
         last = Instant::now();
         start.get_or_insert(last);
-        stamps.push(last);
+        if counted {
+            stamps.push(last);
+        } else if clock.is_none() {
+            clock = Clock::of(plan.mode);
+        }
+        if phase_of(clock.as_ref()) == Phase::Sample && clock.is_some() {
+            sampled += 1;
+        }
         rcnt += 1;
         d.rq_out = d.rq_out.saturating_sub(1);
         if posted < iters {
@@ -1642,6 +1926,9 @@ fn send_bw_server(
         d.wait(rnic, &d.scq, "credit write")?;
         credits_out -= 1;
     }
+    if let Some(c) = clock {
+        return Ok(bw_report(plan.gbits, size, sampled, c.sample(), None));
+    }
     let first = start.unwrap_or(last);
     let total = last.duration_since(first);
     // As perftest's receiver reports it: every message, timed from the first receive to
@@ -1653,7 +1940,7 @@ fn send_bw_server(
         size,
         plan.tx_depth as usize,
     );
-    Ok(bw_report(plan.gbits, size, n, total, pk))
+    Ok(bw_report(plan.gbits, size, n, total, Some(pk)))
 }
 
 /// Peak bandwidth (bytes/s): the run's completions are cut into ten equal slices (each at
@@ -1676,15 +1963,71 @@ fn peak(stamps: &[Instant], start: Instant, size: u64, depth: usize) -> f64 {
     best
 }
 
+/// What a latency run measured: the post times (iterations) or the transactions completed
+/// in a -D run's window.
+struct LatRun {
+    posts: Vec<Instant>,
+    sampled: u64,
+}
+
+/// The iterations of a latency run (none: until its clock runs out) and its clock.
+fn lat_bounds(plan: &Plan) -> (u64, Option<Clock>) {
+    match plan.mode {
+        Mode::Iters => (plan.iters, None),
+        _ => (u64::MAX, Clock::of(plan.mode)),
+    }
+}
+
+/// Waits for a completion on `cq` until `clock` runs out (`None` then): the -D runs of the
+/// ping-pongs, whose peer may stop first.
+fn wait_or_end(
+    rnic: &Rnic,
+    d: &Data,
+    cq: &Cq,
+    clock: Option<&Clock>,
+    what: &str,
+) -> Result<Option<Wc>, PerfError> {
+    if clock.is_none() {
+        return d.wait(rnic, cq, what).map(Some);
+    }
+    let start = Instant::now();
+    loop {
+        d.kick(rnic);
+        if let Some(wc) = cq.poll_one() {
+            if !wc.status.is_success() {
+                return fail(format!("{what}: work request failed: {wc}"));
+            }
+            return Ok(Some(wc));
+        }
+        if phase_of(clock) == Phase::End {
+            return Ok(None);
+        }
+        if matches!(d.qp.state(), QpState::Error | QpState::Terminate) {
+            return fail(format!("{what}: the connection broke"));
+        }
+        if start.elapsed() > TIMEOUT {
+            return fail(format!("{what}: nothing within {} s", TIMEOUT.as_secs()));
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// write-lat: the server writes first; each side waits for the peer's count in the last
 /// octet of its area, then writes its own. Returns the post times.
-fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Instant>, PerfError> {
-    let iters = plan.iters;
+fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun, PerfError> {
+    let (iters, clock) = lat_bounds(plan);
+    let counted = clock.is_none();
     let poll_at = (d.area + size - 1) as usize;
     let post_at = (size - 1) as usize;
-    let mut posts = Vec::with_capacity(iters as usize);
+    let mut run = LatRun {
+        posts: Vec::with_capacity(if counted { iters as usize } else { 0 }),
+        sampled: 0,
+    };
     let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
     while scnt < iters || ccnt < iters || rcnt < iters {
+        if phase_of(clock.as_ref()) == Phase::End {
+            break;
+        }
         // The server writes first.
         if rcnt < iters && (plan.client || scnt >= 1) {
             rcnt += 1;
@@ -1707,6 +2050,10 @@ fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<In
                         }
                         ccnt += 1;
                     }
+                    if phase_of(clock.as_ref()) == Phase::End {
+                        // The peer stopped first: its clock ran out before ours.
+                        return Ok(run);
+                    }
                     if start.elapsed() > TIMEOUT {
                         return fail("write-lat: the peer's write did not arrive");
                     }
@@ -1715,7 +2062,9 @@ fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<In
             }
         }
         if scnt < iters {
-            posts.push(Instant::now());
+            if counted {
+                run.posts.push(Instant::now());
+            }
             scnt += 1;
             d.buf.buf().write_at(post_at, &[scnt as u8])?;
             d.qp.post_send(SendWr::write(
@@ -1742,21 +2091,30 @@ fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<In
                 return Err(e);
             }
             ccnt += 1;
+            if clock.is_some() && phase_of(clock.as_ref()) == Phase::Sample {
+                run.sampled += 1;
+            }
         }
     }
-    Ok(posts)
+    Ok(run)
 }
 
 /// send-lat: the client sends first; each side answers a received message.
-fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Instant>, PerfError> {
-    let iters = plan.iters;
-    let mut posts = Vec::with_capacity(iters as usize);
+fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun, PerfError> {
+    let (iters, clock) = lat_bounds(plan);
+    let counted = clock.is_none();
+    let mut run = LatRun {
+        posts: Vec::with_capacity(if counted { iters as usize } else { 0 }),
+        sampled: 0,
+    };
     let mut posted = d.rq_out.min(iters);
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     while scnt < iters || rcnt < iters {
         // The client sends first.
         if rcnt < iters && (!plan.client || scnt >= 1) {
-            d.wait(rnic, &d.rcq, "send-lat")?;
+            if wait_or_end(rnic, d, &d.rcq, clock.as_ref(), "send-lat")?.is_none() {
+                break;
+            }
             rcnt += 1;
             d.rq_out = d.rq_out.saturating_sub(1);
             if posted < iters {
@@ -1764,21 +2122,39 @@ fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Ins
                 posted += 1;
             }
         }
+        if phase_of(clock.as_ref()) == Phase::End {
+            break;
+        }
         if scnt < iters {
-            posts.push(Instant::now());
+            if counted {
+                run.posts.push(Instant::now());
+            }
             scnt += 1;
             d.qp.post_send(SendWr::send(scnt, vec![d.src(size)]))?;
             d.wait(rnic, &d.scq, "send-lat")?;
+            if clock.is_some() && phase_of(clock.as_ref()) == Phase::Sample {
+                run.sampled += 1;
+            }
         }
     }
-    Ok(posts)
+    Ok(run)
 }
 
 /// read-lat: one RDMA Read at a time from the peer's buffer.
-fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Instant>, PerfError> {
-    let mut posts = Vec::with_capacity(plan.iters as usize);
-    for i in 0..plan.iters {
-        posts.push(Instant::now());
+fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun, PerfError> {
+    let (iters, clock) = lat_bounds(plan);
+    let counted = clock.is_none();
+    let mut run = LatRun {
+        posts: Vec::with_capacity(if counted { iters as usize } else { 0 }),
+        sampled: 0,
+    };
+    for i in 0..iters {
+        if phase_of(clock.as_ref()) == Phase::End {
+            break;
+        }
+        if counted {
+            run.posts.push(Instant::now());
+        }
         d.qp.post_send(SendWr::read(
             i,
             vec![d.src(size)],
@@ -1786,8 +2162,11 @@ fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Ins
             d.remote.vaddr,
         ))?;
         d.wait(rnic, &d.scq, "read-lat")?;
+        if clock.is_some() && phase_of(clock.as_ref()) == Phase::Sample {
+            run.sampled += 1;
+        }
     }
-    Ok(posts)
+    Ok(run)
 }
 
 #[cfg(test)]

@@ -481,3 +481,145 @@ fn zero_and_nonsense_values_are_refused() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// perftest's -D: every tool runs for the given seconds instead of iterations, both ends on
+/// their own clocks; bandwidth rows count the messages of the measured window (no peak:
+/// 0.00), latency rows give the average latency and transactions per second, whose
+/// product is a fixed fraction of a second (one round trip is two latencies).
+#[test]
+fn duration_runs_for_seconds_not_iterations() {
+    for tool in ["write-bw", "read-bw", "send-bw"] {
+        let t0 = std::time::Instant::now();
+        let (client, server) = perf_pair(tool, &["-D", "2", "-s", "4096"]);
+        let took = t0.elapsed().as_secs_f64();
+        assert!((2.0..15.0).contains(&took), "{tool}: {took} s");
+        assert!(
+            client.contains(" Duration        : 2 s (margin 0 s)"),
+            "{client}"
+        );
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        let r = &rows[0];
+        assert_eq!(r[0], 4096.0, "{client}");
+        assert!(r[1] > 10.0, "{tool}: few messages: {client}");
+        assert_eq!(r[2], 0.0, "{tool}: -D reports no peak: {client}");
+        // Average = messages × size over the 2 s window.
+        let want = r[1] * 4096.0 / 2.0 / 1_048_576.0;
+        assert!(
+            (r[3] - want).abs() <= 0.01 + want * 1e-3,
+            "{tool}: {client}"
+        );
+        let srows = result_rows(&server);
+        assert_eq!(srows.len(), 1, "{tool}: {server}");
+        if tool != "send-bw" {
+            assert_eq!(srows, rows, "the server prints the client's report");
+        }
+    }
+    for (tool, factor) in [("write-lat", 2.0), ("send-lat", 2.0), ("read-lat", 1.0)] {
+        let (client, server) = perf_pair(tool, &["-D", "3", "-f", "1", "-s", "64"]);
+        assert!(
+            client.contains(" #bytes        #iterations       t_avg[usec]    tps average"),
+            "{client}"
+        );
+        let rows: Vec<Vec<f64>> = client
+            .lines()
+            .filter_map(|l| {
+                let v: Vec<f64> = l
+                    .split_whitespace()
+                    .map(|w| w.parse().ok())
+                    .collect::<Option<_>>()?;
+                (v.len() == 4).then_some(v)
+            })
+            .collect();
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        let r = &rows[0];
+        assert_eq!(r[0], 64.0);
+        assert!(r[1] > 10.0, "{tool}: {client}");
+        // Over the 1 s window: t_avg = 1e6 / factor / n and tps = n.
+        assert!((r[3] - r[1]).abs() < 0.01, "{tool}: {client}");
+        let product = r[2] * r[3] * factor;
+        assert!(
+            (product - 1e6).abs() < 1e6 * 0.01,
+            "{tool}: {product}: {client}"
+        );
+        assert!(!server.is_empty());
+    }
+}
+
+/// perftest's --run_infinitely: the client prints a result line every -D seconds, each
+/// measured over its period, until it is interrupted.
+#[test]
+fn run_infinitely_prints_a_line_per_period() {
+    use std::io::{BufRead, BufReader};
+    for tool in ["write-bw", "send-bw"] {
+        let args = ["--run_infinitely", "-D", "1", "-s", "4096"];
+        let server = Server::perf(tool, &args);
+        let mut client = bin()
+            .arg(tool)
+            .arg("127.0.0.1")
+            .args(["-p", &server.port.to_string()])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let mut rows = Vec::new();
+        let lines = BufReader::new(client.stdout.take().unwrap()).lines();
+        for line in lines.map_while(Result::ok) {
+            rows.extend(result_rows(&line));
+            if rows.len() == 3 {
+                break;
+            }
+        }
+        let took = t0.elapsed().as_secs_f64();
+        assert!(
+            client.try_wait().unwrap().is_none(),
+            "{tool}: the client ended"
+        );
+        client.kill().unwrap();
+        let _ = client.wait();
+        assert_eq!(rows.len(), 3, "{tool}: {rows:?}");
+        assert!((2.5..20.0).contains(&took), "{tool}: 3 lines in {took} s");
+        for r in &rows {
+            assert_eq!((r[0], r[2]), (4096.0, 0.0), "{tool}: {rows:?}");
+            assert!(r[1] > 0.0 && r[3] > 0.0, "{tool}: {rows:?}");
+        }
+        // The client's end ends the server's wait.
+        server.wait();
+    }
+}
+
+/// -D and --run_infinitely are checked as perftest checks them.
+#[test]
+fn duration_options_are_checked() {
+    for (tool, args, needle) in [
+        ("write-bw", &["-D", "0"][..], "-D 0: the duration must be"),
+        (
+            "write-bw",
+            &["-D", "4", "-f", "2"][..],
+            "must exceed twice the margin",
+        ),
+        ("write-bw", &["-D", "2", "-a"][..], "does not run all sizes"),
+        ("send-bw", &["-D", "2", "-e"][..], "does not work with -e"),
+        (
+            "write-bw",
+            &["--run_infinitely", "-e"][..],
+            "does not work with -e",
+        ),
+        (
+            "write-lat",
+            &["--run_infinitely"][..],
+            "only the bandwidth tests",
+        ),
+        ("write-bw", &["-f", "1"][..], "--duration"),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
