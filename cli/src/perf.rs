@@ -128,6 +128,18 @@ impl Test {
     }
 }
 
+/// What `--output` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// The average bandwidth (bandwidth tests).
+    Bandwidth,
+    /// The message rate in Mpps (bandwidth tests).
+    #[value(name = "message_rate")]
+    MessageRate,
+    /// The average latency in microseconds (latency tests).
+    Latency,
+}
+
 /// Options of the perftest-style tools (give both ends the same test options).
 #[derive(Args, Clone, Debug)]
 pub struct PerfArgs {
@@ -242,6 +254,11 @@ pub struct PerfArgs {
     /// with -e, nor send-bw with -b).
     #[arg(long = "run_infinitely")]
     pub run_infinitely: bool,
+    /// Print only one number per result, as perftest: the average bandwidth (bandwidth
+    /// tests: `bandwidth`) or message rate (`message_rate`), or the average latency in
+    /// microseconds (latency tests: `latency`).
+    #[arg(long = "output", value_name = "WHAT")]
+    pub output: Option<Output>,
     /// perftest compatibility: CPU utilisation report (not measured).
     #[arg(long = "cpu_util")]
     pub cpu_util: bool,
@@ -453,6 +470,8 @@ struct Plan {
     gbits: bool,
     /// Iterations, a duration or forever.
     mode: Mode,
+    /// `--output`: only the number.
+    output: Option<Output>,
 }
 
 /// How long a run lasts.
@@ -620,7 +639,28 @@ impl Plan {
             outs: u16::try_from(outs).unwrap_or(DEFAULT_OUTS),
             gbits: a.report_gbits,
             mode,
+            output: Plan::output(test, a)?,
         })
+    }
+
+    /// `--output`, which must suit the test (as perftest).
+    fn output(test: Test, a: &PerfArgs) -> Result<Option<Output>, PerfError> {
+        match (a.output, test.is_bw()) {
+            (Some(Output::Latency), true) => Err(PerfError::Usage(
+                "--output=latency: a bandwidth test prints bandwidth or message_rate".into(),
+            )),
+            (Some(o @ (Output::Bandwidth | Output::MessageRate)), false) => {
+                Err(PerfError::Usage(format!(
+                    "--output={}: a latency test prints latency",
+                    if o == Output::Bandwidth {
+                        "bandwidth"
+                    } else {
+                        "message_rate"
+                    }
+                )))
+            }
+            (o, _) => Ok(o),
+        }
     }
 
     /// The run's length from -D, -f and --run_infinitely, checked as perftest checks them.
@@ -1149,7 +1189,27 @@ fn bw_report(
     }
 }
 
-fn bw_line(out: &mut dyn Write, r: &BwReport) -> Result<(), PerfError> {
+/// A horizontal rule of the tables (none with `--output`).
+fn rule(out: &mut dyn Write, plan: &Plan) -> Result<(), PerfError> {
+    if plan.output.is_none() {
+        writeln!(out, "{DASHES}")?;
+    }
+    Ok(())
+}
+
+/// A bandwidth result: the table's row, or with `--output` only its number (C's `%lf`).
+fn bw_line(out: &mut dyn Write, plan: &Plan, r: &BwReport) -> Result<(), PerfError> {
+    match plan.output {
+        Some(Output::Bandwidth) => {
+            writeln!(out, "{:.6}", r.avg)?;
+            return Ok(());
+        }
+        Some(Output::MessageRate) => {
+            writeln!(out, "{:.6}", r.msg_rate)?;
+            return Ok(());
+        }
+        _ => {}
+    }
     writeln!(
         out,
         " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}",
@@ -1223,15 +1283,24 @@ fn lat_result(
             let n = run.sampled.max(1) as f64;
             let latency = window * 1e6 / factor / n;
             let tps = run.sampled as f64 / window;
-            writeln!(
-                out,
-                " {:<7}       {}            {:<7.2}        {:<7.2}",
-                size, run.sampled, latency, tps
-            )?;
+            if plan.output == Some(Output::Latency) {
+                writeln!(out, "{latency:.6}")?;
+            } else {
+                writeln!(
+                    out,
+                    " {:<7}       {}            {:<7.2}        {:<7.2}",
+                    size, run.sampled, latency, tps
+                )?;
+            }
         }
         _ => {
             let mut v = lat_samples(&run.posts, factor);
-            lat_line(out, size, plan.iters, &lat_stats(&mut v))?;
+            let stats = lat_stats(&mut v);
+            if plan.output == Some(Output::Latency) {
+                writeln!(out, "{:.6}", stats.avg)?;
+            } else {
+                lat_line(out, size, plan.iters, &stats)?;
+            }
         }
     }
     out.flush()?;
@@ -1404,8 +1473,10 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     for _ in 0..n {
         d.remote = comm.hand_shake(&rnic, &d.local)?;
     }
-    header(out, &plan, a, &rnic, &d, &peer)?;
-    table_head(out, &plan)?;
+    if plan.output.is_none() {
+        header(out, &plan, a, &rnic, &d, &peer)?;
+        table_head(out, &plan)?;
+    }
     out.flush()?;
 
     // 4. The measurements, then teardown.
@@ -1439,15 +1510,20 @@ fn control_connection(
         return Ok((comm, None, to, cycle));
     }
     let l = rnic.listen_on(&a.mpa.listen_addr(a.port))?;
-    writeln!(
-        out,
+    let waiting = format!(
         " Waiting for client to connect on port {}",
         l.local_addr.port()
-    )?;
-    writeln!(out, "\n************************************")?;
-    writeln!(out, "* Waiting for client to connect... *")?;
-    writeln!(out, "************************************")?;
-    out.flush()?;
+    );
+    if plan.output.is_some() {
+        // Only the results go to standard output; the port is still said.
+        eprintln!("{waiting}");
+    } else {
+        writeln!(out, "{waiting}")?;
+        writeln!(out, "\n************************************")?;
+        writeln!(out, "* Waiting for client to connect... *")?;
+        writeln!(out, "************************************")?;
+        out.flush()?;
+    }
     // A control connection whose setup or exchange fails (a malformed or refused
     // MPA Request, answered with a Reject by the RNIC; a peer that went away or sent
     // what is not perftest's exchange) does not end the server: it says so and waits
@@ -1525,11 +1601,11 @@ fn measure(
                 let mut last = None;
                 for s in sizes(plan.all, plan.size) {
                     let r = bw_client(rnic, d, plan, s, None, out)?;
-                    bw_line(out, &r)?;
+                    bw_line(out, plan, &r)?;
                     out.flush()?;
                     last = Some(r);
                 }
-                writeln!(out, "{DASHES}")?;
+                rule(out, plan)?;
                 // Our Writes completed when handed to TCP: let them reach the server
                 // before the closing exchange on the control connection overtakes them.
                 d.drain(rnic)?;
@@ -1552,8 +1628,8 @@ fn measure(
                     msg_rate: 0.0,
                 };
                 let r = xchg_report(rnic, comm, &zero)?;
-                bw_line(out, &r)?;
-                writeln!(out, "{DASHES}")?;
+                bw_line(out, plan, &r)?;
+                rule(out, plan)?;
             }
             comm.hand_shake(rnic, &d.local)?;
         }
@@ -1571,13 +1647,13 @@ fn measure(
                 } else {
                     send_bw_server(rnic, d, plan, s, out)?
                 };
-                bw_line(out, &r)?;
+                bw_line(out, plan, &r)?;
                 out.flush()?;
                 if plan.all {
                     comm.hand_shake(rnic, &d.local)?;
                 }
             }
-            writeln!(out, "{DASHES}")?;
+            rule(out, plan)?;
             d.drain(rnic)?;
             comm.hand_shake(rnic, &d.local)?;
         }
@@ -1596,7 +1672,7 @@ fn measure(
                 let run = write_lat(rnic, d, plan, s)?;
                 lat_result(out, plan, s, &run, 2.0)?;
             }
-            writeln!(out, "{DASHES}")?;
+            rule(out, plan)?;
         }
         Test::SendLat => {
             for s in sizes(plan.all, plan.size) {
@@ -1611,7 +1687,7 @@ fn measure(
                 let run = send_lat(rnic, d, plan, s)?;
                 lat_result(out, plan, s, &run, 2.0)?;
             }
-            writeln!(out, "{DASHES}")?;
+            rule(out, plan)?;
             comm.hand_shake(rnic, &d.local)?;
         }
         Test::ReadLat => {
@@ -1621,7 +1697,7 @@ fn measure(
                     lat_result(out, plan, s, &run, 1.0)?;
                 }
             }
-            writeln!(out, "{DASHES}")?;
+            rule(out, plan)?;
             comm.hand_shake(rnic, &d.local)?;
         }
     }
@@ -1749,7 +1825,7 @@ fn bw_client(
                 now.duration_since(period_start),
                 None,
             );
-            bw_line(out, &r)?;
+            bw_line(out, plan, &r)?;
             out.flush()?;
             (period_start, period_done) = (now, done);
         }
@@ -1849,7 +1925,7 @@ fn send_bw_server(
                 now.duration_since(period_start),
                 None,
             );
-            bw_line(out, &r)?;
+            bw_line(out, plan, &r)?;
             out.flush()?;
             (period_start, period_rcnt) = (now, rcnt);
         }

@@ -623,3 +623,59 @@ fn duration_options_are_checked() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// perftest's --output: both ends print only the number, one line per result (C's `%lf`).
+#[test]
+fn output_prints_only_the_number() {
+    for (tool, what, args) in [
+        ("write-bw", "bandwidth", &["-s", "4096", "-n", "200"][..]),
+        ("send-bw", "message_rate", &["-s", "4096", "-n", "200"][..]),
+        ("read-bw", "bandwidth", &["-s", "4096", "-n", "200"][..]),
+        ("send-lat", "latency", &["-s", "64", "-n", "100"][..]),
+        ("write-lat", "latency", &["-s", "64", "-D", "2"][..]),
+        ("write-bw", "bandwidth", &["-s", "4096", "-D", "2"][..]),
+    ] {
+        let output = format!("--output={what}");
+        let mut all = args.to_vec();
+        all.push(&output);
+        let server = Server::perf(tool, &all);
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", &server.port.to_string()])
+            .args(&all)
+            .output()
+            .unwrap();
+        let exit = server.wait();
+        assert!(out.status.success(), "{tool}: {out:?}");
+        assert!(exit.status.success(), "{tool}: {}", exit.text());
+        let client = String::from_utf8_lossy(&out.stdout).into_owned();
+        if tool.starts_with("write-bw") || tool.starts_with("read-bw") {
+            // The server's number is the client's result, carried in the report exchange.
+            assert_eq!(client, exit.stdout, "{tool}");
+        }
+        for text in [client, exit.stdout] {
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 1, "{tool} {what}: {text}");
+            let (int, frac) = lines[0].split_once('.').expect("a decimal point");
+            assert_eq!(frac.len(), 6, "{tool}: {text}");
+            let v: f64 = lines[0].parse().unwrap();
+            assert!(
+                v > 0.0 && int.chars().all(|c| c.is_ascii_digit()),
+                "{tool}: {text}"
+            );
+        }
+    }
+    // Each test prints what suits it (as perftest).
+    for (tool, what) in [
+        ("write-bw", "latency"),
+        ("write-lat", "bandwidth"),
+        ("send-lat", "message_rate"),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1", &format!("--output={what}")])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tool} {what}: {err}");
+        assert!(err.contains(&format!("--output={what}: a ")), "{err}");
+    }
+}
