@@ -259,6 +259,18 @@ pub struct PerfArgs {
     /// microseconds (latency tests: `latency`).
     #[arg(long = "output", value_name = "WHAT")]
     pub output: Option<Output>,
+    /// Latency tests: report times in CPU cycles (microseconds times the CPU frequency that
+    /// /proc/cpuinfo states), as perftest's -C.
+    #[arg(short = 'C', long = "report-cycles")]
+    pub report_cycles: bool,
+    /// Latency tests: print every sample, sorted ("#, usec" then "N, value" lines), before
+    /// the summary line (perftest's -H).
+    #[arg(short = 'H', long = "report-histogram", alias = "report-histogrm")]
+    pub histogram: bool,
+    /// Latency tests: print every sample in the order measured (perftest's -U; implies the
+    /// sample listing of -H).
+    #[arg(short = 'U', long = "report-unsorted")]
+    pub unsorted: bool,
     /// perftest compatibility: CPU utilisation report (not measured).
     #[arg(long = "cpu_util")]
     pub cpu_util: bool,
@@ -472,6 +484,12 @@ struct Plan {
     mode: Mode,
     /// `--output`: only the number.
     output: Option<Output>,
+    /// `-C`: times in cycles of a CPU of this frequency (MHz).
+    cycles_mhz: Option<f64>,
+    /// `-H`: list the samples, sorted.
+    histogram: bool,
+    /// `-U`: list the samples as measured.
+    unsorted: bool,
 }
 
 /// How long a run lasts.
@@ -640,7 +658,44 @@ impl Plan {
             gbits: a.report_gbits,
             mode,
             output: Plan::output(test, a)?,
+            cycles_mhz: Plan::cycles(test, a, mode)?,
+            histogram: a.histogram,
+            unsorted: a.unsorted,
         })
+    }
+
+    /// `-C`'s CPU frequency; checks -C, -H and -U, which are latency tests' options
+    /// and list or scale per-iteration samples a -D run does not keep.
+    fn cycles(test: Test, a: &PerfArgs, mode: Mode) -> Result<Option<f64>, PerfError> {
+        for (flag, given) in [
+            ("-C", a.report_cycles),
+            ("-H", a.histogram),
+            ("-U", a.unsorted),
+        ] {
+            if !given {
+                continue;
+            }
+            if test.is_bw() {
+                return Err(PerfError::Usage(format!(
+                    "{flag}: available only in the latency tests (as perftest)"
+                )));
+            }
+            if mode != Mode::Iters {
+                return Err(PerfError::Usage(format!(
+                    "{flag}: a -D run keeps no per-iteration samples; give -n"
+                )));
+            }
+        }
+        if !a.report_cycles {
+            return Ok(None);
+        }
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        match cpu_mhz(&info) {
+            Some(mhz) => Ok(Some(mhz)),
+            None => Err(PerfError::Usage(
+                "-C: /proc/cpuinfo states no CPU frequency (cpu MHz) to count cycles with".into(),
+            )),
+        }
     }
 
     /// `--output`, which must suit the test (as perftest).
@@ -1150,10 +1205,12 @@ fn table_head(out: &mut dyn Write, plan: &Plan) -> Result<(), PerfError> {
             " #bytes        #iterations       t_avg[usec]    tps average"
         )?;
     } else {
-        writeln!(
-            out,
-            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
-        )?;
+        let head = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+        if plan.cycles_mhz.is_some() {
+            writeln!(out, "{}", head.replace("[usec]", "[cycles]"))?;
+        } else {
+            writeln!(out, "{head}")?;
+        }
     }
     Ok(())
 }
@@ -1295,6 +1352,16 @@ fn lat_result(
         }
         _ => {
             let mut v = lat_samples(&run.posts, factor);
+            if let Some(mhz) = plan.cycles_mhz {
+                v.iter_mut().for_each(|x| *x *= mhz);
+            }
+            if plan.histogram || plan.unsorted {
+                sample_lists(out, plan, &v)?;
+                // The table's head again before the summary line, as perftest.
+                if plan.output.is_none() {
+                    table_head(out, plan)?;
+                }
+            }
             let stats = lat_stats(&mut v);
             if plan.output == Some(Output::Latency) {
                 writeln!(out, "{:.6}", stats.avg)?;
@@ -1304,6 +1371,65 @@ fn lat_result(
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// The first "cpu MHz" that /proc/cpuinfo's text `info` states (as perftest reads it).
+fn cpu_mhz(info: &str) -> Option<f64> {
+    info.lines()
+        .filter(|l| l.starts_with("cpu MHz"))
+        .find_map(|l| l.split_once(':')?.1.trim().parse::<f64>().ok())
+        .filter(|&m| m > 0.0)
+}
+
+/// C's `printf("%g", v)`: six significant digits, trailing zeros dropped, exponent form
+/// below 1e-4 and from 1e6.
+fn c_g(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let e = format!("{v:.5e}");
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |t: &str| -> String {
+        if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            t.to_owned()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mant), exp.abs())
+    } else {
+        let decimals = usize::try_from(5 - exp).unwrap_or(0);
+        trim(&format!("{v:.decimals$}"))
+    }
+}
+
+/// -H and -U: every sample, "#, UNIT" then "N, value" lines (sorted for -H, as measured
+/// for -U; both lists when both are given, unsorted first, as perftest).
+fn sample_lists(out: &mut dyn Write, plan: &Plan, samples: &[f64]) -> Result<(), PerfError> {
+    let unit = if plan.cycles_mhz.is_some() {
+        "cycles"
+    } else {
+        "usec"
+    };
+    let mut list = |v: &[f64]| -> Result<(), PerfError> {
+        writeln!(out, "#, {unit}")?;
+        for (i, x) in v.iter().enumerate() {
+            writeln!(out, "{}, {}", i + 1, c_g(*x))?;
+        }
+        Ok(())
+    };
+    if plan.unsorted {
+        list(samples)?;
+    }
+    if plan.histogram {
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        list(&sorted)?;
+    }
     Ok(())
 }
 
@@ -2294,6 +2420,30 @@ mod tests {
         assert_eq!(c_hex(2, 6), "0x0002");
         assert_eq!(c_hex(0xe3040b, 6), "0xe3040b");
         assert_eq!(c_hex(0x55b7a6cef000, 16), "0x0055b7a6cef000");
+    }
+
+    #[test]
+    fn c_style_g_matches_printf() {
+        for (v, want) in [
+            (52.333, "52.333"),
+            (34.64651, "34.6465"),
+            (85591.94, "85591.9"),
+            (110421.3, "110421"),
+            (1234567.0, "1.23457e+06"),
+            (0.00001234, "1.234e-05"),
+            (0.5, "0.5"),
+            (2.0, "2"),
+        ] {
+            assert_eq!(c_g(v), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn cpu_frequency_from_cpuinfo() {
+        let info = "processor\t: 0\nmodel name\t: x\ncpu MHz\t\t: 2596.132\ncache size\t: 1 KB\n\nprocessor\t: 1\ncpu MHz\t\t: 1200.000\n";
+        assert_eq!(cpu_mhz(info), Some(2596.132));
+        assert_eq!(cpu_mhz("processor\t: 0\n"), None);
+        assert_eq!(cpu_mhz("cpu MHz\t: 0\n"), None);
     }
 
     /// perftest's moderation: every Nth request and the last are signaled.

@@ -679,3 +679,77 @@ fn output_prints_only_the_number() {
         assert!(err.contains(&format!("--output={what}: a ")), "{err}");
     }
 }
+
+/// The "N, value" lines of -H / -U listings, one Vec per listing.
+fn listings(text: &str) -> Vec<(String, Vec<f64>)> {
+    let mut all: Vec<(String, Vec<f64>)> = Vec::new();
+    for l in text.lines() {
+        if let Some(unit) = l.strip_prefix("#, ") {
+            all.push((unit.to_owned(), Vec::new()));
+        } else if let Some((n, v)) = l.split_once(", ")
+            && let (Ok(n), Ok(v)) = (n.parse::<usize>(), v.parse::<f64>())
+            && let Some(last) = all.last_mut()
+        {
+            assert_eq!(n, last.1.len() + 1, "{text}");
+            last.1.push(v);
+        }
+    }
+    all
+}
+
+/// perftest's -H (every sample, sorted), -U (as measured) and -C (in CPU cycles): the
+/// listing holds one sample per iteration after the first, and the summary's minimum,
+/// maximum and median are the listing's.
+#[test]
+fn latency_sample_listings_and_cycles() {
+    for tool in ["send-lat", "read-lat", "write-lat"] {
+        let (client, _) = perf_pair(tool, &["-n", "40", "-s", "64", "-H", "-U"]);
+        let lists = listings(&client);
+        assert_eq!(lists.len(), 2, "{tool}: {client}");
+        let (unsorted, sorted) = (&lists[0], &lists[1]);
+        assert_eq!((unsorted.0.as_str(), sorted.0.as_str()), ("usec", "usec"));
+        assert_eq!(sorted.1.len(), 39, "{tool}: {client}");
+        assert!(sorted.1.windows(2).all(|w| w[0] <= w[1]), "{client}");
+        let mut resorted = unsorted.1.clone();
+        resorted.sort_by(f64::total_cmp);
+        assert_eq!(resorted, sorted.1, "-U lists the same samples");
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{client}");
+        let close = |a: f64, b: f64| (a - b).abs() <= 0.006 + b * 1e-5;
+        assert!(close(rows[0][2], sorted.1[0]), "min: {client}");
+        assert!(close(rows[0][3], sorted.1[38]), "max: {client}");
+        assert!(close(rows[0][4], sorted.1[19]), "median: {client}");
+    }
+    let (client, _) = perf_pair("send-lat", &["-n", "30", "-C", "-H"]);
+    assert!(client.contains("t_avg[cycles]"), "{client}");
+    let lists = listings(&client);
+    assert_eq!(lists.len(), 1, "{client}");
+    assert_eq!(lists[0].0, "cycles");
+    let rows = result_rows(&client);
+    // Cycles of a CPU of at least 100 MHz: a round trip over loopback is over 100 cycles.
+    assert!(rows[0][2] > 100.0, "{client}");
+    assert!((rows[0][2] - lists[0].1[0]).abs() < 1.0, "{client}");
+
+    for (tool, args, needle) in [
+        (
+            "write-bw",
+            &["-H"][..],
+            "-H: available only in the latency tests",
+        ),
+        (
+            "send-bw",
+            &["-C"][..],
+            "-C: available only in the latency tests",
+        ),
+        ("send-lat", &["-U", "-D", "2"][..], "-U: a -D run keeps no"),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
