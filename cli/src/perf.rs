@@ -104,14 +104,11 @@ pub enum Test {
 }
 
 impl Test {
-    fn title(self) -> &'static str {
+    fn verb(self) -> &'static str {
         match self {
-            Test::WriteBw => "RDMA_Write BW Test",
-            Test::WriteLat => "RDMA_Write Latency Test",
-            Test::ReadBw => "RDMA_Read BW Test",
-            Test::ReadLat => "RDMA_Read Latency Test",
-            Test::SendBw => "Send BW Test",
-            Test::SendLat => "Send Latency Test",
+            Test::WriteBw | Test::WriteLat => "RDMA_Write",
+            Test::ReadBw | Test::ReadLat => "RDMA_Read",
+            Test::SendBw | Test::SendLat => "Send",
         }
     }
 
@@ -271,6 +268,11 @@ pub struct PerfArgs {
     /// sample listing of -H).
     #[arg(short = 'U', long = "report-unsorted")]
     pub unsorted: bool,
+    /// Bandwidth tests: post lists of N work requests, one post call each (perftest's -l;
+    /// the iterations must be a multiple of N; CQ moderation becomes N unless -Q is given,
+    /// which must divide N).
+    #[arg(short = 'l', long = "post_list", value_name = "N")]
+    pub post_list: Option<u32>,
     /// perftest compatibility: CPU utilisation report (not measured).
     #[arg(long = "cpu_util")]
     pub cpu_util: bool,
@@ -490,6 +492,8 @@ struct Plan {
     histogram: bool,
     /// `-U`: list the samples as measured.
     unsorted: bool,
+    /// `-l`: send work requests per post call.
+    post_list: u64,
 }
 
 /// How long a run lasts.
@@ -629,6 +633,39 @@ impl Plan {
         } else {
             1
         };
+        // perftest's post lists: BW tests only, a whole number of lists, and CQ moderation
+        // of one completion per list unless -Q divides the list.
+        let (post_list, cq_mod) = match a.post_list {
+            None | Some(1) => (1, cq_mod),
+            Some(l) => {
+                let l = u64::from(in_range("-l", "the post list", l, MAX_DEPTH)?);
+                if !test.is_bw() {
+                    return Err(PerfError::Usage(
+                        "-l: post lists are for the bandwidth tests only (as perftest)".into(),
+                    ));
+                }
+                if mode == Mode::Iters && !iters.is_multiple_of(l) {
+                    return Err(PerfError::Usage(format!(
+                        "-l {l}: the iterations (-n {iters}) must be a multiple of the post list"
+                    )));
+                }
+                if l > tx_depth {
+                    return Err(PerfError::Usage(format!(
+                        "-l {l}: a post list must fit the TX depth (-t {tx_depth})"
+                    )));
+                }
+                match a.cq_mod {
+                    None => (l, l),
+                    Some(_) if l.is_multiple_of(cq_mod) => (l, cq_mod),
+                    Some(_) => {
+                        return Err(PerfError::Usage(format!(
+                            "-l {l} -Q {cq_mod}: the post list must be a multiple of the CQ \
+                             moderation"
+                        )));
+                    }
+                }
+            }
+        };
         let rx_depth = in_range(
             "-r",
             "the receive queue depth",
@@ -661,6 +698,7 @@ impl Plan {
             cycles_mhz: Plan::cycles(test, a, mode)?,
             histogram: a.histogram,
             unsorted: a.unsorted,
+            post_list,
         })
     }
 
@@ -1119,7 +1157,16 @@ fn header(
 ) -> Result<(), PerfError> {
     let test = plan.test;
     writeln!(out, "{DASHES}")?;
-    writeln!(out, "                    {}", test.title())?;
+    let kind = if test.is_bw() {
+        let mut k = String::new();
+        if plan.post_list > 1 {
+            k.push_str("Post List ");
+        }
+        k + "BW"
+    } else {
+        "Latency".to_owned()
+    };
+    writeln!(out, "                    {} {kind} Test", test.verb())?;
     writeln!(out, " Dual-port       : OFF\t\tDevice         : softrnic")?;
     writeln!(out, " Number of qps   : 1\t\tTransport type : IW")?;
     writeln!(out, " Connection type : RC\t\tUsing SRQ      : OFF")?;
@@ -1128,6 +1175,9 @@ fn header(
     }
     if plan.client {
         writeln!(out, " TX depth        : {}", plan.tx_depth)?;
+        if plan.post_list > 1 {
+            writeln!(out, " Post List       : {}", plan.post_list)?;
+        }
         if test.is_bw() {
             writeln!(out, " CQ Moderation   : {}", plan.cq_mod)?;
         }
@@ -1914,30 +1964,41 @@ fn bw_client(
             break;
         }
         let mut blocked = false;
-        while posted < iters && posted - done < depth {
+        // A post list (-l) of `list` requests goes out in one post call.
+        let list = plan.post_list;
+        while posted < iters && posted - done + list <= depth {
             if let Some(rx) = credit {
-                let window = (posted as u32).wrapping_add(1).wrapping_sub(d.credit()?);
+                let window = (posted as u32)
+                    .wrapping_add(list as u32)
+                    .wrapping_sub(d.credit()?);
                 if u64::from(window) >= rx {
                     blocked = true;
                     break;
                 }
             }
-            let wr = match plan.test {
-                Test::WriteBw => {
-                    SendWr::write(posted, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+            let wr = |i: u64| {
+                let wr = match plan.test {
+                    Test::WriteBw => {
+                        SendWr::write(i, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+                    }
+                    Test::ReadBw => {
+                        SendWr::read(i, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+                    }
+                    _ => SendWr::send(i, vec![d.src(size)]),
+                };
+                if signaled(i, plan.cq_mod, iters) {
+                    wr
+                } else {
+                    wr.unsignaled()
                 }
-                Test::ReadBw => {
-                    SendWr::read(posted, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
-                }
-                _ => SendWr::send(posted, vec![d.src(size)]),
             };
-            let wr = if signaled(posted, plan.cq_mod, iters) {
-                wr
+            if list == 1 {
+                d.qp.post_send(wr(posted))?;
             } else {
-                wr.unsignaled()
-            };
-            d.qp.post_send(wr)?;
-            posted += 1;
+                d.qp.post_send_batch((posted..posted + list).map(wr))
+                    .map_err(|(_, e)| e)?;
+            }
+            posted += list;
         }
         d.kick(rnic);
         if let Mode::Infinite { period } = plan.mode

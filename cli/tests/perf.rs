@@ -753,3 +753,86 @@ fn latency_sample_listings_and_cycles() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// perftest's -l: the senders post lists of N work requests per call, with one signaled
+/// completion per list unless -Q divides it; every message still arrives (send-bw: within
+/// the receiver's credit window).
+#[test]
+fn post_lists() {
+    for (tool, args, modn) in [
+        ("write-bw", &["-l", "8", "-n", "400", "-s", "4096"][..], "8"),
+        (
+            "read-bw",
+            &["-l", "4", "-n", "200", "-s", "4096", "-Q", "2"][..],
+            "2",
+        ),
+        (
+            "send-bw",
+            &["-l", "4", "-n", "400", "-s", "1024", "-r", "16"][..],
+            "4",
+        ),
+        ("write-bw", &["-l", "16", "-D", "2", "-s", "4096"][..], "16"),
+    ] {
+        let (client, server) = perf_pair(tool, args);
+        assert!(
+            client.contains(&format!(
+                "{} Post List BW Test",
+                if tool == "send-bw" {
+                    "Send"
+                } else if tool == "read-bw" {
+                    "RDMA_Read"
+                } else {
+                    "RDMA_Write"
+                }
+            )),
+            "{client}"
+        );
+        assert!(
+            client.contains(&format!(" CQ Moderation   : {modn}\n")),
+            "{client}"
+        );
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        if !args.contains(&"-D") {
+            let n: f64 = args[args.iter().position(|a| *a == "-n").unwrap() + 1]
+                .parse()
+                .unwrap();
+            assert_eq!(rows[0][1], n, "{tool}: {client}");
+            assert_eq!(result_rows(&server)[0][1], n, "{tool}: {server}");
+        } else {
+            assert!(rows[0][1] >= 16.0 && rows[0][1] % 16.0 == 0.0, "{client}");
+        }
+    }
+    for (tool, args, needle) in [
+        (
+            "write-bw",
+            &["-l", "3", "-n", "10"][..],
+            "must be a multiple of the post list",
+        ),
+        (
+            "write-bw",
+            &["-l", "4", "-Q", "3", "-n", "8"][..],
+            "multiple of the CQ moderation",
+        ),
+        (
+            "write-bw",
+            &["-l", "32", "-t", "16", "-n", "64"][..],
+            "must fit the TX depth",
+        ),
+        ("write-lat", &["-l", "2"][..], "bandwidth tests only"),
+        (
+            "write-bw",
+            &["-l", "0"][..],
+            "-l 0: the post list must be 1",
+        ),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
