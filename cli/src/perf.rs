@@ -268,6 +268,11 @@ pub struct PerfArgs {
     /// sample listing of -H).
     #[arg(short = 'U', long = "report-unsorted")]
     pub unsorted: bool,
+    /// Bandwidth tests: bidirectional, both ends send (perftest's -b; give it to both ends):
+    /// each side prints the sum of both sides' results, exchanged after each size (a -D
+    /// send-bw prints its own, as perftest). Not with --run_infinitely.
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
     /// Bandwidth tests: post lists of N work requests, one post call each (perftest's -l;
     /// the iterations must be a multiple of N; CQ moderation becomes N unless -Q is given,
     /// which must divide N).
@@ -494,6 +499,8 @@ struct Plan {
     unsorted: bool,
     /// `-l`: send work requests per post call.
     post_list: u64,
+    /// `-b`: both sides send.
+    duplex: bool,
 }
 
 /// How long a run lasts.
@@ -699,6 +706,7 @@ impl Plan {
             histogram: a.histogram,
             unsorted: a.unsorted,
             post_list,
+            duplex: Plan::duplex(test, a)?,
         })
     }
 
@@ -734,6 +742,25 @@ impl Plan {
                 "-C: /proc/cpuinfo states no CPU frequency (cpu MHz) to count cycles with".into(),
             )),
         }
+    }
+
+    /// `-b`: bandwidth tests, one size at a time or a duration.
+    fn duplex(test: Test, a: &PerfArgs) -> Result<bool, PerfError> {
+        if !a.bidirectional {
+            return Ok(false);
+        }
+        if !test.is_bw() {
+            return Err(PerfError::Usage(
+                "-b: bidirectional runs are for the bandwidth tests only (as perftest)".into(),
+            ));
+        }
+        if a.run_infinitely {
+            return Err(PerfError::Usage(
+                "-b with --run_infinitely is not implemented (perftest refuses it for send-bw)"
+                    .into(),
+            ));
+        }
+        Ok(true)
     }
 
     /// `--output`, which must suit the test (as perftest).
@@ -1159,6 +1186,9 @@ fn header(
     writeln!(out, "{DASHES}")?;
     let kind = if test.is_bw() {
         let mut k = String::new();
+        if plan.duplex {
+            k.push_str("Bidirectional ");
+        }
         if plan.post_list > 1 {
             k.push_str("Post List ");
         }
@@ -1173,7 +1203,7 @@ fn header(
     if a.events {
         writeln!(out, " Using Events    : ON (completion channel)")?;
     }
-    if plan.client {
+    if plan.client || plan.duplex {
         writeln!(out, " TX depth        : {}", plan.tx_depth)?;
         if plan.post_list > 1 {
             writeln!(out, " Post List       : {}", plan.post_list)?;
@@ -1182,7 +1212,7 @@ fn header(
             writeln!(out, " CQ Moderation   : {}", plan.cq_mod)?;
         }
     }
-    if test.sends() && !plan.client {
+    if test.sends() && (!plan.client || plan.duplex) {
         writeln!(out, " RX depth        : {}", plan.rx_depth)?;
     }
     match plan.mode {
@@ -1772,6 +1802,23 @@ fn measure(
     out: &mut dyn Write,
 ) -> Result<(), PerfError> {
     match test {
+        Test::WriteBw | Test::ReadBw if plan.duplex => {
+            // perftest's -b: both sides run the sender, between exchanges, and print the
+            // sum of their results.
+            for s in sizes(plan.all, plan.size) {
+                comm.hand_shake(rnic, &d.local)?;
+                let mine = bw_client(rnic, d, plan, s, None, out)?;
+                d.drain(rnic)?;
+                if plan.all {
+                    comm.hand_shake(rnic, &d.local)?;
+                }
+                let theirs = xchg_report(rnic, comm, &mine)?;
+                bw_line(out, plan, &mine.plus(&theirs))?;
+                out.flush()?;
+            }
+            rule(out, plan)?;
+            comm.hand_shake(rnic, &d.local)?;
+        }
         Test::WriteBw | Test::ReadBw => {
             if plan.client {
                 let mut last = None;
@@ -1811,13 +1858,22 @@ fn measure(
         }
         Test::SendBw => {
             for s in sizes(plan.all, plan.size) {
-                if !plan.client {
+                if !plan.client || plan.duplex {
                     while d.rq_out < plan.rx_depth {
                         d.post_recv()?;
                     }
                 }
                 comm.hand_shake(rnic, &d.local)?;
-                let r = if plan.client {
+                let r = if plan.duplex {
+                    d.credit.buf().write_at(4, &[0; 4])?;
+                    let mine = send_bi(rnic, d, plan, s)?;
+                    if plan.mode == Mode::Iters {
+                        mine.plus(&xchg_report(rnic, comm, &mine)?)
+                    } else {
+                        // perftest's -D send-bw -b: each side its own result.
+                        mine
+                    }
+                } else if plan.client {
                     d.credit.buf().write_at(4, &[0; 4])?;
                     bw_client(rnic, d, plan, s, Some(plan.rx_depth), out)?
                 } else {
@@ -1901,6 +1957,19 @@ fn teardown(test: Test, plan: &Plan, rnic: &Rnic, comm: &Comm, d: &Data) {
         let _ = rnic.disconnect(&d.qp);
         let _ = rnic.wait_disconnected(&comm.qp, Duration::from_secs(5));
         let _ = rnic.disconnect(&comm.qp);
+    }
+}
+
+impl BwReport {
+    /// Both sides of a bidirectional run, as perftest sums them: peak, average and rate
+    /// added, size and iterations ours.
+    fn plus(&self, theirs: &BwReport) -> BwReport {
+        BwReport {
+            peak: self.peak + theirs.peak,
+            avg: self.avg + theirs.avg,
+            msg_rate: self.msg_rate + theirs.msg_rate,
+            ..*self
+        }
     }
 }
 
@@ -2204,6 +2273,151 @@ fn send_bw_server(
         plan.tx_depth as usize,
     );
     Ok(bw_report(plan.gbits, size, n, total, Some(pk)))
+}
+
+/// send-bw -b (perftest's `run_iter_bi`): each side sends within the peer's credit window
+/// and receives, reposting receives and returning credits (RDMA Writes of its receive count,
+/// told apart from its Sends by their completions' opcode) every `rx_depth / 3`. The client
+/// starts at once, the server at its first receive (so it never sends into a client that
+/// is not running yet). Ends when all Sends completed and all the peer's arrived, or with
+/// -D when its clock, started at the same points, runs out. Returns the Sends' result.
+fn send_bi(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<BwReport, PerfError> {
+    let counted = plan.mode == Mode::Iters;
+    let iters = if counted { plan.iters } else { u64::MAX };
+    let (depth, list, rx) = (plan.tx_depth, plan.post_list, plan.rx_depth);
+    let credit_every = (rx / 3).max(1);
+    let mut clock = if plan.client {
+        Clock::of(plan.mode)
+    } else {
+        None
+    };
+    let mut sending = plan.client;
+    let (mut posted, mut done, mut sampled) = (0u64, 0u64, 0u64);
+    let mut reposted = d.rq_out.min(iters);
+    let (mut rcnt, mut owed, mut credits_out, mut credit_due) = (0u64, 0u64, 0u64, false);
+    let mut stamps: Vec<Instant> = Vec::with_capacity(if counted { iters as usize } else { 0 });
+    let mut wcs = [Wc::new(
+        stack::QpId(0),
+        0,
+        stack::WcOpcode::Send,
+        stack::WcStatus::Success,
+    ); 64];
+    let mut start = Instant::now();
+    let mut last_progress = Instant::now();
+    loop {
+        let phase = phase_of(clock.as_ref());
+        if phase == Phase::End || (counted && done >= iters && rcnt >= iters && owed == 0) {
+            break;
+        }
+        // Receives first: reposts, then a due credit.
+        while owed > 0 {
+            d.post_recv()?;
+            owed -= 1;
+        }
+        if credit_due && credits_out < 8 {
+            d.credit.buf().write_at(0, &(rcnt as u32).to_le_bytes())?;
+            let wr = SendWr::write(
+                rcnt,
+                vec![d.credit.sge(0, 4)],
+                d.remote.rkey,
+                d.remote.vaddr,
+            );
+            match d.qp.post_send(wr) {
+                Ok(()) => {
+                    credits_out += 1;
+                    credit_due = false;
+                }
+                Err(stack::PostError::QueueFull { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        while sending && posted < iters && posted - done + list <= depth {
+            let window = (posted as u32)
+                .wrapping_add(list as u32)
+                .wrapping_sub(d.credit()?);
+            if u64::from(window) >= rx {
+                break;
+            }
+            let wr = |i: u64| {
+                let wr = SendWr::send(i, vec![d.src(size)]);
+                if signaled(i, plan.cq_mod, iters) {
+                    wr
+                } else {
+                    wr.unsignaled()
+                }
+            };
+            d.qp.post_send_batch((posted..posted + list).map(wr))
+                .map_err(|(_, e)| e)?;
+            posted += list;
+        }
+        d.kick(rnic);
+        let mut progress = false;
+        while let Some(wc) = if rcnt < iters { d.rcq.poll_one() } else { None } {
+            if !wc.status.is_success() {
+                return fail(format!("receive failed: {wc}"));
+            }
+            progress = true;
+            if !sending {
+                // The server sends once the client is running, and times from then.
+                sending = true;
+                start = Instant::now();
+                clock = Clock::of(plan.mode);
+            }
+            rcnt += 1;
+            d.rq_out = d.rq_out.saturating_sub(1);
+            if reposted < iters {
+                owed += 1;
+                reposted += 1;
+            }
+            if (rcnt % rx).is_multiple_of(credit_every) {
+                credit_due = true;
+            }
+        }
+        let n = d.scq.poll(&mut wcs);
+        for wc in wcs.iter().take(n) {
+            if !wc.status.is_success() {
+                return fail(format!("work request failed: {wc}"));
+            }
+            progress = true;
+            if wc.opcode == stack::WcOpcode::RdmaWrite {
+                credits_out = credits_out.saturating_sub(1);
+                continue;
+            }
+            let upto = (wc.wr_id + 1).clamp(done, posted);
+            if counted {
+                let now = Instant::now();
+                for _ in done..upto {
+                    stamps.push(now);
+                }
+            } else if phase == Phase::Sample {
+                sampled += upto - done;
+            }
+            done = upto;
+        }
+        if progress {
+            last_progress = Instant::now();
+        } else {
+            if last_progress.elapsed() > TIMEOUT {
+                return fail(format!(
+                    "send-bw -b: stalled ({done} Sends completed, {rcnt} received)"
+                ));
+            }
+            if matches!(d.qp.state(), QpState::Error | QpState::Terminate) {
+                return fail("send-bw -b: the connection broke");
+            }
+            std::thread::yield_now();
+        }
+    }
+    match clock {
+        Some(c) if !counted => Ok(bw_report(plan.gbits, size, sampled, c.sample(), None)),
+        _ => {
+            let total = stamps
+                .last()
+                .map_or(Duration::ZERO, |t| t.duration_since(start));
+            let pk = peak(&stamps, start, size, depth as usize);
+            Ok(bw_report(plan.gbits, size, iters, total, Some(pk)))
+        }
+    }
 }
 
 /// Peak bandwidth (bytes/s): the run's completions are cut into ten equal slices (each at

@@ -836,3 +836,77 @@ fn post_lists() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// perftest's -b: both sides send and each prints the sum of both results, exchanged after
+/// each size, so both print the same line; send-bw's sides each wait for all of the other's
+/// messages (and a -D run prints each side's own result).
+#[test]
+fn bidirectional_runs() {
+    for (tool, verb, args) in [
+        ("write-bw", "RDMA_Write", &["-n", "300", "-s", "4096"][..]),
+        ("read-bw", "RDMA_Read", &["-n", "300", "-s", "4096"][..]),
+        (
+            "send-bw",
+            "Send",
+            &["-n", "300", "-s", "4096", "-r", "12"][..],
+        ),
+        (
+            "send-bw",
+            "Send",
+            &["-n", "400", "-s", "1024", "-l", "4"][..],
+        ),
+    ] {
+        let mut all = args.to_vec();
+        all.push("-b");
+        let (client, server) = perf_pair(tool, &all);
+        for text in [&client, &server] {
+            assert!(text.contains(&format!("{verb} Bidirectional")), "{text}");
+            assert!(
+                text.contains(" TX depth        : "),
+                "both sides send: {text}"
+            );
+        }
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        let size: f64 = args[args.iter().position(|a| *a == "-s").unwrap() + 1]
+            .parse()
+            .unwrap();
+        assert_eq!(rows[0][0], size, "{client}");
+        assert!(rows[0][3] > 0.0 && rows[0][2] >= rows[0][3], "{client}");
+        assert_eq!(
+            result_rows(&server),
+            rows,
+            "{tool}: the same sum on both sides"
+        );
+    }
+    // All sizes: one summed line per size on both sides.
+    let (client, server) = perf_pair("send-bw", &["-b", "-a", "-n", "4"]);
+    let sizes = |t: &str| result_rows(t).iter().map(|r| r[0]).collect::<Vec<_>>();
+    let want: Vec<f64> = (1..=23).map(|i| f64::from(1u32 << i)).collect();
+    assert_eq!(sizes(&client), want, "{client}");
+    assert_eq!(sizes(&server), want, "{server}");
+    // -D: each side's own messages of its window.
+    let (client, server) = perf_pair("send-bw", &["-b", "-D", "2", "-s", "4096"]);
+    for text in [&client, &server] {
+        let rows = result_rows(text);
+        assert_eq!(rows.len(), 1, "{text}");
+        assert!(rows[0][1] > 10.0 && rows[0][2] == 0.0, "{text}");
+    }
+    for (tool, args, needle) in [
+        ("write-lat", &["-b"][..], "bandwidth tests only"),
+        (
+            "write-bw",
+            &["-b", "--run_infinitely"][..],
+            "not implemented",
+        ),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
