@@ -5,10 +5,13 @@
 //! Like perftest, each tool is a server when given no address and a client when given the
 //! server's address, and both ends must be given the same test options (`-s`/`-a`, `-n`,
 //! ...): nothing about the test itself is negotiated. The tools take perftest's options
-//! (`-s`, `-a`, `-n`, `-p`, `-t`, `-r`, `-o`, `--report_gbits`; `-R`, `-F`, `-d`, `-x`,
-//! `-i`, `--cpu_util`, ... are accepted and change nothing), the MPA options of the
-//! connections (`--mpa-rev`, `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), and
-//! print perftest's tables.
+//! (`-s`, `-a`, `-n`, `-p`, `-t`, `-r`, `-o`, `-Q`, `-e`, `-D`, `-f`, `--run_infinitely`,
+//! `-l`, `-b`, `-N`, `-C`, `-H`, `-U`, `--output`, `--report_gbits`, `-V`), the MPA options
+//! of the connections (`--mpa-rev`, `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), and
+//! print perftest's tables. perftest options with no meaning here are accepted and change
+//! nothing, each saying so in `--help`: `-R` and `-z` (always so), `-F`, `-d`, `-i`, `-x`,
+//! `-m`, `-I`, `-u`, and `-c RC`. Every other perftest option is refused by name
+//! ([`refusal`]), never ignored.
 //!
 //! # The `-R` protocol (perftest 4.5-0.17 / "6.06" as in Debian bookworm)
 //!
@@ -278,9 +281,131 @@ pub struct PerfArgs {
     /// which must divide N).
     #[arg(short = 'l', long = "post_list", value_name = "N")]
     pub post_list: Option<u32>,
-    /// perftest compatibility: CPU utilisation report (not measured).
-    #[arg(long = "cpu_util")]
-    pub cpu_util: bool,
+    /// Bandwidth tests: no peak bandwidth (reported as 0), as perftest's -N.
+    #[arg(short = 'N', long = "noPeak")]
+    pub no_peak: bool,
+    /// perftest compatibility: InfiniBand's QP timeout (ignored: over iWARP TCP
+    /// retransmits; perftest -R on an iWARP device does not use it either).
+    #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
+    pub qp_timeout: Option<u8>,
+    /// Print the perftest version this tool announces in the -R exchange, and exit.
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
+}
+
+/// perftest's options the tools do not implement, short and long, with why: each is refused
+/// with [`refusal`] rather than ignored.
+const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
+    ("-q", "--qp", "several QPs per test"),
+    ("-S", "--sl", "InfiniBand service levels"),
+    ("-T", "--tos", "setting the type of service"),
+    ("-L", "--hop_limit", "raw Ethernet hop limits"),
+    ("-g", "--mcg", "multicast (UD only)"),
+    ("-M", "--MGID", "multicast (UD only)"),
+    ("-X", "--vector", "completion vectors"),
+    ("-O", "--dualport", "dual-port devices"),
+    ("-A", "--atomic_type", "atomic tests"),
+    ("-w", "--limit_bw", "bandwidth limits"),
+    ("-y", "--limit_msgrate", "message rate limits"),
+    ("-W", "--report-counters", "device counters"),
+    ("-B", "--source_mac", "raw Ethernet"),
+    ("-E", "--dest_mac", "raw Ethernet"),
+    ("-J", "--dest_ip", "raw Ethernet"),
+    ("-j", "--source_ip", "raw Ethernet"),
+    ("-K", "--dest_port", "raw Ethernet"),
+    ("-k", "--source_port", "raw Ethernet"),
+    ("-Y", "--ethertype", "raw Ethernet"),
+    ("-Z", "--server", "raw Ethernet"),
+    ("-P", "--client", "raw Ethernet"),
+    ("-v", "--mac_fwd", "raw Ethernet"),
+    ("-G", "--use_rss", "raw Ethernet"),
+    ("", "--cpu_util", "CPU utilisation"),
+    ("", "--use-srq", "shared receive queues in the tests"),
+    ("", "--report-both", "separate local and remote -b results"),
+    ("", "--reversed", "reversed traffic direction"),
+    ("", "--pkey_index", "InfiniBand partitions"),
+    ("", "--inline_recv", "inline receives"),
+    ("", "--tcp", "raw Ethernet"),
+    ("", "--burst_size", "rate limiting"),
+    ("", "--typical_pkt_size", "rate limiting"),
+    ("", "--rate_limit", "rate limiting"),
+    ("", "--rate_limit_type", "rate limiting"),
+    ("", "--rate_units", "rate limiting"),
+    ("", "--out_json", "JSON output"),
+    ("", "--out_json_file", "JSON output"),
+    ("", "--latency_gap", "latency gaps"),
+    ("", "--flow_label", "flow labels"),
+    ("", "--retry_count", "InfiniBand retry counts"),
+    ("", "--dont_xchg_versions", "skipping the version exchange"),
+    ("", "--use_cuda", "GPU memory"),
+    ("", "--use_cuda_bus_id", "GPU memory"),
+    ("", "--use_rocm", "GPU memory"),
+    ("", "--use_neuron", "accelerator memory"),
+    ("", "--use_hl", "accelerator memory"),
+    ("", "--use_mlu", "accelerator memory"),
+    ("", "--use_opencl", "accelerator memory"),
+    ("", "--mmap", "mmap'd buffers"),
+    ("", "--mmap-offset", "mmap'd buffers"),
+    ("", "--ipv6", "IPv6 addressing options"),
+    ("", "--raw_ipv6", "raw Ethernet"),
+    ("", "--report-per-port", "dual-port devices"),
+    ("", "--odp", "on-demand paging"),
+    ("", "--use_hugepages", "huge pages"),
+    ("", "--use_old_post_send", "the old post API"),
+    ("", "--promiscuous", "raw Ethernet"),
+    ("", "--sniffer", "raw Ethernet"),
+    ("", "--raw_mcast", "raw Ethernet"),
+    ("", "--mr_per_qp", "several QPs per test"),
+    ("", "--dlid", "InfiniBand LIDs"),
+    ("", "--tclass", "traffic classes"),
+    ("", "--wait_destroy", "delayed teardown"),
+    ("", "--flows", "raw Ethernet flows"),
+    ("", "--flows_burst", "raw Ethernet flows"),
+    ("", "--reply_every", "latency under load"),
+    ("", "--perform_warm_up", "warm-up runs"),
+    ("", "--vlan_en", "raw Ethernet"),
+    ("", "--vlan_pcp", "raw Ethernet"),
+    ("", "--recv_post_list", "receive post lists"),
+    ("", "--aes_xts", "encryption offload"),
+    ("", "--encrypt_on_tx", "encryption offload"),
+    ("", "--sig_before", "encryption offload"),
+    ("", "--aes_block_size", "encryption offload"),
+    ("", "--kek_path", "encryption offload"),
+    ("", "--credentials_path", "encryption offload"),
+    ("", "--data_enc_keys_number", "encryption offload"),
+    ("", "--data_enc_key_app_path", "encryption offload"),
+    ("", "--log_dci_streams", "DC transport"),
+    ("", "--log_active_dci_streams", "DC transport"),
+    ("", "--disable_pcie_relaxed", "PCIe relaxed ordering"),
+    ("", "--use_ooo", "out-of-order data placement options"),
+    ("", "--force-link", "link type selection"),
+    ("", "--remote_mac", "raw Ethernet"),
+    ("", "--local_mac", "raw Ethernet"),
+    ("", "--remote_ip", "raw Ethernet"),
+    ("", "--local_ip", "raw Ethernet"),
+    ("", "--remote_port", "raw Ethernet"),
+    ("", "--local_port", "raw Ethernet"),
+];
+
+/// The message refusing `arg` (as the command line gave it, `--name=value` or `-xVALUE`)
+/// when it is a perftest option the tools do not implement; `None` for anything else.
+pub fn refusal(arg: &str) -> Option<String> {
+    let name = if arg.starts_with("--") {
+        arg.split('=').next().unwrap_or(arg)
+    } else {
+        arg.get(..2).unwrap_or(arg)
+    };
+    NOT_IMPLEMENTED
+        .iter()
+        .find(|(short, long, _)| name == *short || name == *long)
+        .map(|(short, long, what)| {
+            let both = if short.is_empty() {
+                (*long).to_owned()
+            } else {
+                format!("{short}/{long}")
+            };
+            format!("perftest's {both} is not implemented by softrnic ({what})")
+        })
 }
 
 fn rnic_config(a: &PerfArgs) -> RnicConfig {
@@ -489,6 +614,8 @@ struct Plan {
     gbits: bool,
     /// Iterations, a duration or forever.
     mode: Mode,
+    /// `-N`: no peak bandwidth.
+    no_peak: bool,
     /// `--output`: only the number.
     output: Option<Output>,
     /// `-C`: times in cycles of a CPU of this frequency (MHz).
@@ -701,6 +828,7 @@ impl Plan {
             outs: u16::try_from(outs).unwrap_or(DEFAULT_OUTS),
             gbits: a.report_gbits,
             mode,
+            no_peak: Plan::no_peak(test, a)?,
             output: Plan::output(test, a)?,
             cycles_mhz: Plan::cycles(test, a, mode)?,
             histogram: a.histogram,
@@ -742,6 +870,16 @@ impl Plan {
                 "-C: /proc/cpuinfo states no CPU frequency (cpu MHz) to count cycles with".into(),
             )),
         }
+    }
+
+    /// `-N`: bandwidth tests only (as perftest).
+    fn no_peak(test: Test, a: &PerfArgs) -> Result<bool, PerfError> {
+        if a.no_peak && !test.is_bw() {
+            return Err(PerfError::Usage(
+                "-N: no peak is for the bandwidth tests only (as perftest)".into(),
+            ));
+        }
+        Ok(a.no_peak)
     }
 
     /// `-b`: bandwidth tests, one size at a time or a duration.
@@ -1585,6 +1723,10 @@ fn control_exchange(rnic: &Rnic, comm: &Comm) -> Result<u32, PerfError> {
 }
 
 fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
+    if a.version {
+        writeln!(out, "Version: {VERSION}")?;
+        return Ok(());
+    }
     let plan = Plan::new(test, a)?;
     let rnic = Rnic::open(rnic_config(a))?;
     let manual = a.manual_progress;
@@ -2126,7 +2268,13 @@ fn bw_client(
         None => {
             let total = start.elapsed();
             let pk = peak(&stamps, start, size, depth as usize);
-            Ok(bw_report(plan.gbits, size, iters, total, Some(pk)))
+            Ok(bw_report(
+                plan.gbits,
+                size,
+                iters,
+                total,
+                (!plan.no_peak).then_some(pk),
+            ))
         }
     }
 }
@@ -2272,7 +2420,13 @@ fn send_bw_server(
         size,
         plan.tx_depth as usize,
     );
-    Ok(bw_report(plan.gbits, size, n, total, Some(pk)))
+    Ok(bw_report(
+        plan.gbits,
+        size,
+        n,
+        total,
+        (!plan.no_peak).then_some(pk),
+    ))
 }
 
 /// send-bw -b (perftest's `run_iter_bi`): each side sends within the peer's credit window
@@ -2415,7 +2569,13 @@ fn send_bi(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<BwReport
                 .last()
                 .map_or(Duration::ZERO, |t| t.duration_since(start));
             let pk = peak(&stamps, start, size, depth as usize);
-            Ok(bw_report(plan.gbits, size, iters, total, Some(pk)))
+            Ok(bw_report(
+                plan.gbits,
+                size,
+                iters,
+                total,
+                (!plan.no_peak).then_some(pk),
+            ))
         }
     }
 }
@@ -2719,6 +2879,37 @@ mod tests {
         assert_eq!(cpu_mhz(info), Some(2596.132));
         assert_eq!(cpu_mhz("processor\t: 0\n"), None);
         assert_eq!(cpu_mhz("cpu MHz\t: 0\n"), None);
+    }
+
+    /// Every perftest option the tools refuse is unknown to their parser (so it reaches
+    /// the refusal, never an implementation) and has a message naming it.
+    #[test]
+    fn unimplemented_perftest_options_are_refused_by_name() {
+        #[derive(clap::Parser, Debug)]
+        struct P {
+            #[command(flatten)]
+            _a: PerfArgs,
+        }
+        for (short, long, _) in NOT_IMPLEMENTED {
+            for name in [short, long].into_iter().filter(|n| !n.is_empty()) {
+                let e = <P as clap::Parser>::try_parse_from(["x", "127.0.0.1", name, "1"])
+                    .expect_err(name);
+                assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{name}");
+                let arg = e
+                    .get(clap::error::ContextKind::InvalidArg)
+                    .unwrap()
+                    .to_string();
+                let msg = refusal(&arg).unwrap_or_else(|| panic!("{name}: {arg}"));
+                assert!(
+                    msg.contains(name) && msg.contains("not implemented"),
+                    "{msg}"
+                );
+            }
+        }
+        assert!(refusal("--qp=4").unwrap().contains("-q/--qp"));
+        assert!(refusal("-q4").unwrap().contains("-q/--qp"));
+        assert_eq!(refusal("--bogus"), None);
+        assert_eq!(refusal("-s"), None);
     }
 
     /// perftest's moderation: every Nth request and the last are signaled.

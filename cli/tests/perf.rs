@@ -910,3 +910,45 @@ fn bidirectional_runs() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// perftest options the tools do not implement are refused by name with exit 2, never
+/// ignored; -N drops the peak; -V prints the announced version.
+#[test]
+fn perftest_options_not_implemented_are_refused() {
+    for (args, needle) in [
+        (
+            &["-q", "2"][..],
+            "perftest's -q/--qp is not implemented by softrnic",
+        ),
+        (&["--qp=2"][..], "perftest's -q/--qp is not implemented"),
+        (
+            &["--cpu_util"][..],
+            "perftest's --cpu_util is not implemented",
+        ),
+        (&["-FS", "1"][..], "perftest's -S/--sl is not implemented"),
+        (
+            &["--use-srq"][..],
+            "perftest's --use-srq is not implemented",
+        ),
+    ] {
+        let out = bin()
+            .args(["send-bw", "127.0.0.1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("softrnic: send-bw: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+    }
+    let (client, server) = perf_pair("write-bw", &["-N", "-n", "100", "-s", "4096"]);
+    let rows = result_rows(&client);
+    assert_eq!(rows[0][2], 0.0, "-N: no peak: {client}");
+    assert!(rows[0][3] > 0.0, "{client}");
+    assert_eq!(result_rows(&server), rows);
+    let out = bin().args(["read-lat", "-V"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Version: 6.06\n");
+}
