@@ -110,6 +110,9 @@ enum Command {
     /// as with perftest. The six perftest-style tools speak perftest's rdma_cm (-R)
     /// protocol: a control connection carrying the parameter and result exchanges as
     /// Sends, then the test connection, both to the same port; either end may be perftest.
+    /// perftest options without a meaning over iWARP are accepted and ignored (each says so
+    /// below); any other perftest option these tools do not implement (-q, -S, --use-srq,
+    /// --cpu_util, ...) is refused by name with exit status 2.
     WriteBw(softrnic_cli::perf::PerfArgs),
     /// RDMA Write latency, ping-pong (perftest's `ib_write_lat -R`).
     WriteLat(softrnic_cli::perf::PerfArgs),

@@ -251,7 +251,7 @@ pub struct PerfArgs {
     pub margin: Option<u64>,
     /// Bandwidth tests: run until interrupted, printing a result line every -D seconds
     /// (default 5), each measured over that period alone (perftest's --run_infinitely; not
-    /// with -e, nor send-bw with -b).
+    /// with -e or -b).
     #[arg(long = "run_infinitely")]
     pub run_infinitely: bool,
     /// Print only one number per result, as perftest: the average bandwidth (bandwidth
@@ -267,8 +267,8 @@ pub struct PerfArgs {
     /// the summary line (perftest's -H).
     #[arg(short = 'H', long = "report-histogram", alias = "report-histogrm")]
     pub histogram: bool,
-    /// Latency tests: print every sample in the order measured (perftest's -U; implies the
-    /// sample listing of -H).
+    /// Latency tests: print every sample in the order measured, as perftest's -U (with -H
+    /// as well, the unsorted listing comes first).
     #[arg(short = 'U', long = "report-unsorted")]
     pub unsorted: bool,
     /// Bandwidth tests: bidirectional, both ends send (perftest's -b; give it to both ends):
