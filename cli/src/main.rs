@@ -110,6 +110,9 @@ enum Command {
     /// as with perftest. The six perftest-style tools speak perftest's rdma_cm (-R)
     /// protocol: a control connection carrying the parameter and result exchanges as
     /// Sends, then the test connection, both to the same port; either end may be perftest.
+    /// perftest options without a meaning over iWARP are accepted and ignored (each says so
+    /// below); any other perftest option these tools do not implement (-q, -S, --use-srq,
+    /// --cpu_util, ...) is refused by name with exit status 2.
     WriteBw(softrnic_cli::perf::PerfArgs),
     /// RDMA Write latency, ping-pong (perftest's `ib_write_lat -R`).
     WriteLat(softrnic_cli::perf::PerfArgs),
@@ -160,7 +163,16 @@ fn init_logging() {
 
 fn main() -> ExitCode {
     init_logging();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            if let Some(msg) = perftest_refusal(&e) {
+                eprintln!("softrnic: {msg}");
+                return ExitCode::from(2);
+            }
+            e.exit()
+        }
+    };
     match cli.command {
         Command::SctpPerf(args) => softrnic_cli::sctp_perf::run(&args),
         Command::Sim(args) => ExitCode::from(softrnic_cli::sim::run_command(
@@ -215,6 +227,29 @@ fn main() -> ExitCode {
         Command::SendLat(a) => perf(Test::SendLat, &a),
         Command::Rping(a) => softrnic_cli::rping::run_command(&a, &mut std::io::stdout()),
     }
+}
+
+/// For a perftest-style tool, a clear refusal of a perftest option it does not implement
+/// (clap would call it an unexpected argument).
+fn perftest_refusal(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ErrorKind};
+    const TOOLS: [&str; 6] = [
+        "write-bw",
+        "write-lat",
+        "read-bw",
+        "read-lat",
+        "send-bw",
+        "send-lat",
+    ];
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let tool = std::env::args().nth(1)?;
+    if !TOOLS.contains(&tool.as_str()) {
+        return None;
+    }
+    let arg = e.get(ContextKind::InvalidArg)?.to_string();
+    softrnic_cli::perf::refusal(&arg).map(|m| format!("{tool}: {m}"))
 }
 
 fn perf(test: softrnic_cli::perf::Test, args: &softrnic_cli::perf::PerfArgs) -> ExitCode {

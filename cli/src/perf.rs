@@ -5,10 +5,13 @@
 //! Like perftest, each tool is a server when given no address and a client when given the
 //! server's address, and both ends must be given the same test options (`-s`/`-a`, `-n`,
 //! ...): nothing about the test itself is negotiated. The tools take perftest's options
-//! (`-s`, `-a`, `-n`, `-p`, `-t`, `-r`, `-o`, `--report_gbits`; `-R`, `-F`, `-d`, `-x`,
-//! `-i`, `--cpu_util`, ... are accepted and change nothing), the MPA options of the
-//! connections (`--mpa-rev`, `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), and
-//! print perftest's tables.
+//! (`-s`, `-a`, `-n`, `-p`, `-t`, `-r`, `-o`, `-Q`, `-e`, `-D`, `-f`, `--run_infinitely`,
+//! `-l`, `-b`, `-N`, `-C`, `-H`, `-U`, `--output`, `--report_gbits`, `-V`), the MPA options
+//! of the connections (`--mpa-rev`, `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), and
+//! print perftest's tables. perftest options with no meaning here are accepted and change
+//! nothing, each saying so in `--help`: `-R` and `-z` (always so), `-F`, `-d`, `-i`, `-x`,
+//! `-m`, `-I`, `-u`, and `-c RC`. Every other perftest option is refused by name
+//! ([`refusal`]), never ignored.
 //!
 //! # The `-R` protocol (perftest 4.5-0.17 / "6.06" as in Debian bookworm)
 //!
@@ -60,6 +63,11 @@
 //!   times from its first receive to its last.
 //! * Latency: the times between consecutive posts of the run (halved for the ping-pongs),
 //!   as perftest reports them.
+//! * `-D SECS` (perftest's duration mode): each side runs on its own clock for SECS
+//!   seconds (send-bw's receiver from its first message), measuring only the middle
+//!   `SECS - 2 × margin` (`-f`, default SECS/4); the exchanges are those of one size.
+//!   `--run_infinitely` (bandwidth tests) prints a line every period and never ends; its
+//!   peer waits on the control connection as long.
 //! * RDMA Write and Send completions come when the data was handed to TCP, so a sender
 //!   waits until the peer's TCP has acknowledged all of the test connection's data
 //!   ([`Rnic::wait_tx_acked`]) before the closing exchange on the control connection (and
@@ -99,14 +107,11 @@ pub enum Test {
 }
 
 impl Test {
-    fn title(self) -> &'static str {
+    fn verb(self) -> &'static str {
         match self {
-            Test::WriteBw => "RDMA_Write BW Test",
-            Test::WriteLat => "RDMA_Write Latency Test",
-            Test::ReadBw => "RDMA_Read BW Test",
-            Test::ReadLat => "RDMA_Read Latency Test",
-            Test::SendBw => "Send BW Test",
-            Test::SendLat => "Send Latency Test",
+            Test::WriteBw | Test::WriteLat => "RDMA_Write",
+            Test::ReadBw | Test::ReadLat => "RDMA_Read",
+            Test::SendBw | Test::SendLat => "Send",
         }
     }
 
@@ -121,6 +126,18 @@ impl Test {
     fn sends(self) -> bool {
         matches!(self, Test::SendBw | Test::SendLat)
     }
+}
+
+/// What `--output` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// The average bandwidth (bandwidth tests).
+    Bandwidth,
+    /// The message rate in Mpps (bandwidth tests).
+    #[value(name = "message_rate")]
+    MessageRate,
+    /// The average latency in microseconds (latency tests).
+    Latency,
 }
 
 /// Options of the perftest-style tools (give both ends the same test options).
@@ -216,9 +233,179 @@ pub struct PerfArgs {
     /// at most the TX depth; latency tests signal every request).
     #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
     pub cq_mod: Option<u32>,
-    /// perftest compatibility: CPU utilisation report (not measured).
-    #[arg(long = "cpu_util")]
-    pub cpu_util: bool,
+    /// Run each side for SECS seconds instead of a number of iterations (perftest's -D;
+    /// not with -a or -e). Only the middle of the run is measured: a margin (-f) at the
+    /// start and at the end is left out. Bandwidth tests report the messages completed in
+    /// that window (no peak); latency tests the average latency and the rate of
+    /// transactions. Give both ends the same -D.
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    pub duration: Option<u64>,
+    /// Margin of a -D run in seconds, left out of the measurement at its start and end
+    /// (default SECS/4; SECS must exceed twice the margin).
+    #[arg(
+        short = 'f',
+        long = "margin",
+        value_name = "SECS",
+        requires = "duration"
+    )]
+    pub margin: Option<u64>,
+    /// Bandwidth tests: run until interrupted, printing a result line every -D seconds
+    /// (default 5), each measured over that period alone (perftest's --run_infinitely; not
+    /// with -e or -b).
+    #[arg(long = "run_infinitely")]
+    pub run_infinitely: bool,
+    /// Print only one number per result, as perftest: the average bandwidth (bandwidth
+    /// tests: `bandwidth`) or message rate (`message_rate`), or the average latency in
+    /// microseconds (latency tests: `latency`).
+    #[arg(long = "output", value_name = "WHAT")]
+    pub output: Option<Output>,
+    /// Latency tests: report times in CPU cycles (microseconds times the CPU frequency that
+    /// /proc/cpuinfo states), as perftest's -C.
+    #[arg(short = 'C', long = "report-cycles")]
+    pub report_cycles: bool,
+    /// Latency tests: print every sample, sorted ("#, usec" then "N, value" lines), before
+    /// the summary line (perftest's -H).
+    #[arg(short = 'H', long = "report-histogram", alias = "report-histogrm")]
+    pub histogram: bool,
+    /// Latency tests: print every sample in the order measured, as perftest's -U (with -H
+    /// as well, the unsorted listing comes first).
+    #[arg(short = 'U', long = "report-unsorted")]
+    pub unsorted: bool,
+    /// Bandwidth tests: bidirectional, both ends send (perftest's -b; give it to both ends):
+    /// each side prints the sum of both sides' results, exchanged after each size (a -D
+    /// send-bw prints its own, as perftest). Not with --run_infinitely.
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+    /// Bandwidth tests: post lists of N work requests, one post call each (perftest's -l;
+    /// the iterations must be a multiple of N; CQ moderation becomes N unless -Q is given,
+    /// which must divide N).
+    #[arg(short = 'l', long = "post_list", value_name = "N")]
+    pub post_list: Option<u32>,
+    /// Bandwidth tests: no peak bandwidth (reported as 0), as perftest's -N.
+    #[arg(short = 'N', long = "noPeak")]
+    pub no_peak: bool,
+    /// perftest compatibility: InfiniBand's QP timeout (ignored: over iWARP TCP
+    /// retransmits; perftest -R on an iWARP device does not use it either).
+    #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
+    pub qp_timeout: Option<u8>,
+    /// Print the perftest version this tool announces in the -R exchange, and exit.
+    #[arg(short = 'V', long = "version")]
+    pub version: bool,
+}
+
+/// perftest's options the tools do not implement, short and long, with why: each is refused
+/// with [`refusal`] rather than ignored.
+const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
+    ("-q", "--qp", "several QPs per test"),
+    ("-S", "--sl", "InfiniBand service levels"),
+    ("-T", "--tos", "setting the type of service"),
+    ("-L", "--hop_limit", "raw Ethernet hop limits"),
+    ("-g", "--mcg", "multicast (UD only)"),
+    ("-M", "--MGID", "multicast (UD only)"),
+    ("-X", "--vector", "completion vectors"),
+    ("-O", "--dualport", "dual-port devices"),
+    ("-A", "--atomic_type", "atomic tests"),
+    ("-w", "--limit_bw", "bandwidth limits"),
+    ("-y", "--limit_msgrate", "message rate limits"),
+    ("-W", "--report-counters", "device counters"),
+    ("-B", "--source_mac", "raw Ethernet"),
+    ("-E", "--dest_mac", "raw Ethernet"),
+    ("-J", "--dest_ip", "raw Ethernet"),
+    ("-j", "--source_ip", "raw Ethernet"),
+    ("-K", "--dest_port", "raw Ethernet"),
+    ("-k", "--source_port", "raw Ethernet"),
+    ("-Y", "--ethertype", "raw Ethernet"),
+    ("-Z", "--server", "raw Ethernet"),
+    ("-P", "--client", "raw Ethernet"),
+    ("-v", "--mac_fwd", "raw Ethernet"),
+    ("-G", "--use_rss", "raw Ethernet"),
+    ("", "--cpu_util", "CPU utilisation"),
+    ("", "--use-srq", "shared receive queues in the tests"),
+    ("", "--report-both", "separate local and remote -b results"),
+    ("", "--reversed", "reversed traffic direction"),
+    ("", "--pkey_index", "InfiniBand partitions"),
+    ("", "--inline_recv", "inline receives"),
+    ("", "--tcp", "raw Ethernet"),
+    ("", "--burst_size", "rate limiting"),
+    ("", "--typical_pkt_size", "rate limiting"),
+    ("", "--rate_limit", "rate limiting"),
+    ("", "--rate_limit_type", "rate limiting"),
+    ("", "--rate_units", "rate limiting"),
+    ("", "--out_json", "JSON output"),
+    ("", "--out_json_file", "JSON output"),
+    ("", "--latency_gap", "latency gaps"),
+    ("", "--flow_label", "flow labels"),
+    ("", "--retry_count", "InfiniBand retry counts"),
+    ("", "--dont_xchg_versions", "skipping the version exchange"),
+    ("", "--use_cuda", "GPU memory"),
+    ("", "--use_cuda_bus_id", "GPU memory"),
+    ("", "--use_rocm", "GPU memory"),
+    ("", "--use_neuron", "accelerator memory"),
+    ("", "--use_hl", "accelerator memory"),
+    ("", "--use_mlu", "accelerator memory"),
+    ("", "--use_opencl", "accelerator memory"),
+    ("", "--mmap", "mmap'd buffers"),
+    ("", "--mmap-offset", "mmap'd buffers"),
+    ("", "--ipv6", "IPv6 addressing options"),
+    ("", "--raw_ipv6", "raw Ethernet"),
+    ("", "--report-per-port", "dual-port devices"),
+    ("", "--odp", "on-demand paging"),
+    ("", "--use_hugepages", "huge pages"),
+    ("", "--use_old_post_send", "the old post API"),
+    ("", "--promiscuous", "raw Ethernet"),
+    ("", "--sniffer", "raw Ethernet"),
+    ("", "--raw_mcast", "raw Ethernet"),
+    ("", "--mr_per_qp", "several QPs per test"),
+    ("", "--dlid", "InfiniBand LIDs"),
+    ("", "--tclass", "traffic classes"),
+    ("", "--wait_destroy", "delayed teardown"),
+    ("", "--flows", "raw Ethernet flows"),
+    ("", "--flows_burst", "raw Ethernet flows"),
+    ("", "--reply_every", "latency under load"),
+    ("", "--perform_warm_up", "warm-up runs"),
+    ("", "--vlan_en", "raw Ethernet"),
+    ("", "--vlan_pcp", "raw Ethernet"),
+    ("", "--recv_post_list", "receive post lists"),
+    ("", "--aes_xts", "encryption offload"),
+    ("", "--encrypt_on_tx", "encryption offload"),
+    ("", "--sig_before", "encryption offload"),
+    ("", "--aes_block_size", "encryption offload"),
+    ("", "--kek_path", "encryption offload"),
+    ("", "--credentials_path", "encryption offload"),
+    ("", "--data_enc_keys_number", "encryption offload"),
+    ("", "--data_enc_key_app_path", "encryption offload"),
+    ("", "--log_dci_streams", "DC transport"),
+    ("", "--log_active_dci_streams", "DC transport"),
+    ("", "--disable_pcie_relaxed", "PCIe relaxed ordering"),
+    ("", "--use_ooo", "out-of-order data placement options"),
+    ("", "--force-link", "link type selection"),
+    ("", "--remote_mac", "raw Ethernet"),
+    ("", "--local_mac", "raw Ethernet"),
+    ("", "--remote_ip", "raw Ethernet"),
+    ("", "--local_ip", "raw Ethernet"),
+    ("", "--remote_port", "raw Ethernet"),
+    ("", "--local_port", "raw Ethernet"),
+];
+
+/// The message refusing `arg` (as the command line gave it, `--name=value` or `-xVALUE`)
+/// when it is a perftest option the tools do not implement; `None` for anything else.
+pub fn refusal(arg: &str) -> Option<String> {
+    let name = if arg.starts_with("--") {
+        arg.split('=').next().unwrap_or(arg)
+    } else {
+        arg.get(..2).unwrap_or(arg)
+    };
+    NOT_IMPLEMENTED
+        .iter()
+        .find(|(short, long, _)| name == *short || name == *long)
+        .map(|(short, long, what)| {
+            let both = if short.is_empty() {
+                (*long).to_owned()
+            } else {
+                format!("{short}/{long}")
+            };
+            format!("perftest's {both} is not implemented by softrnic ({what})")
+        })
 }
 
 fn rnic_config(a: &PerfArgs) -> RnicConfig {
@@ -425,6 +612,103 @@ struct Plan {
     rx_depth: u64,
     outs: u16,
     gbits: bool,
+    /// Iterations, a duration or forever.
+    mode: Mode,
+    /// `-N`: no peak bandwidth.
+    no_peak: bool,
+    /// `--output`: only the number.
+    output: Option<Output>,
+    /// `-C`: times in cycles of a CPU of this frequency (MHz).
+    cycles_mhz: Option<f64>,
+    /// `-H`: list the samples, sorted.
+    histogram: bool,
+    /// `-U`: list the samples as measured.
+    unsorted: bool,
+    /// `-l`: send work requests per post call.
+    post_list: u64,
+    /// `-b`: both sides send.
+    duplex: bool,
+}
+
+/// How long a run lasts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// `-n` iterations.
+    Iters,
+    /// `-D SECS`: the middle `secs - 2 margin` seconds are measured.
+    Duration {
+        /// The whole run.
+        secs: u64,
+        /// Left out at the start and at the end.
+        margin: u64,
+    },
+    /// `--run_infinitely`: a result every `period` seconds until interrupted.
+    Infinite {
+        /// Seconds per result line.
+        period: u64,
+    },
+}
+
+/// perftest's default duration (seconds) of `--run_infinitely`'s periods without `-D`.
+const DEFAULT_PERIOD: u64 = 5;
+
+/// Where a timed run stands (perftest's duration states).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// The leading margin: running, not measured.
+    Warmup,
+    /// Measured.
+    Sample,
+    /// The trailing margin.
+    Cooldown,
+    /// Over.
+    End,
+}
+
+/// The clock of a `-D` run, started when the run starts (send-bw's receiver: at its first
+/// message, as perftest).
+#[derive(Clone, Copy, Debug)]
+struct Clock {
+    start: Instant,
+    margin: Duration,
+    secs: Duration,
+}
+
+impl Clock {
+    /// The clock of `mode`, starting now; `None` unless `mode` is a duration.
+    fn of(mode: Mode) -> Option<Clock> {
+        match mode {
+            Mode::Duration { secs, margin } => Some(Clock {
+                start: Instant::now(),
+                margin: Duration::from_secs(margin),
+                secs: Duration::from_secs(secs),
+            }),
+            _ => None,
+        }
+    }
+
+    fn phase(&self) -> Phase {
+        let t = self.start.elapsed();
+        if t < self.margin {
+            Phase::Warmup
+        } else if t + self.margin < self.secs {
+            Phase::Sample
+        } else if t < self.secs {
+            Phase::Cooldown
+        } else {
+            Phase::End
+        }
+    }
+
+    /// The measured window.
+    fn sample(&self) -> Duration {
+        self.secs.saturating_sub(2 * self.margin)
+    }
+}
+
+/// The phase of an optional clock: without one, always measuring.
+fn phase_of(clock: Option<&Clock>) -> Phase {
+    clock.map_or(Phase::Sample, Clock::phase)
 }
 
 /// Largest queue depth and CQ moderation the tools take.
@@ -462,13 +746,16 @@ impl Plan {
                 "-n {iters}: the number of iterations must be 1 .. {MAX_ITERS}"
             )));
         }
+        let mode = Plan::mode(test, a)?;
+        // perftest bounds the depths by the iterations only when it counts iterations.
+        let bound = if mode == Mode::Iters { iters } else { u64::MAX };
         let tx_depth = u64::from(in_range(
             "-t",
             "the send queue depth",
             a.tx_depth.unwrap_or(if test.is_bw() { 128 } else { 1 }),
             MAX_DEPTH,
         )?)
-        .min(iters);
+        .min(bound);
         let cq_mod = if test.is_bw() {
             let m = in_range(
                 "-Q",
@@ -480,20 +767,53 @@ impl Plan {
         } else {
             1
         };
+        // perftest's post lists: BW tests only, a whole number of lists, and CQ moderation
+        // of one completion per list unless -Q divides the list.
+        let (post_list, cq_mod) = match a.post_list {
+            None | Some(1) => (1, cq_mod),
+            Some(l) => {
+                let l = u64::from(in_range("-l", "the post list", l, MAX_DEPTH)?);
+                if !test.is_bw() {
+                    return Err(PerfError::Usage(
+                        "-l: post lists are for the bandwidth tests only (as perftest)".into(),
+                    ));
+                }
+                if mode == Mode::Iters && !iters.is_multiple_of(l) {
+                    return Err(PerfError::Usage(format!(
+                        "-l {l}: the iterations (-n {iters}) must be a multiple of the post list"
+                    )));
+                }
+                if l > tx_depth {
+                    return Err(PerfError::Usage(format!(
+                        "-l {l}: a post list must fit the TX depth (-t {tx_depth})"
+                    )));
+                }
+                match a.cq_mod {
+                    None => (l, l),
+                    Some(_) if l.is_multiple_of(cq_mod) => (l, cq_mod),
+                    Some(_) => {
+                        return Err(PerfError::Usage(format!(
+                            "-l {l} -Q {cq_mod}: the post list must be a multiple of the CQ \
+                             moderation"
+                        )));
+                    }
+                }
+            }
+        };
         let rx_depth = in_range(
             "-r",
             "the receive queue depth",
             a.rx_depth.unwrap_or(512),
             MAX_DEPTH,
         )?;
-        let mut rx_depth = u64::from(rx_depth).min(iters);
+        let mut rx_depth = u64::from(rx_depth).min(bound);
         let outs = in_range(
             "-o",
             "the outstanding RDMA Reads (IRD/ORD: a 14-bit field, RFC 6581)",
             u32::from(a.outs.unwrap_or(DEFAULT_OUTS)),
             u32::from(stack::mpa::frame::IRD_ORD_MAX),
         )?;
-        if test.sends() && !a.all && rx_depth % 2 == 1 {
+        if test.sends() && !a.all && mode == Mode::Iters && rx_depth % 2 == 1 {
             rx_depth += 1;
         }
         Ok(Plan {
@@ -507,7 +827,143 @@ impl Plan {
             rx_depth,
             outs: u16::try_from(outs).unwrap_or(DEFAULT_OUTS),
             gbits: a.report_gbits,
+            mode,
+            no_peak: Plan::no_peak(test, a)?,
+            output: Plan::output(test, a)?,
+            cycles_mhz: Plan::cycles(test, a, mode)?,
+            histogram: a.histogram,
+            unsorted: a.unsorted,
+            post_list,
+            duplex: Plan::duplex(test, a)?,
         })
+    }
+
+    /// `-C`'s CPU frequency; checks -C, -H and -U, which are latency tests' options
+    /// and list or scale per-iteration samples a -D run does not keep.
+    fn cycles(test: Test, a: &PerfArgs, mode: Mode) -> Result<Option<f64>, PerfError> {
+        for (flag, given) in [
+            ("-C", a.report_cycles),
+            ("-H", a.histogram),
+            ("-U", a.unsorted),
+        ] {
+            if !given {
+                continue;
+            }
+            if test.is_bw() {
+                return Err(PerfError::Usage(format!(
+                    "{flag}: available only in the latency tests (as perftest)"
+                )));
+            }
+            if mode != Mode::Iters {
+                return Err(PerfError::Usage(format!(
+                    "{flag}: a -D run keeps no per-iteration samples; give -n"
+                )));
+            }
+        }
+        if !a.report_cycles {
+            return Ok(None);
+        }
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        match cpu_mhz(&info) {
+            Some(mhz) => Ok(Some(mhz)),
+            None => Err(PerfError::Usage(
+                "-C: /proc/cpuinfo states no CPU frequency (cpu MHz) to count cycles with".into(),
+            )),
+        }
+    }
+
+    /// `-N`: bandwidth tests only (as perftest).
+    fn no_peak(test: Test, a: &PerfArgs) -> Result<bool, PerfError> {
+        if a.no_peak && !test.is_bw() {
+            return Err(PerfError::Usage(
+                "-N: no peak is for the bandwidth tests only (as perftest)".into(),
+            ));
+        }
+        Ok(a.no_peak)
+    }
+
+    /// `-b`: bandwidth tests, one size at a time or a duration.
+    fn duplex(test: Test, a: &PerfArgs) -> Result<bool, PerfError> {
+        if !a.bidirectional {
+            return Ok(false);
+        }
+        if !test.is_bw() {
+            return Err(PerfError::Usage(
+                "-b: bidirectional runs are for the bandwidth tests only (as perftest)".into(),
+            ));
+        }
+        if a.run_infinitely {
+            return Err(PerfError::Usage(
+                "-b with --run_infinitely is not implemented (perftest refuses it for send-bw)"
+                    .into(),
+            ));
+        }
+        Ok(true)
+    }
+
+    /// `--output`, which must suit the test (as perftest).
+    fn output(test: Test, a: &PerfArgs) -> Result<Option<Output>, PerfError> {
+        match (a.output, test.is_bw()) {
+            (Some(Output::Latency), true) => Err(PerfError::Usage(
+                "--output=latency: a bandwidth test prints bandwidth or message_rate".into(),
+            )),
+            (Some(o @ (Output::Bandwidth | Output::MessageRate)), false) => {
+                Err(PerfError::Usage(format!(
+                    "--output={}: a latency test prints latency",
+                    if o == Output::Bandwidth {
+                        "bandwidth"
+                    } else {
+                        "message_rate"
+                    }
+                )))
+            }
+            (o, _) => Ok(o),
+        }
+    }
+
+    /// The run's length from -D, -f and --run_infinitely, checked as perftest checks them.
+    fn mode(test: Test, a: &PerfArgs) -> Result<Mode, PerfError> {
+        let usage = |m: String| Err(PerfError::Usage(m));
+        if a.run_infinitely {
+            if !test.is_bw() {
+                return usage(
+                    "--run_infinitely: only the bandwidth tests run infinitely (as perftest)"
+                        .into(),
+                );
+            }
+            if a.events {
+                return usage("--run_infinitely does not work with -e (as perftest)".into());
+            }
+            if a.all {
+                return usage("--run_infinitely runs one size: not with -a".into());
+            }
+            let period = a.duration.unwrap_or(DEFAULT_PERIOD);
+            if period == 0 {
+                return usage("-D 0: the duration must be at least 1 second".into());
+            }
+            return Ok(Mode::Infinite { period });
+        }
+        let Some(secs) = a.duration else {
+            return Ok(Mode::Iters);
+        };
+        if secs == 0 || secs > 86_400 {
+            return usage(format!(
+                "-D {secs}: the duration must be 1 .. 86400 seconds"
+            ));
+        }
+        if a.all {
+            return usage("-D: duration mode does not run all sizes (-a), as perftest".into());
+        }
+        if a.events {
+            return usage("-D: duration mode does not work with -e, as perftest".into());
+        }
+        let margin = a.margin.unwrap_or(secs / 4);
+        if secs <= margin.saturating_mul(2) {
+            return usage(format!(
+                "-D {secs} -f {margin}: the duration must exceed twice the margin"
+            ));
+        }
+        Ok(Mode::Duration { secs, margin })
     }
 
     fn max_size(&self) -> u64 {
@@ -613,6 +1069,9 @@ struct Comm {
     mr: MemoryRegion,
     client: bool,
     manual: bool,
+    /// How long a control message may take (the peer may be running a long test; with
+    /// --run_infinitely, forever).
+    wait: Duration,
 }
 
 impl Comm {
@@ -642,6 +1101,7 @@ impl Comm {
             mr,
             client,
             manual,
+            wait: CTRL_WAIT,
         };
         // One receive posted before the connection, as perftest does.
         c.post_recv()?;
@@ -682,7 +1142,7 @@ impl Comm {
             None,
             &self.rcq,
             &self.qp,
-            CTRL_WAIT,
+            self.wait,
             "control message",
         )?;
         let mut v = vec![0u8; (wc.byte_len as usize).min(CTRL_LEN as usize)];
@@ -862,21 +1322,45 @@ fn header(
 ) -> Result<(), PerfError> {
     let test = plan.test;
     writeln!(out, "{DASHES}")?;
-    writeln!(out, "                    {}", test.title())?;
+    let kind = if test.is_bw() {
+        let mut k = String::new();
+        if plan.duplex {
+            k.push_str("Bidirectional ");
+        }
+        if plan.post_list > 1 {
+            k.push_str("Post List ");
+        }
+        k + "BW"
+    } else {
+        "Latency".to_owned()
+    };
+    writeln!(out, "                    {} {kind} Test", test.verb())?;
     writeln!(out, " Dual-port       : OFF\t\tDevice         : softrnic")?;
     writeln!(out, " Number of qps   : 1\t\tTransport type : IW")?;
     writeln!(out, " Connection type : RC\t\tUsing SRQ      : OFF")?;
     if a.events {
         writeln!(out, " Using Events    : ON (completion channel)")?;
     }
-    if plan.client {
+    if plan.client || plan.duplex {
         writeln!(out, " TX depth        : {}", plan.tx_depth)?;
+        if plan.post_list > 1 {
+            writeln!(out, " Post List       : {}", plan.post_list)?;
+        }
         if test.is_bw() {
             writeln!(out, " CQ Moderation   : {}", plan.cq_mod)?;
         }
     }
-    if test.sends() && !plan.client {
+    if test.sends() && (!plan.client || plan.duplex) {
         writeln!(out, " RX depth        : {}", plan.rx_depth)?;
+    }
+    match plan.mode {
+        Mode::Iters => {}
+        Mode::Duration { secs, margin } => {
+            writeln!(out, " Duration        : {secs} s (margin {margin} s)")?;
+        }
+        Mode::Infinite { period } => {
+            writeln!(out, " Run infinitely  : a result every {period} s")?;
+        }
     }
     writeln!(out, " Mtu             : 1024[B]")?;
     writeln!(out, " Link type       : Ethernet")?;
@@ -933,11 +1417,18 @@ fn table_head(out: &mut dyn Write, plan: &Plan) -> Result<(), PerfError> {
             out,
             " #bytes     #iterations    BW peak[{unit}]    BW average[{unit}]   MsgRate[Mpps]"
         )?;
-    } else {
+    } else if matches!(plan.mode, Mode::Duration { .. }) {
         writeln!(
             out,
-            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] "
+            " #bytes        #iterations       t_avg[usec]    tps average"
         )?;
+    } else {
+        let head = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ";
+        if plan.cycles_mhz.is_some() {
+            writeln!(out, "{}", head.replace("[usec]", "[cycles]"))?;
+        } else {
+            writeln!(out, "{head}")?;
+        }
     }
     Ok(())
 }
@@ -946,8 +1437,15 @@ fn on(b: bool) -> &'static str {
     if b { "on" } else { "off" }
 }
 
-/// A bandwidth result in the run's units.
-fn bw_report(gbits: bool, size: u64, iters: u64, total: Duration, peak_bps: f64) -> BwReport {
+/// A bandwidth result in the run's units; without a peak (`-D`, `--run_infinitely`) the
+/// peak is 0, as perftest reports it.
+fn bw_report(
+    gbits: bool,
+    size: u64,
+    iters: u64,
+    total: Duration,
+    peak_bps: Option<f64>,
+) -> BwReport {
     let secs = total.as_secs_f64().max(1e-9);
     let bytes_ps = (size * iters) as f64 / secs;
     let conv = |b: f64| {
@@ -960,13 +1458,33 @@ fn bw_report(gbits: bool, size: u64, iters: u64, total: Duration, peak_bps: f64)
     BwReport {
         size,
         iters,
-        peak: conv(peak_bps.max(bytes_ps)),
+        peak: peak_bps.map_or(0.0, |p| conv(p.max(bytes_ps))),
         avg: conv(bytes_ps),
         msg_rate: iters as f64 / secs / 1e6,
     }
 }
 
-fn bw_line(out: &mut dyn Write, r: &BwReport) -> Result<(), PerfError> {
+/// A horizontal rule of the tables (none with `--output`).
+fn rule(out: &mut dyn Write, plan: &Plan) -> Result<(), PerfError> {
+    if plan.output.is_none() {
+        writeln!(out, "{DASHES}")?;
+    }
+    Ok(())
+}
+
+/// A bandwidth result: the table's row, or with `--output` only its number (C's `%lf`).
+fn bw_line(out: &mut dyn Write, plan: &Plan, r: &BwReport) -> Result<(), PerfError> {
+    match plan.output {
+        Some(Output::Bandwidth) => {
+            writeln!(out, "{:.6}", r.avg)?;
+            return Ok(());
+        }
+        Some(Output::MessageRate) => {
+            writeln!(out, "{:.6}", r.msg_rate)?;
+            return Ok(());
+        }
+        _ => {}
+    }
     writeln!(
         out,
         " {:<7}    {:<10}       {:<7.2}            {:<7.2}\t\t   {:<7.6}",
@@ -1021,6 +1539,115 @@ fn lat_line(out: &mut dyn Write, size: u64, iters: u64, s: &LatStats) -> Result<
         " {:<7} {:<10}    {:<7.2}        {:<7.2}      {:<7.2}  \t       {:<7.2}     \t{:<7.2}\t\t{:<7.2} \t\t{:<7.2}",
         size, iters, s.min, s.max, s.typical, s.avg, s.stdev, s.p99, s.p999
     )?;
+    Ok(())
+}
+
+/// Prints a latency run's result: perftest's statistics of the samples, or with -D the
+/// average latency and transactions per second over the measured window. `factor` is 2
+/// for the ping-pongs (a round trip is two latencies), 1 for read-lat.
+fn lat_result(
+    out: &mut dyn Write,
+    plan: &Plan,
+    size: u64,
+    run: &LatRun,
+    factor: f64,
+) -> Result<(), PerfError> {
+    match plan.mode {
+        Mode::Duration { secs, margin } => {
+            let window = secs.saturating_sub(2 * margin) as f64;
+            let n = run.sampled.max(1) as f64;
+            let latency = window * 1e6 / factor / n;
+            let tps = run.sampled as f64 / window;
+            if plan.output == Some(Output::Latency) {
+                writeln!(out, "{latency:.6}")?;
+            } else {
+                writeln!(
+                    out,
+                    " {:<7}       {}            {:<7.2}        {:<7.2}",
+                    size, run.sampled, latency, tps
+                )?;
+            }
+        }
+        _ => {
+            let mut v = lat_samples(&run.posts, factor);
+            if let Some(mhz) = plan.cycles_mhz {
+                v.iter_mut().for_each(|x| *x *= mhz);
+            }
+            if plan.histogram || plan.unsorted {
+                sample_lists(out, plan, &v)?;
+                // The table's head again before the summary line, as perftest.
+                if plan.output.is_none() {
+                    table_head(out, plan)?;
+                }
+            }
+            let stats = lat_stats(&mut v);
+            if plan.output == Some(Output::Latency) {
+                writeln!(out, "{:.6}", stats.avg)?;
+            } else {
+                lat_line(out, size, plan.iters, &stats)?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The first "cpu MHz" that /proc/cpuinfo's text `info` states (as perftest reads it).
+fn cpu_mhz(info: &str) -> Option<f64> {
+    info.lines()
+        .filter(|l| l.starts_with("cpu MHz"))
+        .find_map(|l| l.split_once(':')?.1.trim().parse::<f64>().ok())
+        .filter(|&m| m > 0.0)
+}
+
+/// C's `printf("%g", v)`: six significant digits, trailing zeros dropped, exponent form
+/// below 1e-4 and from 1e6.
+fn c_g(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let e = format!("{v:.5e}");
+    let (mant, exp) = e.split_once('e').unwrap_or((&e, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let trim = |t: &str| -> String {
+        if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.').to_owned()
+        } else {
+            t.to_owned()
+        }
+    };
+    if !(-4..6).contains(&exp) {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", trim(mant), exp.abs())
+    } else {
+        let decimals = usize::try_from(5 - exp).unwrap_or(0);
+        trim(&format!("{v:.decimals$}"))
+    }
+}
+
+/// -H and -U: every sample, "#, UNIT" then "N, value" lines (sorted for -H, as measured
+/// for -U; both lists when both are given, unsorted first, as perftest).
+fn sample_lists(out: &mut dyn Write, plan: &Plan, samples: &[f64]) -> Result<(), PerfError> {
+    let unit = if plan.cycles_mhz.is_some() {
+        "cycles"
+    } else {
+        "usec"
+    };
+    let mut list = |v: &[f64]| -> Result<(), PerfError> {
+        writeln!(out, "#, {unit}")?;
+        for (i, x) in v.iter().enumerate() {
+            writeln!(out, "{}, {}", i + 1, c_g(*x))?;
+        }
+        Ok(())
+    };
+    if plan.unsorted {
+        list(samples)?;
+    }
+    if plan.histogram {
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        list(&sorted)?;
+    }
     Ok(())
 }
 
@@ -1096,12 +1723,20 @@ fn control_exchange(rnic: &Rnic, comm: &Comm) -> Result<u32, PerfError> {
 }
 
 fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
+    if a.version {
+        writeln!(out, "Version: {VERSION}")?;
+        return Ok(());
+    }
     let plan = Plan::new(test, a)?;
     let rnic = Rnic::open(rnic_config(a))?;
     let manual = a.manual_progress;
 
     // 1. The control connection and its exchange.
-    let (comm, listener, peer, cycle) = control_connection(a, &plan, &rnic, out)?;
+    let (mut comm, listener, peer, cycle) = control_connection(a, &plan, &rnic, out)?;
+    if matches!(plan.mode, Mode::Infinite { .. }) {
+        // The peer runs until it is interrupted.
+        comm.wait = Duration::MAX;
+    }
 
     // Resources of the test connection.
     let pd = rnic.alloc_pd();
@@ -1186,8 +1821,10 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     for _ in 0..n {
         d.remote = comm.hand_shake(&rnic, &d.local)?;
     }
-    header(out, &plan, a, &rnic, &d, &peer)?;
-    table_head(out, &plan)?;
+    if plan.output.is_none() {
+        header(out, &plan, a, &rnic, &d, &peer)?;
+        table_head(out, &plan)?;
+    }
     out.flush()?;
 
     // 4. The measurements, then teardown.
@@ -1221,15 +1858,20 @@ fn control_connection(
         return Ok((comm, None, to, cycle));
     }
     let l = rnic.listen_on(&a.mpa.listen_addr(a.port))?;
-    writeln!(
-        out,
+    let waiting = format!(
         " Waiting for client to connect on port {}",
         l.local_addr.port()
-    )?;
-    writeln!(out, "\n************************************")?;
-    writeln!(out, "* Waiting for client to connect... *")?;
-    writeln!(out, "************************************")?;
-    out.flush()?;
+    );
+    if plan.output.is_some() {
+        // Only the results go to standard output; the port is still said.
+        eprintln!("{waiting}");
+    } else {
+        writeln!(out, "{waiting}")?;
+        writeln!(out, "\n************************************")?;
+        writeln!(out, "* Waiting for client to connect... *")?;
+        writeln!(out, "************************************")?;
+        out.flush()?;
+    }
     // A control connection whose setup or exchange fails (a malformed or refused
     // MPA Request, answered with a Reject by the RNIC; a peer that went away or sent
     // what is not perftest's exchange) does not end the server: it says so and waits
@@ -1302,17 +1944,33 @@ fn measure(
     out: &mut dyn Write,
 ) -> Result<(), PerfError> {
     match test {
+        Test::WriteBw | Test::ReadBw if plan.duplex => {
+            // perftest's -b: both sides run the sender, between exchanges, and print the
+            // sum of their results.
+            for s in sizes(plan.all, plan.size) {
+                comm.hand_shake(rnic, &d.local)?;
+                let mine = bw_client(rnic, d, plan, s, None, out)?;
+                d.drain(rnic)?;
+                if plan.all {
+                    comm.hand_shake(rnic, &d.local)?;
+                }
+                let theirs = xchg_report(rnic, comm, &mine)?;
+                bw_line(out, plan, &mine.plus(&theirs))?;
+                out.flush()?;
+            }
+            rule(out, plan)?;
+            comm.hand_shake(rnic, &d.local)?;
+        }
         Test::WriteBw | Test::ReadBw => {
             if plan.client {
                 let mut last = None;
                 for s in sizes(plan.all, plan.size) {
-                    let (total, pk) = bw_client(rnic, d, plan, s, None)?;
-                    let r = bw_report(plan.gbits, s, plan.iters, total, pk);
-                    bw_line(out, &r)?;
+                    let r = bw_client(rnic, d, plan, s, None, out)?;
+                    bw_line(out, plan, &r)?;
                     out.flush()?;
                     last = Some(r);
                 }
-                writeln!(out, "{DASHES}")?;
+                rule(out, plan)?;
                 // Our Writes completed when handed to TCP: let them reach the server
                 // before the closing exchange on the control connection overtakes them.
                 d.drain(rnic)?;
@@ -1335,33 +1993,41 @@ fn measure(
                     msg_rate: 0.0,
                 };
                 let r = xchg_report(rnic, comm, &zero)?;
-                bw_line(out, &r)?;
-                writeln!(out, "{DASHES}")?;
+                bw_line(out, plan, &r)?;
+                rule(out, plan)?;
             }
             comm.hand_shake(rnic, &d.local)?;
         }
         Test::SendBw => {
             for s in sizes(plan.all, plan.size) {
-                if !plan.client {
+                if !plan.client || plan.duplex {
                     while d.rq_out < plan.rx_depth {
                         d.post_recv()?;
                     }
                 }
                 comm.hand_shake(rnic, &d.local)?;
-                let r = if plan.client {
+                let r = if plan.duplex {
                     d.credit.buf().write_at(4, &[0; 4])?;
-                    let (total, pk) = bw_client(rnic, d, plan, s, Some(plan.rx_depth))?;
-                    bw_report(plan.gbits, s, plan.iters, total, pk)
+                    let mine = send_bi(rnic, d, plan, s)?;
+                    if plan.mode == Mode::Iters {
+                        mine.plus(&xchg_report(rnic, comm, &mine)?)
+                    } else {
+                        // perftest's -D send-bw -b: each side its own result.
+                        mine
+                    }
+                } else if plan.client {
+                    d.credit.buf().write_at(4, &[0; 4])?;
+                    bw_client(rnic, d, plan, s, Some(plan.rx_depth), out)?
                 } else {
-                    send_bw_server(rnic, d, plan, s)?
+                    send_bw_server(rnic, d, plan, s, out)?
                 };
-                bw_line(out, &r)?;
+                bw_line(out, plan, &r)?;
                 out.flush()?;
                 if plan.all {
                     comm.hand_shake(rnic, &d.local)?;
                 }
             }
-            writeln!(out, "{DASHES}")?;
+            rule(out, plan)?;
             d.drain(rnic)?;
             comm.hand_shake(rnic, &d.local)?;
         }
@@ -1377,38 +2043,35 @@ fn measure(
                 d.wait(rnic, &d.scq, "write-lat opening write")?;
             }
             for s in sizes(plan.all, plan.size) {
-                let posts = write_lat(rnic, d, plan, s)?;
-                let mut v = lat_samples(&posts, 2.0);
-                lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
-                out.flush()?;
+                let run = write_lat(rnic, d, plan, s)?;
+                lat_result(out, plan, s, &run, 2.0)?;
             }
-            writeln!(out, "{DASHES}")?;
+            rule(out, plan)?;
         }
         Test::SendLat => {
             for s in sizes(plan.all, plan.size) {
-                let want = plan.rx_depth.min(plan.iters);
+                let want = match plan.mode {
+                    Mode::Iters => plan.rx_depth.min(plan.iters),
+                    _ => plan.rx_depth,
+                };
                 while d.rq_out < want {
                     d.post_recv()?;
                 }
                 comm.hand_shake(rnic, &d.local)?;
-                let posts = send_lat(rnic, d, plan, s)?;
-                let mut v = lat_samples(&posts, 2.0);
-                lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
-                out.flush()?;
+                let run = send_lat(rnic, d, plan, s)?;
+                lat_result(out, plan, s, &run, 2.0)?;
             }
-            writeln!(out, "{DASHES}")?;
+            rule(out, plan)?;
             comm.hand_shake(rnic, &d.local)?;
         }
         Test::ReadLat => {
             if plan.client {
                 for s in sizes(plan.all, plan.size) {
-                    let posts = read_lat(rnic, d, plan, s)?;
-                    let mut v = lat_samples(&posts, 1.0);
-                    lat_line(out, s, plan.iters, &lat_stats(&mut v))?;
-                    out.flush()?;
+                    let run = read_lat(rnic, d, plan, s)?;
+                    lat_result(out, plan, s, &run, 1.0)?;
                 }
             }
-            writeln!(out, "{DASHES}")?;
+            rule(out, plan)?;
             comm.hand_shake(rnic, &d.local)?;
         }
     }
@@ -1439,6 +2102,19 @@ fn teardown(test: Test, plan: &Plan, rnic: &Rnic, comm: &Comm, d: &Data) {
     }
 }
 
+impl BwReport {
+    /// Both sides of a bidirectional run, as perftest sums them: peak, average and rate
+    /// added, size and iterations ours.
+    fn plus(&self, theirs: &BwReport) -> BwReport {
+        BwReport {
+            peak: self.peak + theirs.peak,
+            avg: self.avg + theirs.avg,
+            msg_rate: self.msg_rate + theirs.msg_rate,
+            ..*self
+        }
+    }
+}
+
 /// perftest's `xchg_bw_reports`: five exchanges (size, iterations, peak, average, message
 /// rate; big endian). Returns the peer's report.
 fn xchg_report(rnic: &Rnic, comm: &Comm, mine: &BwReport) -> Result<BwReport, PerfError> {
@@ -1463,19 +2139,26 @@ fn xchg_report(rnic: &Rnic, comm: &Comm, mine: &BwReport) -> Result<BwReport, Pe
 }
 
 /// The bandwidth sender: RDMA Writes, RDMA Reads or Sends (then within the receiver's
-/// credit window `credit`), up to the tx depth outstanding.
+/// credit window `credit`), up to the tx depth outstanding, for the plan's iterations or
+/// duration; with `--run_infinitely` it prints a line to `out` every period and never
+/// returns but with an error.
 fn bw_client(
     rnic: &Rnic,
     d: &mut Data,
     plan: &Plan,
     size: u64,
     credit: Option<u64>,
-) -> Result<(Duration, f64), PerfError> {
-    let iters = plan.iters;
+    out: &mut dyn Write,
+) -> Result<BwReport, PerfError> {
+    let counted = plan.mode == Mode::Iters;
+    let iters = if counted { plan.iters } else { u64::MAX };
     let depth = plan.tx_depth;
+    let clock = Clock::of(plan.mode);
     let mut posted = 0u64;
     let mut done = 0u64;
-    let mut stamps: Vec<Instant> = Vec::with_capacity(iters as usize);
+    // Completions inside a -D run's measured window.
+    let mut sampled = 0u64;
+    let mut stamps: Vec<Instant> = Vec::with_capacity(if counted { iters as usize } else { 0 });
     let mut wcs = [Wc::new(
         stack::QpId(0),
         0,
@@ -1484,34 +2167,66 @@ fn bw_client(
     ); 64];
     let start = Instant::now();
     let mut last_progress = Instant::now();
-    while done < iters {
+    // --run_infinitely: the period's start and the completions before it.
+    let (mut period_start, mut period_done) = (start, 0u64);
+    loop {
+        let phase = phase_of(clock.as_ref());
+        if (counted && done >= iters) || phase == Phase::End {
+            break;
+        }
         let mut blocked = false;
-        while posted < iters && posted - done < depth {
+        // A post list (-l) of `list` requests goes out in one post call.
+        let list = plan.post_list;
+        while posted < iters && posted - done + list <= depth {
             if let Some(rx) = credit {
-                let window = (posted as u32).wrapping_add(1).wrapping_sub(d.credit()?);
+                let window = (posted as u32)
+                    .wrapping_add(list as u32)
+                    .wrapping_sub(d.credit()?);
                 if u64::from(window) >= rx {
                     blocked = true;
                     break;
                 }
             }
-            let wr = match plan.test {
-                Test::WriteBw => {
-                    SendWr::write(posted, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+            let wr = |i: u64| {
+                let wr = match plan.test {
+                    Test::WriteBw => {
+                        SendWr::write(i, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+                    }
+                    Test::ReadBw => {
+                        SendWr::read(i, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+                    }
+                    _ => SendWr::send(i, vec![d.src(size)]),
+                };
+                if signaled(i, plan.cq_mod, iters) {
+                    wr
+                } else {
+                    wr.unsignaled()
                 }
-                Test::ReadBw => {
-                    SendWr::read(posted, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
-                }
-                _ => SendWr::send(posted, vec![d.src(size)]),
             };
-            let wr = if signaled(posted, plan.cq_mod, iters) {
-                wr
+            if list == 1 {
+                d.qp.post_send(wr(posted))?;
             } else {
-                wr.unsignaled()
-            };
-            d.qp.post_send(wr)?;
-            posted += 1;
+                d.qp.post_send_batch((posted..posted + list).map(wr))
+                    .map_err(|(_, e)| e)?;
+            }
+            posted += list;
         }
         d.kick(rnic);
+        if let Mode::Infinite { period } = plan.mode
+            && period_start.elapsed() >= Duration::from_secs(period)
+        {
+            let now = Instant::now();
+            let r = bw_report(
+                plan.gbits,
+                size,
+                done - period_done,
+                now.duration_since(period_start),
+                None,
+            );
+            bw_line(out, plan, &r)?;
+            out.flush()?;
+            (period_start, period_done) = (now, done);
+        }
         let n = d.scq.poll(&mut wcs);
         if n == 0 {
             if last_progress.elapsed() > TIMEOUT {
@@ -1537,14 +2252,31 @@ fn bw_client(
             // The send queue completes in order: a signaled request's completion stands
             // for the unsignaled ones before it.
             let upto = (wc.wr_id + 1).clamp(done, posted);
-            for _ in done..upto {
-                stamps.push(last_progress);
+            if counted {
+                for _ in done..upto {
+                    stamps.push(last_progress);
+                }
+            } else if phase == Phase::Sample {
+                sampled += upto - done;
             }
             done = upto;
         }
     }
-    let total = start.elapsed();
-    Ok((total, peak(&stamps, start, size, depth as usize)))
+    match clock {
+        // What is still outstanding completes before the closing exchange (Data::drain).
+        Some(c) => Ok(bw_report(plan.gbits, size, sampled, c.sample(), None)),
+        None => {
+            let total = start.elapsed();
+            let pk = peak(&stamps, start, size, depth as usize);
+            Ok(bw_report(
+                plan.gbits,
+                size,
+                iters,
+                total,
+                (!plan.no_peak).then_some(pk),
+            ))
+        }
+    }
 }
 
 /// perftest's CQ moderation: request `i` (from 0) of `iters` is signaled when it is every
@@ -1557,14 +2289,21 @@ fn signaled(i: u64, cq_mod: u64, iters: u64) -> bool {
 /// and returning credits (RDMA Writes of its receive count) every `rx_depth / 3`. A credit
 /// goes out only once the receives it stands for are posted again; a post the runtime
 /// refuses as a full queue (its count can lag behind completions already polled) is
-/// retried.
+/// retried. With -D it receives (reposting every receive) until its clock, started at the
+/// first message as perftest's, runs out; with --run_infinitely it prints a line to `out`
+/// every period and never returns but with an error.
 fn send_bw_server(
     rnic: &Rnic,
     d: &mut Data,
     plan: &Plan,
     size: u64,
+    out: &mut dyn Write,
 ) -> Result<BwReport, PerfError> {
-    let iters = plan.iters;
+    let counted = plan.mode == Mode::Iters;
+    let iters = if counted { plan.iters } else { u64::MAX };
+    let mut clock = None;
+    let mut sampled = 0u64;
+    let (mut period_start, mut period_rcnt) = (Instant::now(), 0u64);
     let credit_every = (plan.rx_depth / 3).max(1);
     let mut posted = d.rq_out.min(iters);
     let mut rcnt = 0u64;
@@ -1573,9 +2312,27 @@ fn send_bw_server(
     let mut owed = 0u64;
     let mut credit_due = false;
     let mut start = None;
-    let mut stamps = Vec::with_capacity(iters as usize);
+    let mut stamps = Vec::with_capacity(if counted { iters as usize } else { 0 });
     let mut last = Instant::now();
     loop {
+        if phase_of(clock.as_ref()) == Phase::End {
+            break;
+        }
+        if let Mode::Infinite { period } = plan.mode
+            && period_start.elapsed() >= Duration::from_secs(period)
+        {
+            let now = Instant::now();
+            let r = bw_report(
+                plan.gbits,
+                size,
+                rcnt - period_rcnt,
+                now.duration_since(period_start),
+                None,
+            );
+            bw_line(out, plan, &r)?;
+            out.flush()?;
+            (period_start, period_rcnt) = (now, rcnt);
+        }
         while owed > 0 {
             d.post_recv()?;
             owed -= 1;
@@ -1627,7 +2384,14 @@ fn send_bw_server(
         }
         last = Instant::now();
         start.get_or_insert(last);
-        stamps.push(last);
+        if counted {
+            stamps.push(last);
+        } else if clock.is_none() {
+            clock = Clock::of(plan.mode);
+        }
+        if phase_of(clock.as_ref()) == Phase::Sample && clock.is_some() {
+            sampled += 1;
+        }
         rcnt += 1;
         d.rq_out = d.rq_out.saturating_sub(1);
         if posted < iters {
@@ -1642,6 +2406,9 @@ fn send_bw_server(
         d.wait(rnic, &d.scq, "credit write")?;
         credits_out -= 1;
     }
+    if let Some(c) = clock {
+        return Ok(bw_report(plan.gbits, size, sampled, c.sample(), None));
+    }
     let first = start.unwrap_or(last);
     let total = last.duration_since(first);
     // As perftest's receiver reports it: every message, timed from the first receive to
@@ -1653,7 +2420,164 @@ fn send_bw_server(
         size,
         plan.tx_depth as usize,
     );
-    Ok(bw_report(plan.gbits, size, n, total, pk))
+    Ok(bw_report(
+        plan.gbits,
+        size,
+        n,
+        total,
+        (!plan.no_peak).then_some(pk),
+    ))
+}
+
+/// send-bw -b (perftest's `run_iter_bi`): each side sends within the peer's credit window
+/// and receives, reposting receives and returning credits (RDMA Writes of its receive count,
+/// told apart from its Sends by their completions' opcode) every `rx_depth / 3`. The client
+/// starts at once, the server at its first receive (so it never sends into a client that
+/// is not running yet). Ends when all Sends completed and all the peer's arrived, or with
+/// -D when its clock, started at the same points, runs out. Returns the Sends' result.
+fn send_bi(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<BwReport, PerfError> {
+    let counted = plan.mode == Mode::Iters;
+    let iters = if counted { plan.iters } else { u64::MAX };
+    let (depth, list, rx) = (plan.tx_depth, plan.post_list, plan.rx_depth);
+    let credit_every = (rx / 3).max(1);
+    let mut clock = if plan.client {
+        Clock::of(plan.mode)
+    } else {
+        None
+    };
+    let mut sending = plan.client;
+    let (mut posted, mut done, mut sampled) = (0u64, 0u64, 0u64);
+    let mut reposted = d.rq_out.min(iters);
+    let (mut rcnt, mut owed, mut credits_out, mut credit_due) = (0u64, 0u64, 0u64, false);
+    let mut stamps: Vec<Instant> = Vec::with_capacity(if counted { iters as usize } else { 0 });
+    let mut wcs = [Wc::new(
+        stack::QpId(0),
+        0,
+        stack::WcOpcode::Send,
+        stack::WcStatus::Success,
+    ); 64];
+    let mut start = Instant::now();
+    let mut last_progress = Instant::now();
+    loop {
+        let phase = phase_of(clock.as_ref());
+        if phase == Phase::End || (counted && done >= iters && rcnt >= iters && owed == 0) {
+            break;
+        }
+        // Receives first: reposts, then a due credit.
+        while owed > 0 {
+            d.post_recv()?;
+            owed -= 1;
+        }
+        if credit_due && credits_out < 8 {
+            d.credit.buf().write_at(0, &(rcnt as u32).to_le_bytes())?;
+            let wr = SendWr::write(
+                rcnt,
+                vec![d.credit.sge(0, 4)],
+                d.remote.rkey,
+                d.remote.vaddr,
+            );
+            match d.qp.post_send(wr) {
+                Ok(()) => {
+                    credits_out += 1;
+                    credit_due = false;
+                }
+                Err(stack::PostError::QueueFull { .. }) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        while sending && posted < iters && posted - done + list <= depth {
+            let window = (posted as u32)
+                .wrapping_add(list as u32)
+                .wrapping_sub(d.credit()?);
+            if u64::from(window) >= rx {
+                break;
+            }
+            let wr = |i: u64| {
+                let wr = SendWr::send(i, vec![d.src(size)]);
+                if signaled(i, plan.cq_mod, iters) {
+                    wr
+                } else {
+                    wr.unsignaled()
+                }
+            };
+            d.qp.post_send_batch((posted..posted + list).map(wr))
+                .map_err(|(_, e)| e)?;
+            posted += list;
+        }
+        d.kick(rnic);
+        let mut progress = false;
+        while let Some(wc) = if rcnt < iters { d.rcq.poll_one() } else { None } {
+            if !wc.status.is_success() {
+                return fail(format!("receive failed: {wc}"));
+            }
+            progress = true;
+            if !sending {
+                // The server sends once the client is running, and times from then.
+                sending = true;
+                start = Instant::now();
+                clock = Clock::of(plan.mode);
+            }
+            rcnt += 1;
+            d.rq_out = d.rq_out.saturating_sub(1);
+            if reposted < iters {
+                owed += 1;
+                reposted += 1;
+            }
+            if (rcnt % rx).is_multiple_of(credit_every) {
+                credit_due = true;
+            }
+        }
+        let n = d.scq.poll(&mut wcs);
+        for wc in wcs.iter().take(n) {
+            if !wc.status.is_success() {
+                return fail(format!("work request failed: {wc}"));
+            }
+            progress = true;
+            if wc.opcode == stack::WcOpcode::RdmaWrite {
+                credits_out = credits_out.saturating_sub(1);
+                continue;
+            }
+            let upto = (wc.wr_id + 1).clamp(done, posted);
+            if counted {
+                let now = Instant::now();
+                for _ in done..upto {
+                    stamps.push(now);
+                }
+            } else if phase == Phase::Sample {
+                sampled += upto - done;
+            }
+            done = upto;
+        }
+        if progress {
+            last_progress = Instant::now();
+        } else {
+            if last_progress.elapsed() > TIMEOUT {
+                return fail(format!(
+                    "send-bw -b: stalled ({done} Sends completed, {rcnt} received)"
+                ));
+            }
+            if matches!(d.qp.state(), QpState::Error | QpState::Terminate) {
+                return fail("send-bw -b: the connection broke");
+            }
+            std::thread::yield_now();
+        }
+    }
+    match clock {
+        Some(c) if !counted => Ok(bw_report(plan.gbits, size, sampled, c.sample(), None)),
+        _ => {
+            let total = stamps
+                .last()
+                .map_or(Duration::ZERO, |t| t.duration_since(start));
+            let pk = peak(&stamps, start, size, depth as usize);
+            Ok(bw_report(
+                plan.gbits,
+                size,
+                iters,
+                total,
+                (!plan.no_peak).then_some(pk),
+            ))
+        }
+    }
 }
 
 /// Peak bandwidth (bytes/s): the run's completions are cut into ten equal slices (each at
@@ -1676,15 +2600,71 @@ fn peak(stamps: &[Instant], start: Instant, size: u64, depth: usize) -> f64 {
     best
 }
 
+/// What a latency run measured: the post times (iterations) or the transactions completed
+/// in a -D run's window.
+struct LatRun {
+    posts: Vec<Instant>,
+    sampled: u64,
+}
+
+/// The iterations of a latency run (none: until its clock runs out) and its clock.
+fn lat_bounds(plan: &Plan) -> (u64, Option<Clock>) {
+    match plan.mode {
+        Mode::Iters => (plan.iters, None),
+        _ => (u64::MAX, Clock::of(plan.mode)),
+    }
+}
+
+/// Waits for a completion on `cq` until `clock` runs out (`None` then): the -D runs of the
+/// ping-pongs, whose peer may stop first.
+fn wait_or_end(
+    rnic: &Rnic,
+    d: &Data,
+    cq: &Cq,
+    clock: Option<&Clock>,
+    what: &str,
+) -> Result<Option<Wc>, PerfError> {
+    if clock.is_none() {
+        return d.wait(rnic, cq, what).map(Some);
+    }
+    let start = Instant::now();
+    loop {
+        d.kick(rnic);
+        if let Some(wc) = cq.poll_one() {
+            if !wc.status.is_success() {
+                return fail(format!("{what}: work request failed: {wc}"));
+            }
+            return Ok(Some(wc));
+        }
+        if phase_of(clock) == Phase::End {
+            return Ok(None);
+        }
+        if matches!(d.qp.state(), QpState::Error | QpState::Terminate) {
+            return fail(format!("{what}: the connection broke"));
+        }
+        if start.elapsed() > TIMEOUT {
+            return fail(format!("{what}: nothing within {} s", TIMEOUT.as_secs()));
+        }
+        std::thread::yield_now();
+    }
+}
+
 /// write-lat: the server writes first; each side waits for the peer's count in the last
 /// octet of its area, then writes its own. Returns the post times.
-fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Instant>, PerfError> {
-    let iters = plan.iters;
+fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun, PerfError> {
+    let (iters, clock) = lat_bounds(plan);
+    let counted = clock.is_none();
     let poll_at = (d.area + size - 1) as usize;
     let post_at = (size - 1) as usize;
-    let mut posts = Vec::with_capacity(iters as usize);
+    let mut run = LatRun {
+        posts: Vec::with_capacity(if counted { iters as usize } else { 0 }),
+        sampled: 0,
+    };
     let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
     while scnt < iters || ccnt < iters || rcnt < iters {
+        if phase_of(clock.as_ref()) == Phase::End {
+            break;
+        }
         // The server writes first.
         if rcnt < iters && (plan.client || scnt >= 1) {
             rcnt += 1;
@@ -1707,6 +2687,10 @@ fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<In
                         }
                         ccnt += 1;
                     }
+                    if phase_of(clock.as_ref()) == Phase::End {
+                        // The peer stopped first: its clock ran out before ours.
+                        return Ok(run);
+                    }
                     if start.elapsed() > TIMEOUT {
                         return fail("write-lat: the peer's write did not arrive");
                     }
@@ -1715,7 +2699,9 @@ fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<In
             }
         }
         if scnt < iters {
-            posts.push(Instant::now());
+            if counted {
+                run.posts.push(Instant::now());
+            }
             scnt += 1;
             d.buf.buf().write_at(post_at, &[scnt as u8])?;
             d.qp.post_send(SendWr::write(
@@ -1742,21 +2728,30 @@ fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<In
                 return Err(e);
             }
             ccnt += 1;
+            if clock.is_some() && phase_of(clock.as_ref()) == Phase::Sample {
+                run.sampled += 1;
+            }
         }
     }
-    Ok(posts)
+    Ok(run)
 }
 
 /// send-lat: the client sends first; each side answers a received message.
-fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Instant>, PerfError> {
-    let iters = plan.iters;
-    let mut posts = Vec::with_capacity(iters as usize);
+fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun, PerfError> {
+    let (iters, clock) = lat_bounds(plan);
+    let counted = clock.is_none();
+    let mut run = LatRun {
+        posts: Vec::with_capacity(if counted { iters as usize } else { 0 }),
+        sampled: 0,
+    };
     let mut posted = d.rq_out.min(iters);
     let (mut scnt, mut rcnt) = (0u64, 0u64);
     while scnt < iters || rcnt < iters {
         // The client sends first.
         if rcnt < iters && (!plan.client || scnt >= 1) {
-            d.wait(rnic, &d.rcq, "send-lat")?;
+            if wait_or_end(rnic, d, &d.rcq, clock.as_ref(), "send-lat")?.is_none() {
+                break;
+            }
             rcnt += 1;
             d.rq_out = d.rq_out.saturating_sub(1);
             if posted < iters {
@@ -1764,21 +2759,39 @@ fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Ins
                 posted += 1;
             }
         }
+        if phase_of(clock.as_ref()) == Phase::End {
+            break;
+        }
         if scnt < iters {
-            posts.push(Instant::now());
+            if counted {
+                run.posts.push(Instant::now());
+            }
             scnt += 1;
             d.qp.post_send(SendWr::send(scnt, vec![d.src(size)]))?;
             d.wait(rnic, &d.scq, "send-lat")?;
+            if clock.is_some() && phase_of(clock.as_ref()) == Phase::Sample {
+                run.sampled += 1;
+            }
         }
     }
-    Ok(posts)
+    Ok(run)
 }
 
 /// read-lat: one RDMA Read at a time from the peer's buffer.
-fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Instant>, PerfError> {
-    let mut posts = Vec::with_capacity(plan.iters as usize);
-    for i in 0..plan.iters {
-        posts.push(Instant::now());
+fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun, PerfError> {
+    let (iters, clock) = lat_bounds(plan);
+    let counted = clock.is_none();
+    let mut run = LatRun {
+        posts: Vec::with_capacity(if counted { iters as usize } else { 0 }),
+        sampled: 0,
+    };
+    for i in 0..iters {
+        if phase_of(clock.as_ref()) == Phase::End {
+            break;
+        }
+        if counted {
+            run.posts.push(Instant::now());
+        }
         d.qp.post_send(SendWr::read(
             i,
             vec![d.src(size)],
@@ -1786,8 +2799,11 @@ fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<Vec<Ins
             d.remote.vaddr,
         ))?;
         d.wait(rnic, &d.scq, "read-lat")?;
+        if clock.is_some() && phase_of(clock.as_ref()) == Phase::Sample {
+            run.sampled += 1;
+        }
     }
-    Ok(posts)
+    Ok(run)
 }
 
 #[cfg(test)]
@@ -1839,6 +2855,61 @@ mod tests {
         assert_eq!(c_hex(2, 6), "0x0002");
         assert_eq!(c_hex(0xe3040b, 6), "0xe3040b");
         assert_eq!(c_hex(0x55b7a6cef000, 16), "0x0055b7a6cef000");
+    }
+
+    #[test]
+    fn c_style_g_matches_printf() {
+        for (v, want) in [
+            (52.333, "52.333"),
+            (34.64651, "34.6465"),
+            (85591.94, "85591.9"),
+            (110421.3, "110421"),
+            (1234567.0, "1.23457e+06"),
+            (0.00001234, "1.234e-05"),
+            (0.5, "0.5"),
+            (2.0, "2"),
+        ] {
+            assert_eq!(c_g(v), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn cpu_frequency_from_cpuinfo() {
+        let info = "processor\t: 0\nmodel name\t: x\ncpu MHz\t\t: 2596.132\ncache size\t: 1 KB\n\nprocessor\t: 1\ncpu MHz\t\t: 1200.000\n";
+        assert_eq!(cpu_mhz(info), Some(2596.132));
+        assert_eq!(cpu_mhz("processor\t: 0\n"), None);
+        assert_eq!(cpu_mhz("cpu MHz\t: 0\n"), None);
+    }
+
+    /// Every perftest option the tools refuse is unknown to their parser (so it reaches
+    /// the refusal, never an implementation) and has a message naming it.
+    #[test]
+    fn unimplemented_perftest_options_are_refused_by_name() {
+        #[derive(clap::Parser, Debug)]
+        struct P {
+            #[command(flatten)]
+            _a: PerfArgs,
+        }
+        for (short, long, _) in NOT_IMPLEMENTED {
+            for name in [short, long].into_iter().filter(|n| !n.is_empty()) {
+                let e = <P as clap::Parser>::try_parse_from(["x", "127.0.0.1", name, "1"])
+                    .expect_err(name);
+                assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{name}");
+                let arg = e
+                    .get(clap::error::ContextKind::InvalidArg)
+                    .unwrap()
+                    .to_string();
+                let msg = refusal(&arg).unwrap_or_else(|| panic!("{name}: {arg}"));
+                assert!(
+                    msg.contains(name) && msg.contains("not implemented"),
+                    "{msg}"
+                );
+            }
+        }
+        assert!(refusal("--qp=4").unwrap().contains("-q/--qp"));
+        assert!(refusal("-q4").unwrap().contains("-q/--qp"));
+        assert_eq!(refusal("--bogus"), None);
+        assert_eq!(refusal("-s"), None);
     }
 
     /// perftest's moderation: every Nth request and the last are signaled.

@@ -481,3 +481,474 @@ fn zero_and_nonsense_values_are_refused() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+/// perftest's -D: every tool runs for the given seconds instead of iterations, both ends on
+/// their own clocks; bandwidth rows count the messages of the measured window (no peak:
+/// 0.00), latency rows give the average latency and transactions per second, whose
+/// product is a fixed fraction of a second (one round trip is two latencies).
+#[test]
+fn duration_runs_for_seconds_not_iterations() {
+    for tool in ["write-bw", "read-bw", "send-bw"] {
+        let t0 = std::time::Instant::now();
+        let (client, server) = perf_pair(tool, &["-D", "2", "-s", "4096"]);
+        let took = t0.elapsed().as_secs_f64();
+        assert!((2.0..15.0).contains(&took), "{tool}: {took} s");
+        assert!(
+            client.contains(" Duration        : 2 s (margin 0 s)"),
+            "{client}"
+        );
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        let r = &rows[0];
+        assert_eq!(r[0], 4096.0, "{client}");
+        assert!(r[1] > 10.0, "{tool}: few messages: {client}");
+        assert_eq!(r[2], 0.0, "{tool}: -D reports no peak: {client}");
+        // Average = messages × size over the 2 s window.
+        let want = r[1] * 4096.0 / 2.0 / 1_048_576.0;
+        assert!(
+            (r[3] - want).abs() <= 0.01 + want * 1e-3,
+            "{tool}: {client}"
+        );
+        let srows = result_rows(&server);
+        assert_eq!(srows.len(), 1, "{tool}: {server}");
+        if tool != "send-bw" {
+            assert_eq!(srows, rows, "the server prints the client's report");
+        }
+    }
+    for (tool, factor) in [("write-lat", 2.0), ("send-lat", 2.0), ("read-lat", 1.0)] {
+        let (client, server) = perf_pair(tool, &["-D", "3", "-f", "1", "-s", "64"]);
+        assert!(
+            client.contains(" #bytes        #iterations       t_avg[usec]    tps average"),
+            "{client}"
+        );
+        let rows: Vec<Vec<f64>> = client
+            .lines()
+            .filter_map(|l| {
+                let v: Vec<f64> = l
+                    .split_whitespace()
+                    .map(|w| w.parse().ok())
+                    .collect::<Option<_>>()?;
+                (v.len() == 4).then_some(v)
+            })
+            .collect();
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        let r = &rows[0];
+        assert_eq!(r[0], 64.0);
+        assert!(r[1] > 10.0, "{tool}: {client}");
+        // Over the 1 s window: t_avg = 1e6 / factor / n and tps = n.
+        assert!((r[3] - r[1]).abs() < 0.01, "{tool}: {client}");
+        let product = r[2] * r[3] * factor;
+        assert!(
+            (product - 1e6).abs() < 1e6 * 0.01,
+            "{tool}: {product}: {client}"
+        );
+        assert!(!server.is_empty());
+    }
+}
+
+/// perftest's --run_infinitely: the client prints a result line every -D seconds, each
+/// measured over its period, until it is interrupted.
+#[test]
+fn run_infinitely_prints_a_line_per_period() {
+    use std::io::{BufRead, BufReader};
+    for tool in ["write-bw", "send-bw"] {
+        let args = ["--run_infinitely", "-D", "1", "-s", "4096"];
+        let server = Server::perf(tool, &args);
+        let mut client = bin()
+            .arg(tool)
+            .arg("127.0.0.1")
+            .args(["-p", &server.port.to_string()])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let mut rows = Vec::new();
+        let lines = BufReader::new(client.stdout.take().unwrap()).lines();
+        for line in lines.map_while(Result::ok) {
+            rows.extend(result_rows(&line));
+            if rows.len() == 3 {
+                break;
+            }
+        }
+        let took = t0.elapsed().as_secs_f64();
+        assert!(
+            client.try_wait().unwrap().is_none(),
+            "{tool}: the client ended"
+        );
+        client.kill().unwrap();
+        let _ = client.wait();
+        assert_eq!(rows.len(), 3, "{tool}: {rows:?}");
+        assert!((2.5..20.0).contains(&took), "{tool}: 3 lines in {took} s");
+        for r in &rows {
+            assert_eq!((r[0], r[2]), (4096.0, 0.0), "{tool}: {rows:?}");
+            assert!(r[1] > 0.0 && r[3] > 0.0, "{tool}: {rows:?}");
+        }
+        // The client's end ends the server's wait.
+        server.wait();
+    }
+}
+
+/// -D and --run_infinitely are checked as perftest checks them.
+#[test]
+fn duration_options_are_checked() {
+    for (tool, args, needle) in [
+        ("write-bw", &["-D", "0"][..], "-D 0: the duration must be"),
+        (
+            "write-bw",
+            &["-D", "4", "-f", "2"][..],
+            "must exceed twice the margin",
+        ),
+        ("write-bw", &["-D", "2", "-a"][..], "does not run all sizes"),
+        ("send-bw", &["-D", "2", "-e"][..], "does not work with -e"),
+        (
+            "write-bw",
+            &["--run_infinitely", "-e"][..],
+            "does not work with -e",
+        ),
+        (
+            "write-lat",
+            &["--run_infinitely"][..],
+            "only the bandwidth tests",
+        ),
+        ("write-bw", &["-f", "1"][..], "--duration"),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+/// perftest's --output: both ends print only the number, one line per result (C's `%lf`).
+#[test]
+fn output_prints_only_the_number() {
+    for (tool, what, args) in [
+        ("write-bw", "bandwidth", &["-s", "4096", "-n", "200"][..]),
+        ("send-bw", "message_rate", &["-s", "4096", "-n", "200"][..]),
+        ("read-bw", "bandwidth", &["-s", "4096", "-n", "200"][..]),
+        ("send-lat", "latency", &["-s", "64", "-n", "100"][..]),
+        ("write-lat", "latency", &["-s", "64", "-D", "2"][..]),
+        ("write-bw", "bandwidth", &["-s", "4096", "-D", "2"][..]),
+    ] {
+        let output = format!("--output={what}");
+        let mut all = args.to_vec();
+        all.push(&output);
+        let server = Server::perf(tool, &all);
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", &server.port.to_string()])
+            .args(&all)
+            .output()
+            .unwrap();
+        let exit = server.wait();
+        assert!(out.status.success(), "{tool}: {out:?}");
+        assert!(exit.status.success(), "{tool}: {}", exit.text());
+        let client = String::from_utf8_lossy(&out.stdout).into_owned();
+        if tool.starts_with("write-bw") || tool.starts_with("read-bw") {
+            // The server's number is the client's result, carried in the report exchange.
+            assert_eq!(client, exit.stdout, "{tool}");
+        }
+        for text in [client, exit.stdout] {
+            let lines: Vec<&str> = text.lines().collect();
+            assert_eq!(lines.len(), 1, "{tool} {what}: {text}");
+            let (int, frac) = lines[0].split_once('.').expect("a decimal point");
+            assert_eq!(frac.len(), 6, "{tool}: {text}");
+            let v: f64 = lines[0].parse().unwrap();
+            assert!(
+                v > 0.0 && int.chars().all(|c| c.is_ascii_digit()),
+                "{tool}: {text}"
+            );
+        }
+    }
+    // Each test prints what suits it (as perftest).
+    for (tool, what) in [
+        ("write-bw", "latency"),
+        ("write-lat", "bandwidth"),
+        ("send-lat", "message_rate"),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1", &format!("--output={what}")])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tool} {what}: {err}");
+        assert!(err.contains(&format!("--output={what}: a ")), "{err}");
+    }
+}
+
+/// The "N, value" lines of -H / -U listings, one Vec per listing.
+fn listings(text: &str) -> Vec<(String, Vec<f64>)> {
+    let mut all: Vec<(String, Vec<f64>)> = Vec::new();
+    for l in text.lines() {
+        if let Some(unit) = l.strip_prefix("#, ") {
+            all.push((unit.to_owned(), Vec::new()));
+        } else if let Some((n, v)) = l.split_once(", ")
+            && let (Ok(n), Ok(v)) = (n.parse::<usize>(), v.parse::<f64>())
+            && let Some(last) = all.last_mut()
+        {
+            assert_eq!(n, last.1.len() + 1, "{text}");
+            last.1.push(v);
+        }
+    }
+    all
+}
+
+/// perftest's -H (every sample, sorted), -U (as measured) and -C (in CPU cycles): the
+/// listing holds one sample per iteration after the first, and the summary's minimum,
+/// maximum and median are the listing's.
+#[test]
+fn latency_sample_listings_and_cycles() {
+    for tool in ["send-lat", "read-lat", "write-lat"] {
+        let (client, _) = perf_pair(tool, &["-n", "40", "-s", "64", "-H", "-U"]);
+        let lists = listings(&client);
+        assert_eq!(lists.len(), 2, "{tool}: {client}");
+        let (unsorted, sorted) = (&lists[0], &lists[1]);
+        assert_eq!((unsorted.0.as_str(), sorted.0.as_str()), ("usec", "usec"));
+        assert_eq!(sorted.1.len(), 39, "{tool}: {client}");
+        assert!(sorted.1.windows(2).all(|w| w[0] <= w[1]), "{client}");
+        let mut resorted = unsorted.1.clone();
+        resorted.sort_by(f64::total_cmp);
+        assert_eq!(resorted, sorted.1, "-U lists the same samples");
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{client}");
+        let close = |a: f64, b: f64| (a - b).abs() <= 0.006 + b * 1e-5;
+        assert!(close(rows[0][2], sorted.1[0]), "min: {client}");
+        assert!(close(rows[0][3], sorted.1[38]), "max: {client}");
+        assert!(close(rows[0][4], sorted.1[19]), "median: {client}");
+    }
+    let (client, _) = perf_pair("send-lat", &["-n", "30", "-C", "-H"]);
+    assert!(client.contains("t_avg[cycles]"), "{client}");
+    let lists = listings(&client);
+    assert_eq!(lists.len(), 1, "{client}");
+    assert_eq!(lists[0].0, "cycles");
+    let rows = result_rows(&client);
+    // Cycles of a CPU of at least 100 MHz: a round trip over loopback is over 100 cycles.
+    assert!(rows[0][2] > 100.0, "{client}");
+    assert!((rows[0][2] - lists[0].1[0]).abs() < 1.0, "{client}");
+
+    for (tool, args, needle) in [
+        (
+            "write-bw",
+            &["-H"][..],
+            "-H: available only in the latency tests",
+        ),
+        (
+            "send-bw",
+            &["-C"][..],
+            "-C: available only in the latency tests",
+        ),
+        ("send-lat", &["-U", "-D", "2"][..], "-U: a -D run keeps no"),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+/// perftest's -l: the senders post lists of N work requests per call, with one signaled
+/// completion per list unless -Q divides it; every message still arrives (send-bw: within
+/// the receiver's credit window).
+#[test]
+fn post_lists() {
+    for (tool, args, modn) in [
+        ("write-bw", &["-l", "8", "-n", "400", "-s", "4096"][..], "8"),
+        (
+            "read-bw",
+            &["-l", "4", "-n", "200", "-s", "4096", "-Q", "2"][..],
+            "2",
+        ),
+        (
+            "send-bw",
+            &["-l", "4", "-n", "400", "-s", "1024", "-r", "16"][..],
+            "4",
+        ),
+        ("write-bw", &["-l", "16", "-D", "2", "-s", "4096"][..], "16"),
+    ] {
+        let (client, server) = perf_pair(tool, args);
+        assert!(
+            client.contains(&format!(
+                "{} Post List BW Test",
+                if tool == "send-bw" {
+                    "Send"
+                } else if tool == "read-bw" {
+                    "RDMA_Read"
+                } else {
+                    "RDMA_Write"
+                }
+            )),
+            "{client}"
+        );
+        assert!(
+            client.contains(&format!(" CQ Moderation   : {modn}\n")),
+            "{client}"
+        );
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        if !args.contains(&"-D") {
+            let n: f64 = args[args.iter().position(|a| *a == "-n").unwrap() + 1]
+                .parse()
+                .unwrap();
+            assert_eq!(rows[0][1], n, "{tool}: {client}");
+            assert_eq!(result_rows(&server)[0][1], n, "{tool}: {server}");
+        } else {
+            assert!(rows[0][1] >= 16.0 && rows[0][1] % 16.0 == 0.0, "{client}");
+        }
+    }
+    for (tool, args, needle) in [
+        (
+            "write-bw",
+            &["-l", "3", "-n", "10"][..],
+            "must be a multiple of the post list",
+        ),
+        (
+            "write-bw",
+            &["-l", "4", "-Q", "3", "-n", "8"][..],
+            "multiple of the CQ moderation",
+        ),
+        (
+            "write-bw",
+            &["-l", "32", "-t", "16", "-n", "64"][..],
+            "must fit the TX depth",
+        ),
+        ("write-lat", &["-l", "2"][..], "bandwidth tests only"),
+        (
+            "write-bw",
+            &["-l", "0"][..],
+            "-l 0: the post list must be 1",
+        ),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+/// perftest's -b: both sides send and each prints the sum of both results, exchanged after
+/// each size, so both print the same line; send-bw's sides each wait for all of the other's
+/// messages (and a -D run prints each side's own result).
+#[test]
+fn bidirectional_runs() {
+    for (tool, verb, args) in [
+        ("write-bw", "RDMA_Write", &["-n", "300", "-s", "4096"][..]),
+        ("read-bw", "RDMA_Read", &["-n", "300", "-s", "4096"][..]),
+        (
+            "send-bw",
+            "Send",
+            &["-n", "300", "-s", "4096", "-r", "12"][..],
+        ),
+        (
+            "send-bw",
+            "Send",
+            &["-n", "400", "-s", "1024", "-l", "4"][..],
+        ),
+    ] {
+        let mut all = args.to_vec();
+        all.push("-b");
+        let (client, server) = perf_pair(tool, &all);
+        for text in [&client, &server] {
+            assert!(text.contains(&format!("{verb} Bidirectional")), "{text}");
+            assert!(
+                text.contains(" TX depth        : "),
+                "both sides send: {text}"
+            );
+        }
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        let size: f64 = args[args.iter().position(|a| *a == "-s").unwrap() + 1]
+            .parse()
+            .unwrap();
+        assert_eq!(rows[0][0], size, "{client}");
+        assert!(rows[0][3] > 0.0 && rows[0][2] >= rows[0][3], "{client}");
+        assert_eq!(
+            result_rows(&server),
+            rows,
+            "{tool}: the same sum on both sides"
+        );
+    }
+    // All sizes: one summed line per size on both sides.
+    let (client, server) = perf_pair("send-bw", &["-b", "-a", "-n", "4"]);
+    let sizes = |t: &str| result_rows(t).iter().map(|r| r[0]).collect::<Vec<_>>();
+    let want: Vec<f64> = (1..=23).map(|i| f64::from(1u32 << i)).collect();
+    assert_eq!(sizes(&client), want, "{client}");
+    assert_eq!(sizes(&server), want, "{server}");
+    // -D: each side's own messages of its window.
+    let (client, server) = perf_pair("send-bw", &["-b", "-D", "2", "-s", "4096"]);
+    for text in [&client, &server] {
+        let rows = result_rows(text);
+        assert_eq!(rows.len(), 1, "{text}");
+        assert!(rows[0][1] > 10.0 && rows[0][2] == 0.0, "{text}");
+    }
+    for (tool, args, needle) in [
+        ("write-lat", &["-b"][..], "bandwidth tests only"),
+        (
+            "write-bw",
+            &["-b", "--run_infinitely"][..],
+            "not implemented",
+        ),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+/// perftest options the tools do not implement are refused by name with exit 2, never
+/// ignored; -N drops the peak; -V prints the announced version.
+#[test]
+fn perftest_options_not_implemented_are_refused() {
+    for (args, needle) in [
+        (
+            &["-q", "2"][..],
+            "perftest's -q/--qp is not implemented by softrnic",
+        ),
+        (&["--qp=2"][..], "perftest's -q/--qp is not implemented"),
+        (
+            &["--cpu_util"][..],
+            "perftest's --cpu_util is not implemented",
+        ),
+        (&["-FS", "1"][..], "perftest's -S/--sl is not implemented"),
+        (
+            &["--use-srq"][..],
+            "perftest's --use-srq is not implemented",
+        ),
+    ] {
+        let out = bin()
+            .args(["send-bw", "127.0.0.1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.starts_with("softrnic: send-bw: ") && err.contains(needle),
+            "{args:?}: {err}"
+        );
+    }
+    let (client, server) = perf_pair("write-bw", &["-N", "-n", "100", "-s", "4096"]);
+    let rows = result_rows(&client);
+    assert_eq!(rows[0][2], 0.0, "-N: no peak: {client}");
+    assert!(rows[0][3] > 0.0, "{client}");
+    assert_eq!(result_rows(&server), rows);
+    let out = bin().args(["read-lat", "-V"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "Version: 6.06\n");
+}

@@ -9,11 +9,12 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=runs.sh
 . /lab/scenario/runs.sh
 rc=0
-while read -r tag tool port size iters expect; do
+while read -r tag tool port size iters expect opts; do
     lab_wait "$tag.ready" 120 || { rc=1; break; }
     crc=0
+    # shellcheck disable=SC2086 # the options are words
     lab_step "$tag" timeout "$(pt_limit "$expect")" "ib_$tool" -R -F -d siw0 -p "$port" \
-        -n "$iters" -s "$size" "$LAB_HOST_IP" >"$tag.log" 2>&1 || crc=$?
+        -n "$iters" -s "$size" $opts "$LAB_HOST_IP" >"$tag.log" 2>&1 || crc=$?
     tail -n 3 "$tag.log" | cut -c1-120
     lab_signal "$tag.done" "$crc"
     if [[ $expect == ok && $crc -ne 0 ]]; then

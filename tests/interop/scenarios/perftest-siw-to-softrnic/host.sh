@@ -8,10 +8,11 @@ set -euo pipefail
 . "$LAB_SCENARIO_DIR/runs.sh"
 rc=0
 : >expected.txt
-while read -r tag tool port size iters expect; do
+while read -r tag tool port size iters expect opts; do
     log=$tag.log
+    # shellcheck disable=SC2086 # the options are words
     timeout "$(($(pt_limit "$expect") + 20))" "$LAB_SOFTRNIC" "${tool//_/-}" -R -p "$port" \
-        -n "$iters" -s "$size" >"$log" 2>&1 &
+        -n "$iters" -s "$size" $opts >"$log" 2>&1 &
     pid=$!
     for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
     echo "$port" >"$LAB_FLAGS/$tag.ready"
@@ -19,7 +20,7 @@ while read -r tag tool port size iters expect; do
     wait "$pid" || src=$?
     for _ in $(seq 600); do [[ -e $LAB_FLAGS/$tag.done ]] && break; sleep 0.1; done
     crc=$(cat "$LAB_FLAGS/$tag.done" 2>/dev/null || echo none)
-    echo "== $tag: softrnic ${tool//_/-} server exit status $src, siw ib_$tool client exit status $crc (expected $expect)"
+    echo "== $tag${opts:+ ($opts)}: softrnic ${tool//_/-} server exit status $src, siw ib_$tool client exit status $crc (expected $expect)"
     grep -E '^ [0-9]' "$log" || true
     if [[ $expect == ok ]]; then
         [[ $src == 0 && $crc == 0 ]] || { echo "FAIL: $tag"; tail -n 5 "$log"; rc=1; }

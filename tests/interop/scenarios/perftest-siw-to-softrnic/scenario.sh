@@ -6,12 +6,15 @@
 # 4096, 65536 and 1048576 B against `softrnic <tool> -R` with the same options, one run per
 # tool and size, each on its own port; plus one ib_write_lat -R -s 2, expected to block
 # (softrnic, the MPA responder, may not send first: RFC 5044 §7.1.2; see runs.sh) and
-# reported as such. Passes when every other run exits 0 on both sides, and the capture holds
+# reported as such; plus runs with perftest options given to both ends (pt_option_runs):
+# -D 2 for every tool, --output=bandwidth|message_rate|latency, -H, -C -U, -l 5, and -b for
+# write_bw, read_bw and send_bw (also with -D 2). Passes when every other run exits 0 on both
+# sides, and the capture holds
 # two MPA connections per run, decodes with `softrnic decode` without errors and with the
 # RDMAP opcode counts tshark sees, including Sends, Writes, Read Requests and Read Responses.
 SCENARIO_GUESTS=1
 SCENARIO_DIRECTION="siw(g1) -> softrnic(host)"
-SCENARIO_TIMEOUT=420
+SCENARIO_TIMEOUT=1200
 SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
 
 # shellcheck source=../../tools/perftest-check.sh

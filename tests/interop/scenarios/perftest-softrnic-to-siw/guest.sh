@@ -8,8 +8,9 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=runs.sh
 . /lab/scenario/runs.sh
 rc=0
-while read -r tag tool port size iters; do
-    "ib_$tool" -R -F -d siw0 -p "$port" -n "$iters" -s "$size" >"$tag.log" 2>&1 &
+while read -r tag tool port size iters opts; do
+    # shellcheck disable=SC2086 # the options are words
+    "ib_$tool" -R -F -d siw0 -p "$port" -n "$iters" -s "$size" $opts >"$tag.log" 2>&1 &
     pid=$!
     lab_wait_listen "$port" 30 || true
     lab_signal "$tag.ready" "$port"

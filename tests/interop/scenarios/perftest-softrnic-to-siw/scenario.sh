@@ -5,13 +5,16 @@
 # ib_send_lat, ib_write_bw, ib_write_lat, ib_read_bw, ib_read_lat -R -n 10 with sizes 2, 64,
 # 4096, 65536 and 1048576 B, against `softrnic <tool> -R --profile siw` with the same options
 # (the siw profile holds the initiator's first FPDU after the MPA Reply: siw 6.1's accept
-# race, RECIPE.md), one run per tool and size, each on its own port. Passes when every run
+# race, RECIPE.md), one run per tool and size, each on its own port; plus runs with
+# perftest options given to both ends (pt_option_runs): -D 2 for every tool,
+# --output=bandwidth|message_rate|latency, -H, -C -U, -l 5, -b for write_bw, read_bw and
+# send_bw (also with -D 2), and ib_write_lat with -H. Passes when every run
 # exits 0 on both sides, and the capture holds two MPA connections per run, decodes with
 # `softrnic decode` without errors and with the RDMAP opcode counts tshark sees, including
 # Sends, Writes, Read Requests and Read Responses.
 SCENARIO_GUESTS=1
 SCENARIO_DIRECTION="softrnic(host) -> siw(g1)"
-SCENARIO_TIMEOUT=420
+SCENARIO_TIMEOUT=1200
 SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
 
 # shellcheck source=../../tools/perftest-check.sh
