@@ -1,0 +1,614 @@
+//! Multipath experiments: RDMA over SCTP (RFC 5043) through the RNIC's QP engine, between two
+//! multihomed hosts in virtual time ([`crate::sctp`]'s hosts), with plain multihoming,
+//! Concurrent Multipath Transfer (CMT) or CMT with the Potentially Failed state (CMT-PF).
+//!
+//! * [`failover`] — a bulk RDMA Write transfer over two paths of different rates while each
+//!   path fails and recovers in turn, as a per-second throughput series per [`Mode`].
+//! * [`bandwidth`] — RDMA Write throughput per message size over one path and over two
+//!   equal paths.
+//!
+//! Throughput is the DDP payload (the RDMA Write data) the responder's RNIC receives from
+//! its association; headers of every layer (DDP, SCTP, IP, Ethernet) and retransmissions are
+//! not counted. Virtual time costs no CPU: a run measures the protocols and the links, not a
+//! host's processing.
+
+use std::time::Duration;
+
+use netsim::{LinkParams, SimError};
+use sctp::{AssociationConfig, CmtConfig};
+use stack::{MemoryRegion, QpState, SendWr, WcStatus};
+
+use crate::plot::{Chart, Legend, Series};
+use crate::sctp::{Host, Outage, Pair, Workload, path_events, run_pair};
+
+/// How the association uses its paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// One path carries new data at a time; another takes over when it fails (RFC 9260
+    /// §6.4 and §8.2, with the quick failover of SCTP-PF, RFC 7829, that softrnic uses by
+    /// default: `cmt: None`, `pf_max_retrans: Some(0)`).
+    Multihoming,
+    /// Concurrent Multipath Transfer: new data striped over every active path
+    /// (`cmt: Some(CmtConfig::default())`, `pf_max_retrans: None`).
+    Cmt,
+    /// CMT-PF: CMT, and a path that times out carries no data until a heartbeat answers
+    /// (`cmt: Some(CmtConfig::default())`, `pf_max_retrans: Some(0)`).
+    CmtPf,
+}
+
+impl Mode {
+    /// Every mode, in the order of the tables.
+    pub const ALL: [Mode; 3] = [Mode::Multihoming, Mode::Cmt, Mode::CmtPf];
+
+    /// The name in tables and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Multihoming => "multihoming",
+            Mode::Cmt => "CMT",
+            Mode::CmtPf => "CMT-PF",
+        }
+    }
+
+    /// The association configuration of the mode (the other parameters are the defaults).
+    pub fn config(self) -> AssociationConfig {
+        let mut c = AssociationConfig::default();
+        match self {
+            Mode::Multihoming => c.cmt = None,
+            Mode::Cmt => {
+                c.cmt = Some(CmtConfig::default());
+                c.pf_max_retrans = None;
+            }
+            Mode::CmtPf => {
+                c.cmt = Some(CmtConfig::default());
+                c.pf_max_retrans = Some(0);
+            }
+        }
+        c
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "multihoming" | "mh" => Ok(Mode::Multihoming),
+            "cmt" => Ok(Mode::Cmt),
+            "cmt-pf" | "cmtpf" => Ok(Mode::CmtPf),
+            _ => Err(format!(
+                "unknown mode `{s}`; known: multihoming, cmt, cmt-pf"
+            )),
+        }
+    }
+}
+
+/// A stream of RDMA Writes of `size` bytes from A into one region of B, up to `depth`
+/// outstanding, re-posted as they complete: `messages` of them, or without end.
+struct Bulk {
+    size: usize,
+    depth: usize,
+    messages: Option<u64>,
+    regions: Option<(MemoryRegion, MemoryRegion)>,
+    outstanding: usize,
+    posted: u64,
+    failed: u64,
+    started: Option<Duration>,
+    finished: Option<Duration>,
+}
+
+impl Bulk {
+    fn new(size: usize, depth: usize, messages: Option<u64>) -> Bulk {
+        Bulk {
+            size: size.max(1),
+            depth: depth.max(1),
+            messages,
+            regions: None,
+            outstanding: 0,
+            posted: 0,
+            failed: 0,
+            started: None,
+            finished: None,
+        }
+    }
+}
+
+impl Workload for Bulk {
+    fn step(&mut self, a: &mut Host, b: &mut Host, now: Duration) {
+        if self.regions.is_none() {
+            if a.eng.state() != QpState::Rts || b.eng.state() != QpState::Rts {
+                return;
+            }
+            self.regions = Some((a.mr(self.size), b.mr(self.size)));
+            self.started = Some(now);
+        }
+        while let Some(w) = a.cq.poll_one() {
+            self.outstanding = self.outstanding.saturating_sub(1);
+            if w.status != WcStatus::Success {
+                self.failed += 1;
+            }
+        }
+        while b.cq.poll_one().is_some() {}
+        let Some((src, dst)) = &self.regions else {
+            return;
+        };
+        while self.outstanding < self.depth && self.messages.is_none_or(|m| self.posted < m) {
+            let wr = SendWr::write(
+                self.posted,
+                vec![src.sge(0, self.size as u32)],
+                dst.stag(),
+                dst.to_at(0),
+            );
+            if a.eng.post_send(wr).is_err() {
+                break;
+            }
+            self.outstanding += 1;
+            self.posted += 1;
+        }
+        if let (Some(m), None, Some(meter)) = (self.messages, self.finished, &b.meter)
+            && meter.total >= m * self.size as u64
+        {
+            self.finished = meter.last_at;
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.finished.is_some()
+    }
+}
+
+/// Outstanding RDMA Writes for a message size: about 8 MiB in flight, at least 2 and at
+/// most the send queue's depth (256).
+fn depth_for(size: usize) -> usize {
+    (8usize << 20).div_ceil(size.max(1)).clamp(2, 256)
+}
+
+/// Virtual time a run may take when something stalls.
+const STALL_DEADLINE: Duration = Duration::from_secs(600);
+
+/// The failover experiment (Figure 4.4 of the design this project comes from).
+pub mod failover {
+    use super::*;
+
+    /// Link rates, schedule and workload of a failover run.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Setup {
+        /// Bit rate of the primary path (path 0) and of the secondary (path 1).
+        pub rates: [u64; 2],
+        /// One-way propagation delay of both paths.
+        pub delay: Duration,
+        /// Virtual time measured.
+        pub duration: Duration,
+        /// Path outages.
+        pub outages: Vec<Outage>,
+        /// Size of each RDMA Write.
+        pub message: usize,
+        /// Path MTU.
+        pub mtu: usize,
+        /// Width of a throughput sample.
+        pub bin: Duration,
+    }
+
+    impl Setup {
+        /// The schedule of Figure 4.4 at the given rates: 120 s; the primary down at 15 s and
+        /// up at 35 s, the secondary down at 55 s and up at 75 s; 100 µs one-way delay,
+        /// 256 KiB RDMA Writes, 1 s samples.
+        pub fn seed(rates: [u64; 2]) -> Setup {
+            let s = Duration::from_secs;
+            Setup {
+                rates,
+                delay: Duration::from_micros(100),
+                duration: s(120),
+                outages: vec![
+                    Outage {
+                        path: 0,
+                        at: s(15),
+                        down_for: Some(s(20)),
+                    },
+                    Outage {
+                        path: 1,
+                        at: s(55),
+                        down_for: Some(s(20)),
+                    },
+                ],
+                message: 256 << 10,
+                mtu: 1500,
+                bin: s(1),
+            }
+        }
+
+        /// The outages in words: `primary down 15-35 s, secondary down 55-75 s`.
+        pub fn schedule(&self) -> String {
+            let name = |p: usize| match p {
+                0 => "primary".to_string(),
+                1 => "secondary".to_string(),
+                n => format!("path {n}"),
+            };
+            let secs = |d: Duration| format!("{}", d.as_secs_f64());
+            self.outages
+                .iter()
+                .map(|o| match o.down_for {
+                    Some(d) => format!("{} down {}-{} s", name(o.path), secs(o.at), secs(o.at + d)),
+                    None => format!("{} down from {} s", name(o.path), secs(o.at)),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
+
+        /// The sum of the link rates (bit/s).
+        pub fn capacity(&self) -> u64 {
+            self.rates.iter().sum()
+        }
+
+        fn links(&self) -> Vec<LinkParams> {
+            self.rates
+                .iter()
+                .map(|&r| LinkParams::default().bandwidth(r).delay(self.delay))
+                .collect()
+        }
+    }
+
+    /// The outcome of one mode.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Run {
+        /// The mode.
+        pub mode: Mode,
+        /// Bytes received per sample, one per sample of the setup's duration.
+        pub bytes: Vec<u64>,
+        /// Width of a sample.
+        pub bin: Duration,
+        /// RDMA Write bytes sent by A on each path (frames A→B, all headers included).
+        pub path_bytes: Vec<u64>,
+        /// Path events of the initiator's association.
+        pub path_events: Vec<(Duration, String)>,
+        /// Work completions in error.
+        pub failed_completions: u64,
+        /// Terminates sent by either host.
+        pub terminates: u64,
+    }
+
+    impl Run {
+        /// Throughput per sample in bit/s.
+        pub fn rates(&self) -> Vec<f64> {
+            let secs = self.bin.as_secs_f64();
+            self.bytes.iter().map(|&b| b as f64 * 8.0 / secs).collect()
+        }
+
+        /// Mean throughput over the run in bit/s.
+        pub fn average(&self) -> f64 {
+            let secs = self.bin.as_secs_f64() * self.bytes.len().max(1) as f64;
+            self.bytes.iter().sum::<u64>() as f64 * 8.0 / secs
+        }
+
+        /// The longest run of samples with nothing received, and where it starts.
+        pub fn longest_zero_run(&self) -> (usize, Option<usize>) {
+            let (mut best, mut at, mut cur) = (0, None, 0);
+            for (i, &b) in self.bytes.iter().enumerate() {
+                if b == 0 {
+                    cur += 1;
+                    if cur > best {
+                        best = cur;
+                        at = Some(i + 1 - cur);
+                    }
+                } else {
+                    cur = 0;
+                }
+            }
+            (best, at)
+        }
+
+        /// Samples with nothing received.
+        pub fn zero_samples(&self) -> usize {
+            self.bytes.iter().filter(|&&b| b == 0).count()
+        }
+    }
+
+    /// Throughput against time, one line per run, in Mbit/s.
+    pub fn chart(setup: &Setup, runs: &[Run]) -> Chart {
+        let mbit = |r: u64| r as f64 / 1e6;
+        Chart {
+            title: format!(
+                "RDMA Write over SCTP, {} + {} Mbit/s; {}",
+                mbit(setup.rates[0]),
+                mbit(setup.rates[1]),
+                setup.schedule()
+            ),
+            x_label: "time (s)".into(),
+            y_label: "throughput (Mbit/s)".into(),
+            log_x: false,
+            markers: false,
+            y_min: 0.0,
+            legend: Legend::LowerRight,
+            size: (1000, 560),
+            series: runs
+                .iter()
+                .map(|r| Series {
+                    name: r.mode.name().into(),
+                    points: r
+                        .rates()
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &x)| ((i as f64 + 0.5) * r.bin.as_secs_f64(), x / 1e6))
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// Runs `setup` in `mode` with `seed`: a bulk transfer for the whole duration, measured
+    /// from time 0 (association setup included).
+    pub fn run(setup: &Setup, mode: Mode, seed: u64) -> Result<Run, SimError> {
+        let pair = Pair {
+            links: setup.links(),
+            outages: &setup.outages,
+            assoc: mode.config(),
+            mtu: setup.mtu,
+            deadline: setup.duration,
+            capture: None,
+            meter: Some(setup.bin),
+        };
+        let bins = setup
+            .duration
+            .as_nanos()
+            .div_ceil(setup.bin.as_nanos().max(1)) as usize;
+        let work = Bulk::new(setup.message, depth_for(setup.message), None);
+        let wall = std::time::Instant::now();
+        let run = run_pair(&pair, seed, work, |end| {
+            let mut bytes = end
+                .b
+                .meter
+                .as_ref()
+                .map(|m| m.bins.clone())
+                .unwrap_or_default();
+            bytes.resize(bins, 0);
+            Run {
+                mode,
+                bytes,
+                bin: setup.bin,
+                path_bytes: end.counters.iter().map(|c| c[0].sent_bytes).collect(),
+                path_events: path_events(end.a),
+                failed_completions: end.work.failed,
+                terminates: end.a.terminates + end.b.terminates,
+            }
+        })?;
+        tracing::debug!(
+            mode = mode.name(),
+            wall_ms = wall.elapsed().as_millis() as u64,
+            "failover run"
+        );
+        Ok(run)
+    }
+}
+
+/// The bandwidth experiment (Figure 4.5 of the design this project comes from).
+pub mod bandwidth {
+    use super::*;
+
+    /// Message sizes from 64 B to 4 MiB in powers of 4.
+    pub const SIZES: [usize; 9] = [
+        64,
+        256,
+        1 << 10,
+        4 << 10,
+        16 << 10,
+        64 << 10,
+        256 << 10,
+        1 << 20,
+        4 << 20,
+    ];
+
+    /// Links and workload of a bandwidth sweep.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Setup {
+        /// Bit rate of every path.
+        pub rate: u64,
+        /// One-way propagation delay of every path.
+        pub delay: Duration,
+        /// RDMA Write sizes.
+        pub sizes: Vec<usize>,
+        /// Bytes moved per size (at least one message).
+        pub bytes: u64,
+        /// How the two-path association uses its paths (the one-path runs use the same).
+        pub mode: Mode,
+        /// Path MTU.
+        pub mtu: usize,
+    }
+
+    impl Setup {
+        /// [`SIZES`], 100 µs one-way delay, CMT-PF, MTU 1500, `bytes` per size.
+        pub fn new(rate: u64, bytes: u64) -> Setup {
+            Setup {
+                rate,
+                delay: Duration::from_micros(100),
+                sizes: SIZES.to_vec(),
+                bytes,
+                mode: Mode::CmtPf,
+                mtu: 1500,
+            }
+        }
+    }
+
+    /// One message size over one and over two paths.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    pub struct Point {
+        /// RDMA Write size.
+        pub size: usize,
+        /// Throughput over one path (bit/s).
+        pub one: f64,
+        /// Throughput over two paths (bit/s).
+        pub two: f64,
+    }
+
+    impl Point {
+        /// Two paths over one.
+        pub fn ratio(&self) -> f64 {
+            if self.one > 0.0 {
+                self.two / self.one
+            } else {
+                0.0
+            }
+        }
+    }
+
+    /// Throughput of `paths` paths for RDMA Writes of `size`: the bytes over the time from
+    /// the first Write posted (the connection is up) to the last byte received. Zero if
+    /// the transfer did not finish.
+    pub fn throughput(
+        setup: &Setup,
+        paths: usize,
+        size: usize,
+        seed: u64,
+    ) -> Result<f64, SimError> {
+        let pair = Pair {
+            links: vec![
+                LinkParams::default()
+                    .bandwidth(setup.rate)
+                    .delay(setup.delay);
+                paths.max(1)
+            ],
+            outages: &[],
+            assoc: setup.mode.config(),
+            mtu: setup.mtu,
+            deadline: STALL_DEADLINE,
+            capture: None,
+            meter: Some(Duration::from_secs(1)),
+        };
+        let messages = (setup.bytes / size.max(1) as u64).max(1);
+        let work = Bulk::new(size, depth_for(size), Some(messages));
+        run_pair(&pair, seed, work, |end| {
+            match (end.work.started, end.work.finished) {
+                (Some(s), Some(f)) if f > s => {
+                    (messages * size as u64) as f64 * 8.0 / (f - s).as_secs_f64()
+                }
+                _ => 0.0,
+            }
+        })
+    }
+
+    /// Throughput against message size, one line per path count, in Mbit/s.
+    pub fn chart(setup: &Setup, points: &[Point]) -> Chart {
+        let line = |name: String, f: fn(&Point) -> f64| Series {
+            name,
+            points: points.iter().map(|p| (p.size as f64, f(p) / 1e6)).collect(),
+        };
+        Chart {
+            title: format!(
+                "RDMA Write over SCTP: one vs two {} Mbit/s paths ({})",
+                setup.rate as f64 / 1e6,
+                setup.mode.name()
+            ),
+            x_label: "message size".into(),
+            y_label: "throughput (Mbit/s)".into(),
+            log_x: true,
+            markers: true,
+            y_min: 0.0,
+            legend: Legend::UpperLeft,
+            size: (1000, 560),
+            series: vec![
+                line("one path".into(), |p| p.one),
+                line("two paths".into(), |p| p.two),
+            ],
+        }
+    }
+
+    /// Every size of `setup` over one path and over two.
+    pub fn run(setup: &Setup, seed: u64) -> Result<Vec<Point>, SimError> {
+        setup
+            .sizes
+            .iter()
+            .map(|&size| {
+                Ok(Point {
+                    size,
+                    one: throughput(setup, 1, size, seed)?,
+                    two: throughput(setup, 2, size, seed)?,
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn short(rates: [u64; 2]) -> failover::Setup {
+        let s = Duration::from_secs;
+        failover::Setup {
+            duration: s(16),
+            outages: vec![
+                Outage {
+                    path: 0,
+                    at: s(3),
+                    down_for: Some(s(5)),
+                },
+                Outage {
+                    path: 1,
+                    at: s(10),
+                    down_for: Some(s(3)),
+                },
+            ],
+            message: 64 << 10,
+            ..failover::Setup::seed(rates)
+        }
+    }
+
+    /// One sample per second of the run; multihoming moves data, stops when its only data
+    /// path goes down, and moves data again on the other path.
+    #[test]
+    fn multihoming_stalls_when_its_path_fails_and_recovers() {
+        let setup = short([20_000_000, 10_000_000]);
+        let r = failover::run(&setup, Mode::Multihoming, 1).expect("run");
+        assert_eq!(r.bytes.len(), 16);
+        assert_eq!(r.failed_completions, 0);
+        assert_eq!(r.terminates, 0);
+        let rates = r.rates();
+        // Before the failure the primary is nearly full (setup takes part of second 0).
+        assert!(rates[2] > 0.8 * 20e6, "{rates:?}");
+        // The failure at 3 s stops the transfer for at least one whole second...
+        let (zeros, at) = r.longest_zero_run();
+        assert!(zeros >= 1, "{rates:?}");
+        assert!(at.is_some_and(|t| t >= 3), "{at:?} {rates:?}");
+        // ...and it resumes on the secondary while the primary is still down.
+        assert!(rates[5..8].iter().any(|&x| x > 0.5 * 10e6), "{rates:?}");
+        assert!(r.path_bytes[1] > 0, "{:?}", r.path_bytes);
+        assert!(
+            r.path_events
+                .iter()
+                .any(|(_, e)| e.contains("PrimaryChanged")),
+            "{:?}",
+            r.path_events
+        );
+        assert!(r.average() > 0.0 && r.average() < setup.capacity() as f64);
+    }
+
+    /// A run is a function of its seed.
+    #[test]
+    fn failover_runs_are_deterministic() {
+        let mut setup = short([10_000_000, 5_000_000]);
+        setup.duration = Duration::from_secs(5);
+        let a = failover::run(&setup, Mode::CmtPf, 3).expect("run");
+        let b = failover::run(&setup, Mode::CmtPf, 3).expect("run");
+        assert_eq!(a, b);
+    }
+
+    /// Throughput grows with the message size, and one path's large messages come close
+    /// to its rate.
+    #[test]
+    fn bandwidth_grows_with_the_message_size() {
+        let mut setup = bandwidth::Setup::new(20_000_000, 2 << 20);
+        setup.sizes = vec![64, 64 << 10];
+        let small = bandwidth::throughput(&setup, 1, 64, 1).expect("run");
+        let large = bandwidth::throughput(&setup, 1, 64 << 10, 1).expect("run");
+        assert!(small > 0.0 && small < large, "{small} {large}");
+        assert!(large > 0.8 * 20e6 && large <= 20e6, "{large}");
+    }
+
+    #[test]
+    fn modes_configure_the_association() {
+        assert_eq!(Mode::Multihoming.config().cmt, None);
+        assert_eq!(Mode::Cmt.config().pf_max_retrans, None);
+        assert!(Mode::Cmt.config().cmt.is_some());
+        assert_eq!(Mode::CmtPf.config().pf_max_retrans, Some(0));
+        assert_eq!("cmt-pf".parse::<Mode>(), Ok(Mode::CmtPf));
+        assert!("tcp".parse::<Mode>().is_err());
+    }
+}
