@@ -14,9 +14,34 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, ValueEnum};
 use stack::addr::{
-    DEFAULT_SCTP_MTU, DevAddr, DevKind, SCTP_UDP_PORT, SctpAddr, SctpEncap, TransportAddr,
+    DEFAULT_SCTP_MTU, DevAddr, DevKind, Multipath, SCTP_UDP_PORT, SctpAddr, SctpEncap,
+    TransportAddr,
 };
 use stack::mpa::{self, CrcPolicy, Profile, Role, RtrSet, RtrType};
+
+/// `--cmt` values.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum CmtArg {
+    /// One path at a time, the others for failover.
+    #[default]
+    Off,
+    /// Concurrent Multipath Transfer with CMT-PF.
+    #[value(alias = "on")]
+    Pf,
+    /// Concurrent Multipath Transfer without the Potentially Failed state.
+    Nopf,
+}
+
+impl CmtArg {
+    /// The transport address's multipath mode.
+    pub fn multipath(self) -> Multipath {
+        match self {
+            CmtArg::Off => Multipath::Failover,
+            CmtArg::Pf => Multipath::CmtPf,
+            CmtArg::Nopf => Multipath::Cmt,
+        }
+    }
+}
 
 /// `--transport` values.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -179,6 +204,13 @@ pub struct MpaArgs {
     #[arg(long = "sctp-mtu", default_value_t = DEFAULT_SCTP_MTU as u16,
           value_parser = clap::value_parser!(u16).range(576..))]
     pub sctp_mtu: u16,
+    /// SCTP with several addresses: stripe new data over every active path (Concurrent
+    /// Multipath Transfer). `--cmt` alone or `--cmt pf`: with CMT-PF (a path that times out
+    /// carries nothing until a heartbeat answers); `--cmt nopf`: without it; `off` (the
+    /// default): one path at a time, the others for failover.
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1,
+          default_value = "off", default_missing_value = "pf")]
+    pub cmt: CmtArg,
 }
 
 impl MpaArgs {
@@ -280,6 +312,11 @@ impl MpaArgs {
             }
         }
         if !self.sctp() {
+            if self.cmt != CmtArg::Off {
+                return Err(
+                    "--cmt applies to --transport sctp+udp|sctp only (multipath is SCTP's)".into(),
+                );
+            }
             if !self.bind.is_empty() {
                 return Err("--bind applies to --transport sctp+udp|sctp|tap|xdp only".into());
             }
@@ -365,6 +402,7 @@ impl MpaArgs {
             } else {
                 None
             },
+            multipath: self.cmt.multipath(),
         }
     }
 
@@ -465,6 +503,26 @@ mod tests {
         );
         assert!(a.first_fpdu_delay().is_zero());
         assert!(!a.ird_ord_given());
+    }
+
+    /// `--cmt` reaches the SCTP transport address (bare `--cmt` is CMT-PF) and is refused
+    /// for TCP, which has one path.
+    #[test]
+    fn cmt_is_sctp_only() {
+        let a = parse(&["--transport", "sctp+udp", "--cmt"]);
+        a.check().unwrap();
+        let TransportAddr::Sctp(s) = a.listen_addr(7174) else {
+            panic!("not SCTP")
+        };
+        assert_eq!(s.multipath, Multipath::CmtPf);
+        let n = parse(&["--transport", "sctp+udp", "--cmt", "nopf"]);
+        let TransportAddr::Sctp(s) = n.listen_addr(7174) else {
+            panic!("not SCTP")
+        };
+        assert_eq!(s.multipath, Multipath::Cmt);
+        let e = parse(&["--cmt"]).check().unwrap_err();
+        assert!(e.contains("--cmt applies to"), "{e}");
+        assert!(parse(&[]).check().is_ok());
     }
 
     /// `--profile` alone gives exactly the profile's settings for each role, and its

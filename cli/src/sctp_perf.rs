@@ -157,6 +157,18 @@ pub struct SctpPerfArgs {
     /// PotentiallyFailed.Max.Retrans of RFC 7829 ("off" disables SCTP-PF).
     #[arg(long, default_value = "0", value_name = "N|off")]
     pub pf_max_retrans: String,
+    /// Stripe new data over every active path (Concurrent Multipath Transfer: split fast
+    /// retransmit, CUCv2, delayed ACK for CMT, RTX-SSTHRESH). `--cmt` alone or `--cmt pf`:
+    /// with CMT-PF (follows --pf-max-retrans, which must not be off); `--cmt nopf`: without the
+    /// Potentially Failed state; `off` (default): one path at a time.
+    #[arg(long, value_enum, value_name = "MODE", num_args = 0..=1,
+          default_value = "off", default_missing_value = "pf")]
+    pub cmt: crate::mpa_args::CmtArg,
+    /// CMT's scheduler: `striped` (bandwidth: each packet to the next path with room) or
+    /// `lowest-rtt` (messages up to 1024 bytes on the path with the lowest RTT, larger ones
+    /// striped).
+    #[arg(long, value_enum, default_value = "striped", value_name = "S")]
+    pub cmt_scheduler: CmtSchedulerArg,
     /// The peer is not sctp-perf (a kernel SCTP sink or source, another stack): no in-band
     /// PARAMS/FIN/REPORT; the client sends for -t/-n and shuts down, success being a
     /// graceful shutdown. A server enters this mode by itself when the first message it
@@ -166,6 +178,15 @@ pub struct SctpPerfArgs {
     /// Seconds the client waits for the association to come up.
     #[arg(long, default_value_t = 10.0, value_name = "SECS")]
     pub connect_timeout: f64,
+}
+
+/// `--cmt-scheduler` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CmtSchedulerArg {
+    /// Each packet of new data to the next active path with room in its window.
+    Striped,
+    /// Small messages (up to 1024 bytes) to the active path with the lowest RTT.
+    LowestRtt,
 }
 
 /// Parses "4M", "100k", "1G", "12345" (the same sizes `softrnic sim` takes).
@@ -576,7 +597,7 @@ fn assoc_config(a: &SctpPerfArgs, streams: u16) -> Result<AssociationConfig, Str
                 .map_err(|_| format!("--pf-max-retrans: '{n}' is not a number or 'off'"))?,
         ),
     };
-    Ok(AssociationConfig {
+    let mut c = AssociationConfig {
         rto_initial: ms(a.rto_initial),
         rto_min: ms(a.rto_min),
         rto_max: ms(a.rto_max.max(a.rto_min)),
@@ -590,7 +611,26 @@ fn assoc_config(a: &SctpPerfArgs, streams: u16) -> Result<AssociationConfig, Str
         recv_buffer: 4 << 20,
         send_buffer: 8 << 20,
         ..AssociationConfig::default()
-    })
+    };
+    use crate::mpa_args::CmtArg;
+    match a.cmt {
+        CmtArg::Off => {}
+        CmtArg::Pf if pf.is_none() => {
+            return Err(
+                "--cmt pf needs SCTP-PF: give --pf-max-retrans a number, or use --cmt nopf".into(),
+            );
+        }
+        m => m.multipath().apply(&mut c),
+    }
+    if let Some(cmt) = c.cmt.as_mut() {
+        cmt.scheduler = match a.cmt_scheduler {
+            CmtSchedulerArg::Striped => sctp::Scheduler::Striped,
+            CmtSchedulerArg::LowestRtt => sctp::Scheduler::LowestRtt {
+                small_message: 1024,
+            },
+        };
+    }
+    Ok(c)
 }
 
 /// Default local address: loopback for a loopback peer, else the address the kernel

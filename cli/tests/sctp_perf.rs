@@ -146,6 +146,11 @@ fn nonsense_flags_are_refused() {
         (&["--mtu", "1000000"][..], "--mtu must be 576-65535"),
         (&["--rto-initial", "0"][..], "RTO values"),
         (&["--rto-min", "0"][..], "RTO values"),
+        (
+            &["--cmt", "pf", "--pf-max-retrans", "off"][..],
+            "--cmt pf needs SCTP-PF",
+        ),
+        (&["--cmt", "sometimes"][..], "--cmt"),
     ] {
         let out = bin()
             .args(["sctp-perf", "-c", "127.0.0.1", "--udp-encap"])
@@ -185,4 +190,56 @@ fn sctp_perf_client_honours_its_time_when_the_peer_freezes() {
         took < std::time::Duration::from_secs(50),
         "took {took:?}\n{out}"
     );
+}
+
+/// `--cmt`: with two addresses on each side, Concurrent Multipath Transfer sends data on
+/// both paths at once (each path's row marked as carrying data, each with thousands of
+/// packets), every byte verified by the server.
+#[test]
+fn sctp_perf_cmt_stripes_over_two_loopback_paths() {
+    let args = [
+        "sctp-perf",
+        "-s",
+        "--udp-encap",
+        "--udp-local-port",
+        "0",
+        "-i",
+        "0",
+        "-p",
+        "5806",
+        "-B",
+        "127.0.0.1,127.0.0.2",
+    ];
+    let srv = Server::start(&args, common::sctp_perf_port);
+    let udp = srv.port;
+    let out = bin()
+        .args(["sctp-perf", "-c", "127.0.0.1,127.0.0.2", "--udp-encap"])
+        .args(["--udp-local-port", "0", "-B", "127.0.0.1,127.0.0.2"])
+        .args(["--udp-port", &udp.to_string(), "-p", "5806"])
+        .args(["-n", "8M", "--verify", "-i", "0", "--cmt"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let exit = srv.wait();
+    assert!(
+        out.status.success(),
+        "client:\n{text}\nserver:\n{}",
+        exit.stdout
+    );
+    assert!(exit.stdout.contains("verify: 0 errors"), "{}", exit.stdout);
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("path (remote)"))
+        .skip(1)
+        .take(2)
+        .collect();
+    assert_eq!(rows.len(), 2, "{text}");
+    for r in rows {
+        assert!(r.contains("*data"), "{r}\n{text}");
+        let pkts: u64 = r
+            .split_whitespace()
+            .find_map(|w| w.parse().ok().filter(|&n: &u64| n > 0))
+            .unwrap_or(0);
+        assert!(pkts > 1000, "{r}");
+    }
 }

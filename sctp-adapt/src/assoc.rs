@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::config::AssociationConfig;
+use crate::config::{AssociationConfig, CmtConfig, RtxPolicy, Scheduler};
 use crate::cookie::Cookie;
 use crate::init::{
     InitReply, Responder, adaptation_of, adaptation_param, address_params, answer_init,
@@ -221,6 +221,8 @@ struct Pending {
     ppid: u32,
     flags: u8,
     data: Vec<u8>,
+    /// Length of the whole message this fragment belongs to (for the CMT scheduler).
+    msg_len: usize,
 }
 
 #[derive(Debug)]
@@ -239,6 +241,9 @@ struct Sent {
     in_flight: bool,
     rtx: Rtx,
     fast_retransmitted: bool,
+    /// Sent as a zero window probe (RFC 9260 §6.1 A): into a closed window with nothing
+    /// else in flight.
+    zero_window_probe: bool,
 }
 
 impl Sent {
@@ -299,6 +304,11 @@ struct SackTally {
     htna: Option<u64>,
     /// Round-trip samples: (path, RTT), from chunks sent once (Karn's rule).
     rtt_samples: Vec<(usize, Duration)>,
+    /// Per path, the highest TSN last sent to it that this SACK acknowledges, newly or not
+    /// (CMT's highest_in_sack_for_dest, for split fast retransmit).
+    highest_in_sack: Vec<Option<u64>>,
+    /// The lowest TSN newly acknowledged (CMT DAC).
+    lowest_newack: Option<u64>,
 }
 
 impl SackTally {
@@ -308,6 +318,15 @@ impl SackTally {
             acked_sent_at: vec![None; paths],
             htna: None,
             rtt_samples: Vec::new(),
+            highest_in_sack: vec![None; paths],
+            lowest_newack: None,
+        }
+    }
+
+    /// `tsn`, last sent to `path`, is acknowledged by this SACK.
+    fn in_sack(&mut self, path: usize, tsn: u64) {
+        if let Some(h) = self.highest_in_sack.get_mut(path) {
+            *h = (*h).max(Some(tsn));
         }
     }
 
@@ -323,6 +342,8 @@ impl SackTally {
         }
         self.acked_bytes[c.path] += c.size();
         self.acked_sent_at[c.path] = self.acked_sent_at[c.path].max(Some(c.sent_at));
+        self.lowest_newack = Some(self.lowest_newack.map_or(c.tsn, |l| l.min(c.tsn)));
+        self.in_sack(c.path, c.tsn);
         if let Some((t, at)) = p.rtt_probe
             && t == c.tsn
         {
@@ -363,6 +384,8 @@ pub struct Association {
     paths: Vec<Path>,
     primary: usize,
     data_path: usize,
+    /// CMT: the path the striped scheduler tries first for the next packet of new data.
+    rr_next: usize,
     // Setup.
     init_packet: Option<Vec<u8>>,
     cookie_echo: Option<Vec<u8>>,
@@ -435,6 +458,7 @@ impl Association {
             paths: Vec::new(),
             primary: 0,
             data_path: 0,
+            rr_next: 0,
             init_packet: None,
             cookie_echo: None,
             t1: None,
@@ -650,11 +674,39 @@ impl Association {
 
     /// Per-path statistics.
     pub fn path_stats(&self) -> Vec<PathStats> {
+        // With CMT every active path carries new data.
+        let striped = self.shared.config.cmt.is_some()
+            && self.paths.iter().any(|p| p.state == PathState::Active);
         self.paths
             .iter()
             .enumerate()
-            .map(|(i, p)| p.snapshot(i == self.primary, i == self.data_path))
+            .map(|(i, p)| {
+                let data = if striped {
+                    p.state == PathState::Active
+                } else {
+                    i == self.data_path
+                };
+                p.snapshot(i == self.primary, data)
+            })
             .collect()
+    }
+
+    /// Changes how CMT spreads new data over the paths, from the next packet on (for
+    /// example from bandwidth to latency when the traffic changes). Returns `false`, changing
+    /// nothing, when CMT is off.
+    pub fn set_cmt_scheduler(&mut self, scheduler: Scheduler) -> bool {
+        match self.shared.config.cmt.as_mut() {
+            Some(c) => {
+                c.scheduler = scheduler;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The CMT configuration in force, if CMT is on.
+    pub fn cmt(&self) -> Option<&CmtConfig> {
+        self.shared.config.cmt.as_ref()
     }
 
     /// Association-wide counters.
@@ -809,6 +861,7 @@ impl Association {
                 ppid,
                 flags,
                 data: part(i),
+                msg_len: len,
             });
         }
         self.queued_bytes += len;
@@ -1046,6 +1099,9 @@ impl Association {
     /// Destination for retransmitting a chunk last sent to `last` (RFC 9260 §6.4.1: an active
     /// alternate when there is one).
     fn rtx_path(&self, last: usize) -> usize {
+        if let Some(cmt) = &self.shared.config.cmt {
+            return self.cmt_rtx_path(cmt.rtx_policy, last);
+        }
         if self.paths.len() > 1 {
             if self.data_path != last && self.paths[self.data_path].state == PathState::Active {
                 return self.data_path;
@@ -1058,6 +1114,37 @@ impl Association {
             }
         }
         self.data_path
+    }
+
+    /// CMT's retransmission policies: an active path chosen by `policy`; ties go to a path
+    /// other than `last`. With no active path, the data path.
+    fn cmt_rtx_path(&self, policy: RtxPolicy, last: usize) -> usize {
+        let active = |i: usize| {
+            self.paths
+                .get(i)
+                .is_some_and(|p| p.state == PathState::Active)
+        };
+        let room = |i: usize| self.paths[i].flight < self.paths[i].cwnd;
+        let by = |key: &dyn Fn(&Path) -> usize| {
+            (0..self.paths.len())
+                .filter(|&i| active(i))
+                .max_by_key(|&i| (key(&self.paths[i]), i != last))
+        };
+        let chosen = match policy {
+            RtxPolicy::Same => active(last).then_some(last),
+            RtxPolicy::Asap => {
+                if active(last) && room(last) {
+                    Some(last)
+                } else {
+                    (0..self.paths.len()).find(|&i| active(i) && room(i))
+                }
+            }
+            RtxPolicy::Cwnd => by(&|p| p.cwnd),
+            RtxPolicy::Ssthresh => None,
+        };
+        chosen
+            .or_else(|| by(&|p| p.ssthresh))
+            .unwrap_or(self.data_path)
     }
 
     /// One more consecutive timeout on path `i` (RFC 9260 §8.2, RFC 7829 §5.1).
@@ -1228,7 +1315,21 @@ impl Association {
     /// send up to Max.Burst packets of new data; the allowance ends when `poll_transmit`
     /// reports that nothing more can be sent.
     fn add_burst(&mut self) {
-        let m = self.shared.config.max_burst;
+        // With CMT each active path may send a burst.
+        let paths = if self.shared.config.cmt.is_some() {
+            self.paths
+                .iter()
+                .filter(|p| p.state == PathState::Active)
+                .count()
+                .max(1)
+        } else {
+            1
+        };
+        let m = self
+            .shared
+            .config
+            .max_burst
+            .saturating_mul(u32::try_from(paths).unwrap_or(u32::MAX));
         self.burst_budget = self
             .burst_budget
             .saturating_add(m)
@@ -1301,11 +1402,22 @@ impl Association {
         self.dups.clear();
         let rwnd = self.rwnd();
         self.last_rwnd = rwnd;
+        let dac = self
+            .shared
+            .config
+            .cmt
+            .as_ref()
+            .is_some_and(|c| c.delayed_ack);
+        let flags = if dac && self.packets_since_sack >= 2 {
+            wire::SACK_FLAG_CMT_DAC
+        } else {
+            0
+        };
         self.sack = SackState::None;
         self.packets_since_sack = 0;
         self.stats.sacks_sent += 1;
         SackChunk {
-            flags: 0,
+            flags,
             cum_tsn_ack: cum as u32,
             a_rwnd: rwnd.min(u32::MAX as usize) as u32,
             gaps,
@@ -1329,7 +1441,6 @@ impl Association {
     }
 
     fn build_data_packet(&mut self, now: Instant) -> Option<Transmit> {
-        let cfg = &self.shared.config;
         // Choose what to send and where.
         let mut dest: Option<usize> = None;
         let mut kind = Rtx::No;
@@ -1341,7 +1452,12 @@ impl Association {
             };
             if let Some(c) = self.outstanding.iter().find(|c| c.rtx == want) {
                 let d = match want {
-                    Rtx::Fast if self.paths[c.path].state == PathState::Active => c.path,
+                    Rtx::Fast
+                        if self.shared.config.cmt.is_none()
+                            && self.paths[c.path].state == PathState::Active =>
+                    {
+                        c.path
+                    }
                     _ => self.rtx_path(c.path),
                 };
                 let force = match want {
@@ -1364,17 +1480,7 @@ impl Association {
             )
             && self.burst_budget > 0
         {
-            let d = self.data_path;
-            let p = &mut self.paths[d];
-            // RFC 9260 §7.2.1: after an idle period the window decays to
-            // max(cwnd / 2, 4 * MTU) per RTO without transmission.
-            if p.flight == 0 && !p.rto.is_zero() {
-                let idle = now.saturating_duration_since(p.last_active);
-                let periods = idle.as_nanos() / p.rto.as_nanos();
-                for _ in 0..periods.min(32) {
-                    p.cwnd = (p.cwnd / 2).max(4 * p.pmtu);
-                }
-            }
+            let d = self.new_data_path(now);
             let p = &self.paths[d];
             let first = self.queue.front().map_or(0, |c| c.data.len());
             let flight = self.total_flight();
@@ -1394,7 +1500,7 @@ impl Association {
             return None;
         }
         let d = dest.unwrap_or(self.sack_path.min(self.paths.len().saturating_sub(1)));
-        let mtu = self.paths.get(d)?.mtu(cfg);
+        let mtu = self.paths.get(d)?.mtu(&self.shared.config);
         let mut buf = Vec::with_capacity(mtu);
         self.header(self.peer_tag).emit(&mut buf);
         if sack_due {
@@ -1434,6 +1540,69 @@ impl Association {
             remote: p.remote,
             bytes: buf,
         })
+    }
+
+    /// RFC 9260 §7.2.1: after an idle period the window of path `i` decays to
+    /// max(cwnd / 2, 4 * MTU) per RTO without transmission.
+    fn decay_idle_window(&mut self, now: Instant, i: usize) {
+        let p = &mut self.paths[i];
+        if p.flight == 0 && !p.rto.is_zero() {
+            let idle = now.saturating_duration_since(p.last_active);
+            let periods = idle.as_nanos() / p.rto.as_nanos();
+            for _ in 0..periods.min(32) {
+                p.cwnd = (p.cwnd / 2).max(4 * p.pmtu);
+            }
+        }
+    }
+
+    /// The path for the next packet of new data. Without CMT, the data path (RFC 9260
+    /// §6.4). With CMT, an active path with room in its window chosen by the scheduler; a
+    /// full one when every active path is full (nothing is sent then); the data path when
+    /// none is active (CMT-PF: the Potentially Failed path with the fewest errors).
+    fn new_data_path(&mut self, now: Instant) -> usize {
+        let Some(cmt) = self.shared.config.cmt.as_ref() else {
+            self.decay_idle_window(now, self.data_path);
+            return self.data_path;
+        };
+        let scheduler = cmt.scheduler;
+        let n = self.paths.len();
+        let active: Vec<usize> = (0..n)
+            .filter(|&i| self.paths[i].state == PathState::Active)
+            .collect();
+        if active.is_empty() {
+            self.decay_idle_window(now, self.data_path);
+            return self.data_path;
+        }
+        for &i in &active {
+            self.decay_idle_window(now, i);
+        }
+        let room = |p: &Path| p.flight < p.cwnd;
+        if let Scheduler::LowestRtt { small_message } = scheduler
+            && self
+                .queue
+                .front()
+                .is_some_and(|c| c.msg_len <= small_message)
+        {
+            if let Some(&i) = active
+                .iter()
+                .filter(|&&i| room(&self.paths[i]))
+                .min_by(|&&a, &&b| {
+                    let rtt = |i: usize| self.paths[i].srtt.unwrap_or(f64::INFINITY);
+                    rtt(a).total_cmp(&rtt(b))
+                })
+            {
+                return i;
+            }
+            return active[0];
+        }
+        for k in 0..n {
+            let i = (self.rr_next + k) % n;
+            if self.paths[i].state == PathState::Active && room(&self.paths[i]) {
+                self.rr_next = (i + 1) % n;
+                return i;
+            }
+        }
+        active[0]
     }
 
     fn fill_retransmissions(
@@ -1510,6 +1679,7 @@ impl Association {
             let Some(c) = self.queue.pop_front() else {
                 break;
             };
+            let probe = zero_window_probe && !*any && c.data.len() > self.peer_rwnd;
             let tsn = self.next_tsn;
             self.next_tsn += 1;
             Chunk::Data(DataChunk {
@@ -1539,6 +1709,7 @@ impl Association {
                 in_flight: true,
                 rtx: Rtx::No,
                 fast_retransmitted: false,
+                zero_window_probe: probe,
             };
             p.flight += sent.size();
             p.stats.data_chunks_sent += 1;
@@ -1647,9 +1818,11 @@ impl Association {
         self.paths[i].t3 = None;
         let mut marked = 0;
         let mut oldest_sent = now;
+        let mut probes_only = true;
         for c in self.outstanding.iter_mut() {
             if c.path == i && c.in_flight && !c.acked {
                 oldest_sent = oldest_sent.min(c.sent_at);
+                probes_only &= c.zero_window_probe;
                 c.in_flight = false;
                 if c.rtx == Rtx::Fast {
                     self.rtx_fast -= 1;
@@ -1674,15 +1847,20 @@ impl Association {
         p.pba = 0;
         p.flight = 0;
         p.rtt_probe = None;
+        p.recovery_exit = None;
         p.stats.timeouts += 1;
         // E2.
         p.backoff(&cfg);
         self.fast_recovery_exit = None;
         self.t3_once = true;
         // RFC 9260 §6.1 A: while the peer keeps its window closed and keeps acknowledging,
-        // unanswered zero-window probes do not count as errors.
-        let probing =
-            self.peer_window_closed && self.last_sack_at.is_some_and(|t| t >= oldest_sent);
+        // unanswered zero-window probes do not count as errors. Only probes: data sent into
+        // an open window that timed out says the path failed, even when the window closed
+        // since (with several paths, the peer fills its window with what arrives on the
+        // others while this path's data is missing).
+        let probing = probes_only
+            && self.peer_window_closed
+            && self.last_sack_at.is_some_and(|t| t >= oldest_sent);
         if !probing {
             self.path_error(now, i);
             self.assoc_error();
@@ -1971,9 +2149,16 @@ impl Association {
                 self.send_t2(now);
             } else {
                 self.packets_since_sack += 1;
+                // Delayed ACK for CMT: reordering across paths is expected, so out-of-order
+                // data waits for the regular acknowledgement like in-order data.
+                let dac = self
+                    .shared
+                    .config
+                    .cmt
+                    .as_ref()
+                    .is_some_and(|c| c.delayed_ack);
                 if rx.immediate
-                    || rx.ooo
-                    || !self.rx_ranges.is_empty()
+                    || (!dac && (rx.ooo || !self.rx_ranges.is_empty()))
                     || self.packets_since_sack >= self.shared.config.sack_freq
                     || !rx.got_new_data
                 {
@@ -2584,6 +2769,12 @@ impl Association {
         let mut tally = SackTally::new(self.paths.len());
         let mut flight_before: Vec<usize> = self.paths.iter().map(|p| p.flight).collect();
         let cum_advanced = cum > self.cum_ack;
+        let cmt = cfg.cmt.as_ref();
+        let pseudo_before = if cmt.is_some() {
+            self.pseudo_cumacks()
+        } else {
+            Vec::new()
+        };
         self.ack_cumulative(now, cum, &mut tally);
         if is_sack && (!s.gaps.is_empty() || self.gap_acked > 0) {
             self.ack_gap_blocks(now, cum, s, &mut tally);
@@ -2592,12 +2783,34 @@ impl Association {
             self.paths[i].rtt_sample(r, &cfg);
         }
         if is_sack {
-            self.fast_retransmit(cum, cum_advanced, s, &tally, &mut flight_before);
+            match cmt {
+                Some(c) => {
+                    self.cmt_fast_retransmit(c, cum, cum_advanced, s, &tally, &mut flight_before)
+                }
+                None => self.fast_retransmit(cum, cum_advanced, s, &tally, &mut flight_before),
+            }
         }
         if self.fast_recovery_exit.is_some_and(|x| self.cum_ack >= x) {
             self.fast_recovery_exit = None;
         }
-        self.grow_windows(now, cum_advanced, &tally, &flight_before);
+        let mut window_may_grow = vec![cum_advanced; self.paths.len()];
+        if let Some(c) = cmt {
+            let after = self.pseudo_cumacks();
+            for (i, p) in self.paths.iter_mut().enumerate() {
+                // Per-destination fast recovery ends when everything up to its exit point
+                // that is still charged to this path is acknowledged.
+                if let Some(x) = p.recovery_exit
+                    && after[i].is_none_or(|l| l > x)
+                {
+                    p.recovery_exit = None;
+                }
+                if c.cwnd_update {
+                    // CUCv2: the path's pseudo-cumulative ack moved.
+                    window_may_grow[i] = pseudo_before[i].is_some() && after[i] != pseudo_before[i];
+                }
+            }
+        }
+        self.grow_windows(now, &window_may_grow, &tally, &flight_before);
         debug_assert_eq!(
             self.unacked_bytes,
             self.outstanding
@@ -2656,6 +2869,7 @@ impl Association {
             self.queued_bytes = self.queued_bytes.saturating_sub(c.data.len());
             if c.acked {
                 self.gap_acked -= 1;
+                tally.in_sack(c.path, c.tsn);
                 continue;
             }
             self.unacked_bytes = self.unacked_bytes.saturating_sub(c.data.len());
@@ -2682,7 +2896,9 @@ impl Association {
                 bi += 1;
             }
             let in_gap = bi < blocks.len() && blocks[bi].0 <= c.tsn;
-            if in_gap && !c.acked {
+            if in_gap && c.acked {
+                tally.in_sack(c.path, c.tsn);
+            } else if in_gap {
                 c.acked = true;
                 self.gap_acked += 1;
                 self.unacked_bytes = self.unacked_bytes.saturating_sub(c.data.len());
@@ -2703,6 +2919,26 @@ impl Association {
                 self.rtx_timeout += 1;
             }
         }
+    }
+
+    /// Per path, the lowest TSN charged to it that is not acknowledged (CMT's
+    /// pseudo-cumulative ack), `None` for a path with nothing outstanding.
+    fn pseudo_cumacks(&self) -> Vec<Option<u64>> {
+        let mut out = vec![None; self.paths.len()];
+        let mut missing = out.len();
+        for c in &self.outstanding {
+            if missing == 0 {
+                break;
+            }
+            if !c.acked
+                && let Some(slot) = out.get_mut(c.path)
+                && slot.is_none()
+            {
+                *slot = Some(c.tsn);
+                missing -= 1;
+            }
+        }
+        out
     }
 
     /// An acknowledged chunk no longer counts as waiting for retransmission.
@@ -2775,18 +3011,119 @@ impl Association {
         self.fast_once = true;
     }
 
+    /// Miss indications and fast retransmit with CMT. With split fast retransmit (SFR) a
+    /// chunk is reported missing only when this SACK newly acknowledges data sent to the
+    /// chunk's destination and acknowledges a higher TSN sent there; without it, the HTNA
+    /// rule of §7.2.4. With delayed ACK for CMT, a SACK flagged as acknowledging two packets
+    /// that newly acknowledges data of one destination only counts twice for chunks below
+    /// the lowest TSN it newly acknowledges. Fast recovery is per destination: entering it
+    /// halves only that path's window.
+    fn cmt_fast_retransmit(
+        &mut self,
+        cmt: &CmtConfig,
+        cum: u64,
+        cum_advanced: bool,
+        s: &SackChunk,
+        tally: &SackTally,
+        flight_before: &mut [usize],
+    ) {
+        let Some(hg) = s.gaps.iter().map(|g| cum + u64::from(g.end)).max() else {
+            return;
+        };
+        let dests_newly_acked = tally.acked_bytes.iter().filter(|&&b| b > 0).count();
+        let dac_twice =
+            cmt.delayed_ack && s.flags & wire::SACK_FLAG_CMT_DAC != 0 && dests_newly_acked == 1;
+        let mut newly_marked: Vec<usize> = Vec::new();
+        for c in self.outstanding.iter_mut() {
+            if c.tsn >= hg {
+                break;
+            }
+            if c.acked || c.rtx != Rtx::No || c.fast_retransmitted || !c.in_flight {
+                continue;
+            }
+            let reported = if cmt.split_fast_retransmit {
+                tally.acked_bytes.get(c.path).is_some_and(|&b| b > 0)
+                    && tally
+                        .highest_in_sack
+                        .get(c.path)
+                        .copied()
+                        .flatten()
+                        .is_some_and(|h| c.tsn < h)
+            } else {
+                let in_fr = self.paths[c.path].recovery_exit.is_some();
+                let limit = if in_fr && cum_advanced {
+                    hg
+                } else {
+                    tally.htna.map_or(0, |h| h.min(hg))
+                };
+                c.tsn < limit
+            };
+            if !reported {
+                continue;
+            }
+            c.misses += 1;
+            if dac_twice && tally.lowest_newack.is_some_and(|l| c.tsn < l) {
+                c.misses += 1;
+            }
+            if c.misses >= 3 {
+                c.rtx = Rtx::Fast;
+                c.fast_retransmitted = true;
+                c.in_flight = false;
+                self.rtx_fast += 1;
+                let p = &mut self.paths[c.path];
+                p.flight = p.flight.saturating_sub(c.size());
+                p.stats.fast_retransmits += 1;
+                if !newly_marked.contains(&c.path) {
+                    newly_marked.push(c.path);
+                }
+            }
+        }
+        if newly_marked.is_empty() {
+            return;
+        }
+        tracing::trace!(vtag = self.local_tag(), paths = ?newly_marked, "SCTP fast retransmit (CMT)");
+        self.stats.fast_retransmits += 1;
+        for &i in &newly_marked {
+            if self.paths[i].recovery_exit.is_some() {
+                continue;
+            }
+            let exit = self
+                .outstanding
+                .iter()
+                .filter(|c| c.path == i)
+                .map(|c| c.tsn)
+                .max()
+                .unwrap_or(self.next_tsn - 1);
+            let p = &mut self.paths[i];
+            p.ssthresh = (p.cwnd / 2).max(4 * p.pmtu);
+            p.cwnd = p.ssthresh;
+            p.pba = 0;
+            p.recovery_exit = Some(exit);
+            flight_before[i] = 0;
+        }
+        self.fast_once = true;
+    }
+
     /// Congestion window growth (§7.2.1, §7.2.2) and T3 management (§6.3.2 R3) on each
     /// path with newly acknowledged data; a path whose data sent after its last error was
     /// acknowledged is working again.
+    /// `may_grow` says, per path, whether the acknowledgement counts for growth: the
+    /// cumulative ack moved, or with CMT's window update the path's pseudo-cumulative ack.
     fn grow_windows(
         &mut self,
         now: Instant,
-        cum_advanced: bool,
+        may_grow: &[bool],
         tally: &SackTally,
         flight_before: &[usize],
     ) {
-        let in_fr = self.fast_recovery_exit.is_some();
+        let cmt = self.shared.config.cmt.is_some();
         for (i, &before) in flight_before.iter().enumerate() {
+            let in_fr = if cmt {
+                self.paths[i].recovery_exit.is_some()
+            } else {
+                self.fast_recovery_exit.is_some()
+            };
+            let cum_advanced = may_grow.get(i).copied().unwrap_or(false);
             let acked = tally.acked_bytes[i];
             if acked > 0 {
                 self.assoc_errors = 0;

@@ -17,7 +17,9 @@
 //!   SACK, gap blocks and duplicate reports (§6), delayed SACK, fast retransmit and fast
 //!   recovery, RTO estimation and back-off, per-destination congestion control (§7),
 //!   multihoming with heartbeats, path failure and failover (§8), the Potentially Failed
-//!   state of SCTP-PF, graceful shutdown and abort (§9).
+//!   state of SCTP-PF, graceful shutdown and abort (§9), and Concurrent Multipath Transfer
+//!   ([`CmtConfig`]: new data on every active path, split fast retransmit, CUCv2, delayed
+//!   ACK for CMT, retransmission policies, CMT-PF, a striped or lowest-RTT scheduler).
 //! - The driver calls `handle_packet(now, local, remote, bytes)` for every packet received
 //!   and `handle_timeout(now)` when `poll_timeout()` has passed, then drains
 //!   `poll_transmit(now)` (each [`Transmit`] names the local and remote address), `poll_event()`

@@ -99,6 +99,9 @@ pub(crate) struct Path {
     pub rtt_probe: Option<(u64, Instant)>,
     /// When the error counter was last incremented.
     pub last_error: Option<Instant>,
+    /// With CMT, fast recovery is per destination: the highest TSN outstanding to this
+    /// path when it entered fast recovery, which ends once all of those are acknowledged.
+    pub recovery_exit: Option<u64>,
     pub stats: PathStats,
 }
 
@@ -135,6 +138,7 @@ impl Path {
             hb_now: !confirmed,
             rtt_probe: None,
             last_error: None,
+            recovery_exit: None,
             stats: PathStats {
                 remote,
                 local,

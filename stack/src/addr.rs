@@ -19,7 +19,9 @@
 //! default 1500: DDP segments are sized to fit it, RFC 5043 §9); for `sctp://`,
 //! `dev=tap:IFACE`, `dev=xdp:IFACE` or `dev=NAME` (an attached device) carries the packets as
 //! raw IPv4 on that device with softrnic's own IP instead of the host's raw sockets (kernel
-//! bypass; the addresses are the stack's own on the device).
+//! bypass; the addresses are the stack's own on the device); `cmt=on|pf|nopf|off` stripes new
+//! data over every active path (Concurrent Multipath Transfer; `on` and `pf` with CMT-PF,
+//! `nopf` without it; default `off`: one path at a time, the others for failover).
 //!
 //! On a device (`tap://`, `dev://`) softrnic's stack owns its own IPv4 address. A listener
 //! names that address (`tap://tap0/10.0.0.2:7174`); a connect names the peer and gives its
@@ -68,6 +70,40 @@ pub struct SctpAddr {
     /// Raw IPv4 on a raw-Ethernet device with softrnic's own IP (`dev=`), instead of the
     /// host's raw sockets: the device's kind and name.
     pub device: Option<(DevKind, String)>,
+    /// How a multihomed association uses its paths (`cmt=`).
+    pub multipath: Multipath,
+}
+
+/// How a multihomed SCTP association uses its paths.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Multipath {
+    /// One path carries new data, the others take over when it fails (RFC 9260 §6.4,
+    /// with SCTP-PF's quick failover, RFC 7829). `cmt=off`, the default.
+    #[default]
+    Failover,
+    /// Concurrent Multipath Transfer with CMT-PF: new data striped over every active path;
+    /// a path that times out carries nothing until a heartbeat answers. `cmt=on` or `cmt=pf`.
+    CmtPf,
+    /// Concurrent Multipath Transfer without the Potentially Failed state (paths stay in use
+    /// until Path.Max.Retrans timeouts mark them failed). `cmt=nopf`.
+    Cmt,
+}
+
+impl Multipath {
+    /// Applies the mode to an association configuration.
+    pub fn apply(self, c: &mut sctp::AssociationConfig) {
+        match self {
+            Multipath::Failover => c.cmt = None,
+            Multipath::CmtPf => {
+                c.cmt = Some(sctp::CmtConfig::default());
+                c.pf_max_retrans = c.pf_max_retrans.or(Some(0));
+            }
+            Multipath::Cmt => {
+                c.cmt = Some(sctp::CmtConfig::default());
+                c.pf_max_retrans = None;
+            }
+        }
+    }
 }
 
 /// Which raw-Ethernet device carries softrnic's own TCP/IP.
@@ -197,6 +233,7 @@ impl TransportAddr {
                     local: Vec::new(),
                     mtu: DEFAULT_SCTP_MTU,
                     device: None,
+                    multipath: Multipath::Failover,
                 };
                 for opt in query.split('&').filter(|o| !o.is_empty()) {
                     let (k, v) = opt
@@ -231,6 +268,14 @@ impl TransportAddr {
                                 ));
                             }
                             s.mtu = m;
+                        }
+                        "cmt" => {
+                            s.multipath = match v {
+                                "off" => Multipath::Failover,
+                                "on" | "pf" => Multipath::CmtPf,
+                                "nopf" => Multipath::Cmt,
+                                _ => return Err(err("cmt takes on, pf, nopf or off")),
+                            }
                         }
                         _ => return Err(err(&format!("unknown option {k:?}"))),
                     }
@@ -324,6 +369,11 @@ impl fmt::Display for TransportAddr {
                         DevKind::Xdp => format!("dev=xdp:{name}"),
                         DevKind::Attached => format!("dev={name}"),
                     });
+                }
+                match s.multipath {
+                    Multipath::Failover => {}
+                    Multipath::CmtPf => opts.push("cmt=pf".into()),
+                    Multipath::Cmt => opts.push("cmt=nopf".into()),
                 }
                 if !opts.is_empty() {
                     write!(f, "?{}", opts.join("&"))?;
@@ -499,6 +549,19 @@ mod tests {
         assert_eq!(
             s.to_string(),
             "sctp+udp://10.0.0.1,10.0.1.1:7174?udp-port=0&mtu=9000"
+        );
+        let c: TransportAddr = "sctp+udp://10.0.0.1,10.0.1.1:7174?cmt=on".parse().unwrap();
+        let TransportAddr::Sctp(ca) = &c else {
+            panic!()
+        };
+        assert_eq!(ca.multipath, Multipath::CmtPf);
+        assert_eq!(c.to_string(), "sctp+udp://10.0.0.1,10.0.1.1:7174?cmt=pf");
+        let n: TransportAddr = "sctp://10.0.0.1:5?cmt=nopf".parse().unwrap();
+        assert_eq!(n.to_string().parse::<TransportAddr>().unwrap(), n);
+        assert!(
+            "sctp://10.0.0.1:5?cmt=maybe"
+                .parse::<TransportAddr>()
+                .is_err()
         );
         let d: TransportAddr = "sctp://10.0.0.1:5?local=10.0.0.2&dev=xdp:eth1"
             .parse()

@@ -139,3 +139,35 @@ fn connect_to_a_closed_sctp_port_fails() {
         "{e:?}"
     );
 }
+
+/// Concurrent Multipath Transfer under the RNIC: a QP over an association with two
+/// addresses on each side and `cmt=on` (CMT-PF) runs every operation with every byte
+/// checked, the transport address keeping the mode.
+#[test]
+fn every_operation_over_a_two_path_cmt_association() {
+    let a = Node::new(ProgressMode::Thread);
+    let b = Node::new(ProgressMode::Thread);
+    let at: TransportAddr = "sctp+udp://127.0.0.1,127.0.0.2:7177?udp-port=0&cmt=on"
+        .parse()
+        .unwrap();
+    let l = b.rnic.listen_on(&at).unwrap();
+    let TransportAddr::Sctp(mut to) = l.transport.clone() else {
+        unreachable!()
+    };
+    assert_eq!(to.multipath, stack::addr::Multipath::CmtPf);
+    to.local = vec!["127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()];
+    a.rnic
+        .connect_to(&a.qp, &TransportAddr::Sctp(to), mpa::Config::default())
+        .unwrap();
+    let req = match wait_event(&[&a, &b], &b, |e| matches!(e, Event::ConnectRequest(_))) {
+        Event::ConnectRequest(r) => r,
+        _ => unreachable!(),
+    };
+    let peers = req.sctp.clone().expect("an SCTP request").peer_addrs;
+    assert_eq!(peers.len(), 2, "the initiator announces both addresses");
+    b.rnic
+        .accept(req.id, &b.qp, mpa::Config::default())
+        .unwrap();
+    wait_event(&[&a, &b], &a, |e| matches!(e, Event::Established { .. }));
+    every_operation(&a, &b, 300_000);
+}

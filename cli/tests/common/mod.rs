@@ -55,7 +55,7 @@ fn perf_port(line: &str) -> Option<u16> {
 }
 
 /// `sctp-perf -s --udp-encap`: the UDP port of its "local UDP port PORT," line.
-fn sctp_perf_port(line: &str) -> Option<u16> {
+pub fn sctp_perf_port(line: &str) -> Option<u16> {
     line.split("local UDP port ")
         .nth(1)
         .and_then(|r| r.split(',').next())

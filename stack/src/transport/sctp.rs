@@ -31,7 +31,7 @@ use sctp_io::net::Transport;
 
 use super::Shared;
 use super::{Conn, Core, fail_connect};
-use crate::addr::{SctpAddr, SctpEncap, route_source};
+use crate::addr::{Multipath, SctpAddr, SctpEncap, route_source};
 use crate::device::{self, SharedDev};
 use crate::engine::{CloseReason, QpEngine, Setup};
 use crate::llp::sctp::SctpConfig;
@@ -70,6 +70,7 @@ fn endpoint_config(
     transport: Transport,
     mtu: usize,
     listen: bool,
+    multipath: Multipath,
 ) -> io::Result<EndpointConfig> {
     let mut c = EndpointConfig::new(port, locals.iter().map(|ip| engine_addr(*ip)).collect(), 0);
     // Tags, TSNs and the cookie key from ChaCha20 keyed with 256 bits from the OS.
@@ -83,6 +84,7 @@ fn endpoint_config(
     // 1 MiB held a 64 KiB-message stream to about half the rate on loopback.
     c.association.recv_buffer = RECV_WINDOW;
     c.association.encapsulation_overhead = transport.overhead();
+    multipath.apply(&mut c.association);
     Ok(c)
 }
 
@@ -265,7 +267,7 @@ impl SctpListen {
         if let SctpEncap::Udp(_) = a.encap {
             bound.encap = SctpEncap::Udp(io.udp_port());
         }
-        let ep = endpoint_config(port, &a.addrs, transport, a.mtu, true)?;
+        let ep = endpoint_config(port, &a.addrs, transport, a.mtu, true, a.multipath)?;
         let scheme = if matches!(a.encap, SctpEncap::Udp(_)) {
             "sctp+udp"
         } else {
@@ -338,7 +340,7 @@ impl SctpConnect {
             Some(d) => SctpIo::Dev(DevSctpIo::open(d, &locals, port)?),
             None => SctpIo::Sockets(PacketIo::open(transport, &locals, port)?),
         };
-        let ep = endpoint_config(port, &locals, transport, a.mtu, false)?;
+        let ep = endpoint_config(port, &locals, transport, a.mtu, false, a.multipath)?;
         Ok(SctpConnect {
             io,
             ep,

@@ -1,0 +1,506 @@
+//! Concurrent Multipath Transfer (Iyengar, Amer, Stewart, IEEE/ACM ToN 14(5), 2006: SFR,
+//! CUCv2, DAC and the retransmission policies; CMT-PF of Natarajan et al.; the Load Sharing
+//! for SCTP draft, draft-tuexen-tsvwg-sctp-multipath) in the deterministic simulator: bulk
+//! transfers over two links of given rates and delays, every message checked at the
+//! receiver.
+
+mod common;
+
+use std::cell::RefCell;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::rc::Rc;
+use std::time::Duration;
+
+use netsim::{LinkParams, Sim};
+use sctp::netsim_host::{App, SctpHost};
+use sctp::wire::{Chunk, SACK_FLAG_CMT_DAC, parse_packet};
+use sctp::{
+    AssocId, AssociationConfig, AssociationStats, CmtConfig, Endpoint, EndpointConfig, Event,
+    PathState, PathStats, RtxPolicy, Scheduler,
+};
+
+use common::{Pair, Side};
+
+fn sock(ip: Ipv4Addr) -> SocketAddr {
+    SocketAddr::V4(SocketAddrV4::new(ip, 0))
+}
+
+fn ips(host: u8, paths: usize) -> Vec<Ipv4Addr> {
+    (0..paths)
+        .map(|i| Ipv4Addr::new(10, 0, i as u8 + 1, host))
+        .collect()
+}
+
+/// Message `m` of `len` bytes: its number in the first 8 bytes, then a pattern.
+fn message(m: u64, len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len)
+        .map(|i| (m.wrapping_mul(31).wrapping_add(i as u64 * 7) % 251) as u8)
+        .collect();
+    let n = len.min(8);
+    v[..n].copy_from_slice(&m.to_be_bytes()[..n]);
+    v
+}
+
+/// A bulk transfer: what to run.
+struct Bulk {
+    links: Vec<LinkParams>,
+    sender: AssociationConfig,
+    receiver: AssociationConfig,
+    msg_len: usize,
+    /// Bytes the sender keeps unacknowledged at most (`None`: keep the send buffer full).
+    window: Option<usize>,
+    duration: Duration,
+    /// (path, down at, up at)
+    outages: Vec<(usize, Duration, Option<Duration>)>,
+    seed: u64,
+}
+
+impl Bulk {
+    fn new(links: Vec<LinkParams>, cfg: AssociationConfig) -> Bulk {
+        Bulk {
+            links,
+            sender: cfg.clone(),
+            receiver: cfg,
+            msg_len: 1400,
+            window: None,
+            duration: Duration::from_secs(5),
+            outages: Vec::new(),
+            seed: 7,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Progress {
+    sent: u64,
+    received: u64,
+    bytes: u64,
+    /// User bytes delivered per 100 ms of virtual time.
+    per_tick: Vec<u64>,
+    errors: Vec<String>,
+    events_a: Vec<Event>,
+    paths: Vec<PathStats>,
+    stats: AssociationStats,
+    established_at: Option<Duration>,
+}
+
+/// What a run measured.
+struct Outcome {
+    /// Goodput (user bits per second) from association setup to the end.
+    goodput: f64,
+    /// User bytes delivered per 100 ms.
+    per_tick: Vec<u64>,
+    paths: Vec<PathStats>,
+    stats: AssociationStats,
+    events_a: Vec<Event>,
+    received: u64,
+}
+
+const TICK: Duration = Duration::from_millis(100);
+
+fn run(b: &Bulk) -> Outcome {
+    let paths = b.links.len();
+    let mut sim = Sim::new(b.seed);
+    let progress = Rc::new(RefCell::new(Progress::default()));
+    let mut cfg_a = EndpointConfig::new(5000, ips(1, paths).into_iter().map(sock).collect(), 1);
+    cfg_a.association = b.sender.clone();
+    let mut cfg_b = EndpointConfig::new(6000, ips(2, paths).into_iter().map(sock).collect(), 2);
+    cfg_b.association = b.receiver.clone();
+    let (msg_len, window) = (b.msg_len, b.window);
+
+    let pa = progress.clone();
+    let mut assoc: Option<AssocId> = None;
+    let sender: App = Box::new(move |ep, now| {
+        let id = *assoc.get_or_insert_with(|| {
+            ep.connect(now, sock(Ipv4Addr::new(10, 0, 1, 2)), 6000)
+                .unwrap()
+        });
+        let mut p = pa.borrow_mut();
+        while let Some((_, e)) = ep.poll_event() {
+            p.events_a.push(e);
+        }
+        let Some(a) = ep.association_mut(id) else {
+            return;
+        };
+        if a.state() != sctp::State::Established {
+            return;
+        }
+        let t = Duration::from_nanos(now.as_nanos());
+        p.established_at.get_or_insert(t);
+        loop {
+            if window.is_some_and(|w| a.buffered_amount() + msg_len > w) {
+                break;
+            }
+            let m = p.sent;
+            match a.send(0, m as u32, false, &message(m, msg_len)) {
+                Ok(()) => p.sent += 1,
+                Err(sctp::SendError::BufferFull { .. }) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        p.paths = a.path_stats();
+        p.stats = a.stats().clone();
+    });
+    let pb = progress.clone();
+    let mut accepted: Option<AssocId> = None;
+    let receiver: App = Box::new(move |ep, now| {
+        let mut p = pb.borrow_mut();
+        if let Some(id) = ep.accept() {
+            accepted = Some(id);
+        }
+        while ep.poll_event().is_some() {}
+        let Some(b) = accepted.and_then(|id| ep.association_mut(id)) else {
+            return;
+        };
+        let tick = (now.as_nanos() / TICK.as_nanos() as u64) as usize;
+        while let Some(m) = b.recv() {
+            let expect = p.received;
+            if m.data != message(expect, msg_len) {
+                p.errors
+                    .push(format!("message {expect} wrong or out of order"));
+            }
+            p.received += 1;
+            p.bytes += m.data.len() as u64;
+            if p.per_tick.len() <= tick {
+                p.per_tick.resize(tick + 1, 0);
+            }
+            p.per_tick[tick] += m.data.len() as u64;
+        }
+    });
+    let a = sim.add_node(SctpHost::new(
+        1,
+        2,
+        ips(1, paths),
+        Endpoint::new(cfg_a),
+        sender,
+    ));
+    let bh = sim.add_node(SctpHost::new(
+        2,
+        1,
+        ips(2, paths),
+        Endpoint::new(cfg_b),
+        receiver,
+    ));
+    let mut links = Vec::new();
+    for (i, l) in b.links.iter().enumerate() {
+        links.push(sim.link(a.iface(i), bh.iface(i), l.clone()).unwrap());
+    }
+    for &(path, down, up) in &b.outages {
+        sim.link_down_at(
+            links[path],
+            netsim::Instant::from_nanos(down.as_nanos() as u64),
+        )
+        .unwrap();
+        if let Some(up) = up {
+            sim.link_up_at(
+                links[path],
+                netsim::Instant::from_nanos(up.as_nanos() as u64),
+            )
+            .unwrap();
+        }
+    }
+    sim.run_until(netsim::Instant::from_nanos(b.duration.as_nanos() as u64));
+    let mut p = progress.borrow_mut();
+    assert!(
+        p.errors.is_empty(),
+        "{:?}",
+        &p.errors[..p.errors.len().min(5)]
+    );
+    let ticks = (b.duration.as_nanos() / TICK.as_nanos()) as usize;
+    p.per_tick.resize(ticks, 0);
+    let start = p.established_at.expect("association never established");
+    let secs = (b.duration - start).as_secs_f64();
+    Outcome {
+        goodput: p.bytes as f64 * 8.0 / secs,
+        per_tick: std::mem::take(&mut p.per_tick),
+        paths: std::mem::take(&mut p.paths),
+        stats: p.stats.clone(),
+        events_a: std::mem::take(&mut p.events_a),
+        received: p.received,
+    }
+}
+
+fn link(mbps: u64, delay_ms: u64) -> LinkParams {
+    LinkParams::default()
+        .bandwidth(mbps * 1_000_000)
+        .delay(Duration::from_millis(delay_ms))
+}
+
+fn cmt(pf: bool) -> AssociationConfig {
+    AssociationConfig {
+        cmt: Some(CmtConfig::default()),
+        pf_max_retrans: if pf { Some(0) } else { None },
+        ..AssociationConfig::default()
+    }
+}
+
+/// Longest run of 100 ms ticks in `range` with nothing delivered.
+fn longest_stall(per_tick: &[u64], range: std::ops::Range<usize>) -> usize {
+    let mut best = 0;
+    let mut cur = 0;
+    for &b in &per_tick[range] {
+        if b == 0 {
+            cur += 1;
+            best = best.max(cur);
+        } else {
+            cur = 0;
+        }
+    }
+    best
+}
+
+/// CMT sends new data on every active path at once: two equal paths carry about the same
+/// share and together nearly twice the goodput of one-path multihoming.
+#[test]
+fn cmt_stripes_new_data_over_both_paths_for_twice_the_goodput() {
+    let links = vec![link(20, 5), link(20, 5)];
+    let single = run(&Bulk::new(links.clone(), AssociationConfig::default()));
+    let striped = run(&Bulk::new(links, cmt(true)));
+    let ratio = striped.goodput / single.goodput;
+    eprintln!(
+        "one path {:.2} Mbit/s, CMT {:.2} Mbit/s, ratio {ratio:.2}",
+        single.goodput / 1e6,
+        striped.goodput / 1e6
+    );
+    assert!(ratio >= 1.85, "CMT/one path = {ratio:.2}");
+    // Multihoming puts (nearly) everything on the primary.
+    assert!(single.paths[1].data_chunks_sent * 100 < single.paths[0].data_chunks_sent);
+    let (c0, c1) = (
+        striped.paths[0].data_chunks_sent as f64,
+        striped.paths[1].data_chunks_sent as f64,
+    );
+    assert!((c0 / c1 - 1.0).abs() < 0.1, "shares {c0} / {c1}");
+    assert!(striped.paths.iter().all(|p| p.data_path));
+    // A single path's link is (nearly) full.
+    assert!(single.goodput > 0.85 * 20e6, "{}", single.goodput);
+}
+
+/// Split Fast Retransmit: with paths of very different delays, data on the fast path is
+/// acknowledged long before earlier data on the slow one; without SFR that looks like loss
+/// and triggers spurious fast retransmissions, with SFR it does not.
+#[test]
+fn cmt_sfr_no_spurious_fast_retransmits_when_paths_differ_in_delay() {
+    let links = vec![link(20, 2), link(20, 40)];
+    let with = run(&Bulk::new(links.clone(), cmt(true)));
+    let without = run(&Bulk::new(
+        links,
+        AssociationConfig {
+            cmt: Some(CmtConfig {
+                split_fast_retransmit: false,
+                ..CmtConfig::default()
+            }),
+            ..AssociationConfig::default()
+        },
+    ));
+    eprintln!(
+        "fast retransmits with SFR {}, without {}; goodput {:.2} / {:.2} Mbit/s",
+        with.stats.fast_retransmits,
+        without.stats.fast_retransmits,
+        with.goodput / 1e6,
+        without.goodput / 1e6
+    );
+    assert_eq!(with.stats.fast_retransmits, 0);
+    assert!(without.stats.fast_retransmits > 10);
+    assert!(with.goodput > without.goodput);
+}
+
+/// CUCv2: a path's window grows when its own earliest outstanding chunk is acknowledged.
+/// Tied to the association's cumulative ack, which a loss on either path holds back, the
+/// windows of both paths stop growing for every recovery: with loss on both paths the
+/// transfer is clearly slower (averaged over seeds).
+#[test]
+fn cmt_cuc_grows_windows_on_pseudo_cumulative_acks() {
+    let links = vec![link(50, 5).loss(0.02), link(50, 5).loss(0.02)];
+    let mut b = Bulk::new(links, cmt(true));
+    b.duration = Duration::from_secs(4);
+    let mean = |b: &mut Bulk| {
+        (1..=3)
+            .map(|seed| {
+                b.seed = seed;
+                run(b).goodput
+            })
+            .sum::<f64>()
+            / 3.0
+    };
+    let with = mean(&mut b);
+    b.sender.cmt = Some(CmtConfig {
+        cwnd_update: false,
+        ..CmtConfig::default()
+    });
+    let without = mean(&mut b);
+    eprintln!(
+        "goodput with CUC {:.2}, without {:.2} Mbit/s",
+        with / 1e6,
+        without / 1e6
+    );
+    assert!(with > 1.15 * without, "{with} vs {without}");
+}
+
+/// DAC, receiver side: with CMT a receiver acknowledges every second packet even when data
+/// arrives out of order, and flags a SACK covering two packets with the CMT DAC flag; with
+/// CMT off the flags stay 0 (RFC 9260 §3.3.4: reserved) and out-of-order data is
+/// acknowledged at once (§6.2).
+#[test]
+fn cmt_dac_receiver_flags_sacks_for_two_packets() {
+    let sack_flags = |cfg: AssociationConfig| {
+        let mut p = Pair::connected(31, cfg);
+        p.keep_log = true;
+        p.reorder = 0.3;
+        p.reorder_delay = Duration::from_millis(4);
+        for m in 0..200u64 {
+            p.assoc_a()
+                .send(0, 0, false, &common::pattern(m, 1000))
+                .unwrap();
+        }
+        p.run_for(Duration::from_secs(3));
+        let mut flags = Vec::new();
+        for s in p.log.iter().filter(|s| s.from == Side::B) {
+            let pkt = parse_packet(&s.bytes, true).unwrap();
+            for c in pkt.chunks {
+                if let Chunk::Sack(sack) = c {
+                    flags.push(sack.flags);
+                }
+            }
+        }
+        flags
+    };
+    let on = sack_flags(cmt(true));
+    let off = sack_flags(AssociationConfig::default());
+    let flagged = on.iter().filter(|&&f| f == SACK_FLAG_CMT_DAC).count();
+    eprintln!(
+        "CMT: {} SACKs, {flagged} flagged; without: {} SACKs",
+        on.len(),
+        off.len()
+    );
+    assert!(flagged * 2 > on.len(), "{on:?}");
+    assert!(on.iter().all(|&f| f & !SACK_FLAG_CMT_DAC == 0));
+    assert!(off.iter().all(|&f| f == 0));
+    // Reordering makes a plain receiver acknowledge more often.
+    assert!(off.len() > on.len());
+}
+
+/// RTX-SSTHRESH sends retransmissions to the path least hit by loss; RTX-SAME keeps them on
+/// the path that lost the data.
+#[test]
+fn cmt_rtx_policy_ssthresh_moves_retransmissions_off_the_lossy_path() {
+    let links = vec![link(20, 5).loss(0.02), link(20, 5)];
+    let mut b = Bulk::new(links, cmt(true));
+    b.duration = Duration::from_secs(4);
+    let ssthresh = run(&b);
+    b.sender.cmt = Some(CmtConfig {
+        rtx_policy: RtxPolicy::Same,
+        ..CmtConfig::default()
+    });
+    let same = run(&b);
+    let rtx = |o: &Outcome| {
+        (
+            o.paths[0].chunks_retransmitted,
+            o.paths[1].chunks_retransmitted,
+        )
+    };
+    eprintln!(
+        "retransmitted (lossy, clean): SSTHRESH {:?}, SAME {:?}",
+        rtx(&ssthresh),
+        rtx(&same)
+    );
+    let (l, c) = rtx(&ssthresh);
+    assert!(
+        c > 2 * l,
+        "RTX-SSTHRESH: {l} on the lossy path, {c} on the clean"
+    );
+    let (l, c) = rtx(&same);
+    assert!(
+        l > 5 * c,
+        "RTX-SAME: {l} on the lossy path, {c} on the clean"
+    );
+}
+
+/// The latency scheduler puts small messages on the lowest-RTT path; the striped one uses
+/// both; and the scheduler can be switched while the association runs.
+#[test]
+fn cmt_lowest_rtt_scheduler_keeps_small_messages_on_the_fast_path() {
+    let links = vec![link(20, 30), link(20, 2)];
+    let mut b = Bulk::new(links, cmt(true));
+    b.msg_len = 200;
+    b.window = Some(2000);
+    b.duration = Duration::from_secs(3);
+    b.sender.cmt = Some(CmtConfig {
+        scheduler: Scheduler::LowestRtt {
+            small_message: 1024,
+        },
+        ..CmtConfig::default()
+    });
+    let latency = run(&b);
+    b.sender.cmt = Some(CmtConfig::default());
+    let striped = run(&b);
+    let share = |o: &Outcome| {
+        o.paths[1].data_chunks_sent as f64
+            / (o.paths[0].data_chunks_sent + o.paths[1].data_chunks_sent) as f64
+    };
+    eprintln!(
+        "fast path share: lowest-RTT {:.3}, striped {:.3}",
+        share(&latency),
+        share(&striped)
+    );
+    assert!(share(&latency) > 0.95);
+    assert!(share(&striped) < 0.8);
+    // Run-time switch.
+    let mut p = Pair::connected(5, cmt(true));
+    assert!(
+        p.assoc_a()
+            .set_cmt_scheduler(Scheduler::LowestRtt { small_message: 64 })
+    );
+    assert_eq!(
+        p.assoc_a().cmt().map(|c| c.scheduler),
+        Some(Scheduler::LowestRtt { small_message: 64 })
+    );
+    let mut q = Pair::connected(6, AssociationConfig::default());
+    assert!(!q.assoc_a().set_cmt_scheduler(Scheduler::Striped));
+}
+
+/// CMT-PF: a path that times out becomes Potentially Failed and carries no more data until
+/// a heartbeat answers, so the other path carries everything and the transfer never stops
+/// for long; plain CMT keeps sending to the dead path (one packet per backed-off RTO), whose
+/// chunks block delivery until they are retransmitted. The failed path's timeouts count
+/// although the peer's window is closed and SACKs keep coming over the other path: that data
+/// went into an open window, so it was no zero window probe (RFC 9260 §6.1 A).
+#[test]
+fn cmt_pf_keeps_data_off_a_failed_path_and_never_stalls() {
+    let links = vec![link(20, 5), link(20, 5)];
+    let mut b = Bulk::new(links, cmt(true));
+    b.duration = Duration::from_secs(12);
+    b.outages = vec![(0, Duration::from_secs(3), Some(Duration::from_secs(8)))];
+    let pf = run(&b);
+    b.sender.pf_max_retrans = None;
+    b.receiver.pf_max_retrans = None;
+    let plain = run(&b);
+    b.sender.cmt = None;
+    b.receiver.cmt = None;
+    b.sender.pf_max_retrans = Some(0);
+    let mh = run(&b);
+    let during = 30..80;
+    let tput = |o: &Outcome| o.per_tick[during.clone()].iter().sum::<u64>() as f64 * 8.0 / 5.0;
+    eprintln!(
+        "while path 1 is down: CMT-PF {:.2} Mbit/s (stall {} ticks), CMT {:.2} (stall {}), \
+         multihoming {:.2} (stall {})",
+        tput(&pf) / 1e6,
+        longest_stall(&pf.per_tick, during.clone()),
+        tput(&plain) / 1e6,
+        longest_stall(&plain.per_tick, during.clone()),
+        tput(&mh) / 1e6,
+        longest_stall(&mh.per_tick, during.clone()),
+    );
+    // Never more than 1 s without delivery.
+    assert!(longest_stall(&pf.per_tick, 10..120) <= 10);
+    assert!(tput(&pf) > tput(&plain));
+    assert!(
+        pf.events_a
+            .iter()
+            .any(|e| matches!(e, Event::PathPotentiallyFailed { .. }))
+    );
+    // The path came back and carries data again.
+    assert_eq!(pf.paths[0].state, PathState::Active);
+    let after: u64 = pf.per_tick[100..120].iter().sum();
+    assert!(after as f64 * 8.0 / 2.0 > 1.7 * 20e6, "{after}");
+    assert!(pf.received > 0 && plain.received > 0 && mh.received > 0);
+}
