@@ -71,6 +71,9 @@ pub struct SimArgs {
     /// (primary) and 500 Mbit/s (secondary) and the bandwidth paths at 1 Gbit/s each.
     #[arg(long, value_name = "F", default_value_t = DEFAULT_SCALE)]
     pub scale: f64,
+    /// Experiments: frames each link direction holds waiting for the transmitter.
+    #[arg(long, value_name = "FRAMES", default_value_t = 100)]
+    pub queue: usize,
 }
 
 /// The experiments' default rate scale (see [`SimArgs::scale`]).
@@ -95,6 +98,7 @@ impl Default for SimArgs {
             verbose: false,
             out: None,
             scale: DEFAULT_SCALE,
+            queue: 100,
         }
     }
 }
@@ -803,12 +807,14 @@ fn run_experiment(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         if let Some(d) = delay {
             setup.delay = d;
         }
+        setup.queue = args.queue;
         failover_command(args, &setup, out)
     } else {
         let mut setup = bandwidth::Setup::new(rate(1e9), bytes.unwrap_or(64 << 20));
         if let Some(d) = delay {
             setup.delay = d;
         }
+        setup.queue = args.queue;
         bandwidth_command(args, &setup, out)
     }
 }
@@ -874,11 +880,13 @@ fn failover_report(
     )?;
     writeln!(
         out,
-        "paths: primary {} Mbit/s, secondary {} Mbit/s, {} us one-way, MTU {}; {}",
+        "paths: primary {} Mbit/s, secondary {} Mbit/s, {} us one-way, MTU {}, queues of {} \
+         frames; {}",
         mbit(setup.rates[0] as f64),
         mbit(setup.rates[1] as f64),
         setup.delay.as_micros(),
         setup.mtu,
+        setup.queue,
         setup.schedule()
     )?;
     writeln!(
@@ -976,7 +984,7 @@ fn failover_report(
 fn bandwidth_command(args: &SimArgs, setup: &bandwidth::Setup, out: &mut dyn std::io::Write) -> u8 {
     let wall = std::time::Instant::now();
     let jobs: Vec<(usize, usize)> = setup.sizes.iter().flat_map(|&s| [(1, s), (2, s)]).collect();
-    let results: Result<Vec<f64>, _> = in_parallel(&jobs, |&(paths, size)| {
+    let results: Result<Vec<bandwidth::Sample>, _> = in_parallel(&jobs, |&(paths, size)| {
         bandwidth::throughput(setup, paths, size, args.seed)
     })
     .into_iter()
@@ -1021,7 +1029,7 @@ fn bandwidth_command(args: &SimArgs, setup: &bandwidth::Setup, out: &mut dyn std
             }
         }
     }
-    if points.iter().any(|p| p.one <= 0.0 || p.two <= 0.0) {
+    if points.iter().any(|p| p.one.bps <= 0.0 || p.two.bps <= 0.0) {
         status = status.max(1);
     }
     status
@@ -1041,10 +1049,11 @@ fn bandwidth_report(
     )?;
     writeln!(
         out,
-        "paths: {} Mbit/s each, {} us one-way, MTU {}; {}; {} per size",
+        "paths: {} Mbit/s each, {} us one-way, MTU {}, queues of {} frames; {}; {} per size",
         mbit(setup.rate as f64),
         setup.delay.as_micros(),
         setup.mtu,
+        setup.queue,
         setup.mode.name(),
         harness::plot::size_label(setup.bytes as f64)
     )?;
@@ -1054,23 +1063,29 @@ fn bandwidth_report(
     )?;
     writeln!(
         out,
-        "{:>9} {:>16} {:>17} {:>8} {:>9}",
-        "size", "one path Mbit/s", "two paths Mbit/s", "two/one", "capacity"
+        "{:>9} {:>16} {:>17} {:>8} {:>9} {:>16}",
+        "size", "one path Mbit/s", "two paths Mbit/s", "two/one", "capacity", "T3/FR/drops"
     )?;
     for p in points {
         writeln!(
             out,
-            "{:>9} {:>16} {:>17} {:>7.2}x {:>8.1}%",
+            "{:>9} {:>16} {:>17} {:>7.2}x {:>8.1}% {:>16}",
             harness::plot::size_label(p.size as f64),
-            mbit(p.one),
-            mbit(p.two),
+            mbit(p.one.bps),
+            mbit(p.two.bps),
             p.ratio(),
-            100.0 * p.two / (2.0 * setup.rate as f64)
+            100.0 * p.two.bps / (2.0 * setup.rate as f64),
+            format!(
+                "{}/{}/{}",
+                p.two.timeouts, p.two.fast_retransmits, p.two.queue_drops
+            )
         )?;
     }
     writeln!(
         out,
-        "capacity: two paths' throughput as a share of the sum of the link rates"
+        "capacity: two paths' throughput as a share of the sum of the link rates; T3/FR/drops: \
+         over two paths, the sender's retransmission timeouts and fast retransmits and the \
+         frames dropped at full link queues"
     )?;
     let (one, two) = SEED_BANDWIDTH_1MIB;
     writeln!(

@@ -14,12 +14,12 @@
 
 use std::time::Duration;
 
-use netsim::{LinkParams, SimError};
+use netsim::{LinkParams, QueueLimit, SimError};
 use sctp::{AssociationConfig, CmtConfig};
 use stack::{MemoryRegion, QpState, SendWr, WcStatus};
 
 use crate::plot::{Chart, Legend, Series};
-use crate::sctp::{Host, Outage, Pair, Workload, path_events, run_pair};
+use crate::sctp::{Outage, Pair, Rnic, Workload, path_events, run_pair};
 
 /// How the association uses its paths.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -113,7 +113,7 @@ impl Bulk {
 }
 
 impl Workload for Bulk {
-    fn step(&mut self, a: &mut Host, b: &mut Host, now: Duration) {
+    fn step(&mut self, a: &mut Rnic, b: &mut Rnic, now: Duration, _at_b: bool) {
         if self.regions.is_none() {
             if a.eng.state() != QpState::Rts || b.eng.state() != QpState::Rts {
                 return;
@@ -186,12 +186,18 @@ pub mod failover {
         pub mtu: usize,
         /// Width of a throughput sample.
         pub bin: Duration,
+        /// Frames each link direction holds waiting for the transmitter.
+        pub queue: usize,
+        /// Each endpoint's receive buffer (the a_rwnd it announces).
+        pub recv_buffer: u32,
     }
 
     impl Setup {
         /// The schedule of Figure 4.4 at the given rates: 120 s; the primary down at 15 s and
         /// up at 35 s, the secondary down at 55 s and up at 75 s; 100 µs one-way delay,
-        /// 256 KiB RDMA Writes, 1 s samples.
+        /// queues of 100 frames (with the simulator's default of 1000, a 1 MiB receive buffer
+        /// holds CMT to about one path's rate: data of the fast path waits in it for the
+        /// slow path's), 256 KiB RDMA Writes, 1 s samples.
         pub fn seed(rates: [u64; 2]) -> Setup {
             let s = Duration::from_secs;
             Setup {
@@ -213,6 +219,8 @@ pub mod failover {
                 message: 256 << 10,
                 mtu: 1500,
                 bin: s(1),
+                queue: 100,
+                recv_buffer: 1 << 20,
             }
         }
 
@@ -242,7 +250,12 @@ pub mod failover {
         fn links(&self) -> Vec<LinkParams> {
             self.rates
                 .iter()
-                .map(|&r| LinkParams::default().bandwidth(r).delay(self.delay))
+                .map(|&r| {
+                    LinkParams::default()
+                        .bandwidth(r)
+                        .delay(self.delay)
+                        .queue_limit(QueueLimit::Packets(self.queue))
+                })
                 .collect()
         }
     }
@@ -340,7 +353,10 @@ pub mod failover {
         let pair = Pair {
             links: setup.links(),
             outages: &setup.outages,
-            assoc: mode.config(),
+            assoc: AssociationConfig {
+                recv_buffer: setup.recv_buffer,
+                ..mode.config()
+            },
             mtu: setup.mtu,
             deadline: setup.duration,
             capture: None,
@@ -355,6 +371,7 @@ pub mod failover {
         let run = run_pair(&pair, seed, work, |end| {
             let mut bytes = end
                 .b
+                .rnic
                 .meter
                 .as_ref()
                 .map(|m| m.bins.clone())
@@ -367,7 +384,7 @@ pub mod failover {
                 path_bytes: end.counters.iter().map(|c| c[0].sent_bytes).collect(),
                 path_events: path_events(end.a),
                 failed_completions: end.work.failed,
-                terminates: end.a.terminates + end.b.terminates,
+                terminates: end.a.rnic.terminates + end.b.rnic.terminates,
             }
         })?;
         tracing::debug!(
@@ -411,10 +428,13 @@ pub mod bandwidth {
         pub mode: Mode,
         /// Path MTU.
         pub mtu: usize,
+        /// Frames each link direction holds waiting for the transmitter.
+        pub queue: usize,
     }
 
     impl Setup {
-        /// [`SIZES`], 100 µs one-way delay, CMT-PF, MTU 1500, `bytes` per size.
+        /// [`SIZES`], 100 µs one-way delay, queues of 100 frames, CMT-PF, MTU 1500, `bytes`
+        /// per size.
         pub fn new(rate: u64, bytes: u64) -> Setup {
             Setup {
                 rate,
@@ -423,6 +443,7 @@ pub mod bandwidth {
                 bytes,
                 mode: Mode::CmtPf,
                 mtu: 1500,
+                queue: 100,
             }
         }
     }
@@ -432,37 +453,50 @@ pub mod bandwidth {
     pub struct Point {
         /// RDMA Write size.
         pub size: usize,
-        /// Throughput over one path (bit/s).
-        pub one: f64,
-        /// Throughput over two paths (bit/s).
-        pub two: f64,
+        /// Over one path.
+        pub one: Sample,
+        /// Over two paths.
+        pub two: Sample,
     }
 
     impl Point {
         /// Two paths over one.
         pub fn ratio(&self) -> f64 {
-            if self.one > 0.0 {
-                self.two / self.one
+            if self.one.bps > 0.0 {
+                self.two.bps / self.one.bps
             } else {
                 0.0
             }
         }
     }
 
-    /// Throughput of `paths` paths for RDMA Writes of `size`: the bytes over the time from
-    /// the first Write posted (the connection is up) to the last byte received. Zero if
-    /// the transfer did not finish.
+    /// One transfer of the sweep.
+    #[derive(Clone, Copy, Debug, Default, PartialEq)]
+    pub struct Sample {
+        /// Throughput (bit/s): the bytes over the time from the first Write posted (the
+        /// connection is up) to the last byte received; zero if the transfer did not finish.
+        pub bps: f64,
+        /// The sender's T3-rtx expirations.
+        pub timeouts: u64,
+        /// The sender's fast retransmit events.
+        pub fast_retransmits: u64,
+        /// Frames the links dropped at a full queue (all paths, both directions).
+        pub queue_drops: u64,
+    }
+
+    /// RDMA Writes of `size` over `paths` paths.
     pub fn throughput(
         setup: &Setup,
         paths: usize,
         size: usize,
         seed: u64,
-    ) -> Result<f64, SimError> {
+    ) -> Result<Sample, SimError> {
         let pair = Pair {
             links: vec![
                 LinkParams::default()
                     .bandwidth(setup.rate)
-                    .delay(setup.delay);
+                    .delay(setup.delay)
+                    .queue_limit(QueueLimit::Packets(setup.queue));
                 paths.max(1)
             ],
             outages: &[],
@@ -475,11 +509,18 @@ pub mod bandwidth {
         let messages = (setup.bytes / size.max(1) as u64).max(1);
         let work = Bulk::new(size, depth_for(size), Some(messages));
         run_pair(&pair, seed, work, |end| {
-            match (end.work.started, end.work.finished) {
+            let bps = match (end.work.started, end.work.finished) {
                 (Some(s), Some(f)) if f > s => {
                     (messages * size as u64) as f64 * 8.0 / (f - s).as_secs_f64()
                 }
                 _ => 0.0,
+            };
+            let stats = end.stats.unwrap_or_default();
+            Sample {
+                bps,
+                timeouts: stats.t3_expirations,
+                fast_retransmits: stats.fast_retransmits,
+                queue_drops: end.counters.iter().flatten().map(|c| c.dropped_queue).sum(),
             }
         })
     }
@@ -504,8 +545,8 @@ pub mod bandwidth {
             legend: Legend::UpperLeft,
             size: (1000, 560),
             series: vec![
-                line("one path".into(), |p| p.one),
-                line("two paths".into(), |p| p.two),
+                line("one path".into(), |p| p.one.bps),
+                line("two paths".into(), |p| p.two.bps),
             ],
         }
     }
@@ -596,10 +637,49 @@ mod tests {
     fn bandwidth_grows_with_the_message_size() {
         let mut setup = bandwidth::Setup::new(20_000_000, 2 << 20);
         setup.sizes = vec![64, 64 << 10];
-        let small = bandwidth::throughput(&setup, 1, 64, 1).expect("run");
-        let large = bandwidth::throughput(&setup, 1, 64 << 10, 1).expect("run");
+        let small = bandwidth::throughput(&setup, 1, 64, 1).expect("run").bps;
+        let large = bandwidth::throughput(&setup, 1, 64 << 10, 1)
+            .expect("run")
+            .bps;
         assert!(small > 0.0 && small < large, "{small} {large}");
         assert!(large > 0.8 * 20e6 && large <= 20e6, "{large}");
+    }
+
+    /// CMT-PF keeps both paths busy while they are up and the surviving one while the other
+    /// is down: more throughput than multihoming, and never a whole second without data.
+    #[test]
+    fn cmt_pf_beats_multihoming_and_never_stalls() {
+        let setup = short([20_000_000, 10_000_000]);
+        let mh = failover::run(&setup, Mode::Multihoming, 1).expect("run");
+        let pf = failover::run(&setup, Mode::CmtPf, 1).expect("run");
+        assert_eq!(pf.bytes.len(), 16);
+        assert!(
+            pf.average() > 1.1 * mh.average(),
+            "{} {}",
+            pf.average(),
+            mh.average()
+        );
+        assert!(pf.longest_zero_run().0 <= 1, "{:?}", pf.rates());
+        // Both paths carried data.
+        assert!(
+            pf.path_bytes.iter().all(|&b| b > 1 << 20),
+            "{:?}",
+            pf.path_bytes
+        );
+    }
+
+    /// Two equal paths with CMT-PF carry large messages at least 1.9 times as fast as one.
+    #[test]
+    fn two_paths_nearly_double_large_messages() {
+        let setup = bandwidth::Setup::new(20_000_000, 8 << 20);
+        let one = bandwidth::throughput(&setup, 1, 1 << 20, 1)
+            .expect("run")
+            .bps;
+        let two = bandwidth::throughput(&setup, 2, 1 << 20, 1)
+            .expect("run")
+            .bps;
+        assert!(two >= 1.9 * one, "{one} {two}");
+        assert!(two <= 2.0 * 20e6, "{two}");
     }
 
     #[test]

@@ -242,24 +242,19 @@ impl Meter {
     }
 }
 
-/// One host's RNIC side: the QP engine over the SCTP LLP and its association.
-pub(crate) struct Host {
+/// One host's RNIC: the QP engine, its memory and its CQ.
+pub(crate) struct Rnic {
     pub(crate) eng: QpEngine,
     mem: Arc<MemTable>,
     pd: Pd,
     pub(crate) cq: Cq,
-    assoc: Option<AssocId>,
-    /// Association events other than readable data, with their virtual time.
-    pub(crate) events: Vec<(Duration, Event)>,
     pub(crate) terminates: u64,
     /// Counts the DDP payload received, when set.
     pub(crate) meter: Option<Meter>,
 }
 
-use std::sync::Arc;
-
-impl Host {
-    fn new(id: u32, setup: Setup, seed: u64) -> Host {
+impl Rnic {
+    pub(crate) fn new(id: u32, setup: Setup, seed: u64) -> Rnic {
         // Reproducible STags: a run is a function of its seed.
         let mem = MemTable::with_seed(seed ^ u64::from(id));
         let pd = mem.alloc_pd();
@@ -269,13 +264,11 @@ impl Host {
             Ok(e) => e,
             Err(e) => panic!("engine configuration: {e}"),
         };
-        Host {
+        Rnic {
             eng,
             mem,
             pd,
             cq,
-            assoc: None,
-            events: Vec::new(),
             terminates: 0,
             meter: None,
         }
@@ -286,6 +279,35 @@ impl Host {
         match self.mem.register_new(self.pd, len, MrOptions::new(access)) {
             Ok(m) => m,
             Err(e) => panic!("registration: {e}"),
+        }
+    }
+
+    /// Takes the engine's events (counting Terminates sent).
+    pub(crate) fn collect_events(&mut self) {
+        while let Some(e) = self.eng.poll_event() {
+            if matches!(e, QpEvent::TerminateSent(_)) {
+                self.terminates += 1;
+            }
+        }
+    }
+}
+
+/// One host's RNIC over the SCTP LLP and its association.
+pub(crate) struct Host {
+    pub(crate) rnic: Rnic,
+    assoc: Option<AssocId>,
+    /// Association events other than readable data, with their virtual time.
+    pub(crate) events: Vec<(Duration, Event)>,
+}
+
+use std::sync::Arc;
+
+impl Host {
+    fn new(id: u32, setup: Setup, seed: u64) -> Host {
+        Host {
+            rnic: Rnic::new(id, setup, seed),
+            assoc: None,
+            events: Vec::new(),
         }
     }
 
@@ -300,31 +322,28 @@ impl Host {
         if let Some(id) = self.assoc
             && let Some(a) = ep.association_mut(id)
         {
+            let r = &mut self.rnic;
             while let Some(m) = a.recv() {
-                if let Some(meter) = &mut self.meter {
+                if let Some(meter) = &mut r.meter {
                     meter.record(t, Meter::payload(m.ppid, &m.data));
                 }
-                self.eng.handle_message(t, m.ppid, m.unordered, &m.data);
+                r.eng.handle_message(t, m.ppid, m.unordered, &m.data);
             }
-            if self.eng.poll_timeout().is_some_and(|d| d <= t) {
-                self.eng.handle_timeout(t);
+            if r.eng.poll_timeout().is_some_and(|d| d <= t) {
+                r.eng.handle_timeout(t);
             }
             if a.state() == sctp::State::Established {
-                while let Some((stream, _, data)) = self.eng.poll_message() {
+                while let Some((stream, _, data)) = r.eng.poll_message() {
                     if a.check_send(stream, data.len()).is_err() {
                         break;
                     }
-                    if let Some((stream, ppid, data)) = self.eng.take_message() {
+                    if let Some((stream, ppid, data)) = r.eng.take_message() {
                         let _ = a.send_owned(stream, ppid, true, data);
                     }
                 }
             }
         }
-        while let Some(e) = self.eng.poll_event() {
-            if matches!(e, QpEvent::TerminateSent(_)) {
-                self.terminates += 1;
-            }
-        }
+        self.rnic.collect_events();
     }
 }
 
@@ -345,7 +364,7 @@ struct Work {
 
 impl Work {
     /// Posts round `self.round`: targets poisoned, sources patterned.
-    fn post(&mut self, a: &mut Host, b: &mut Host) {
+    fn post(&mut self, a: &mut Rnic, b: &mut Rnic) {
         let (Some(src), Some(dst)) = (&self.src, &self.dst) else {
             return;
         };
@@ -400,7 +419,7 @@ impl Work {
         self.round += 1;
     }
 
-    fn advance(&mut self, a: &mut Host, b: &mut Host, now: Duration) {
+    fn advance(&mut self, a: &mut Rnic, b: &mut Rnic, now: Duration) {
         if self.src.is_none() {
             if a.eng.state() != QpState::Rts || b.eng.state() != QpState::Rts {
                 return;
@@ -431,7 +450,7 @@ impl Work {
 }
 
 impl Workload for Work {
-    fn step(&mut self, a: &mut Host, b: &mut Host, now: Duration) {
+    fn step(&mut self, a: &mut Rnic, b: &mut Rnic, now: Duration, _at_b: bool) {
         self.advance(a, b, now);
     }
 
@@ -440,10 +459,12 @@ impl Workload for Work {
     }
 }
 
-/// What runs on a pair of hosts: called at every step of either host with both.
+/// What runs on a pair of RNICs: called at every step of either host with both.
 pub(crate) trait Workload {
-    /// One step (work completions, new work requests); `now` is virtual time.
-    fn step(&mut self, a: &mut Host, b: &mut Host, now: Duration);
+    /// One step (work completions, new work requests); `now` is virtual time. `at_b`: the
+    /// step runs in B's turn (then B's new work goes out at once; A's waits for A's turn,
+    /// and the other way round).
+    fn step(&mut self, a: &mut Rnic, b: &mut Rnic, now: Duration, at_b: bool);
     /// The run may end.
     fn done(&self) -> bool;
 }
@@ -478,6 +499,8 @@ pub(crate) struct PairEnd<'a, W> {
     pub(crate) now: Duration,
     /// Link counters, per path: (A→B, B→A).
     pub(crate) counters: Vec<[LinkCounters; 2]>,
+    /// A's association's counters, when it exists.
+    pub(crate) stats: Option<sctp::AssociationStats>,
 }
 
 fn ep_config(
@@ -523,7 +546,7 @@ pub(crate) fn run_pair<W: Workload + 'static, R>(
         seed,
     )));
     let mut host_b = Host::new(2, Setup::SctpResponder(llp), seed);
-    host_b.meter = p.meter.map(Meter::new);
+    host_b.rnic.meter = p.meter.map(Meter::new);
     let b = Rc::new(RefCell::new(host_b));
     let work = Rc::new(RefCell::new(work));
     let mut sim = Sim::new(seed);
@@ -536,7 +559,8 @@ pub(crate) fn run_pair<W: Workload + 'static, R>(
         }
         h.drive(ep, now);
         if let (Ok(mut hb), Ok(mut w)) = (rb.try_borrow_mut(), w.try_borrow_mut()) {
-            w.step(&mut h, &mut hb, Duration::from_nanos(now.as_nanos()));
+            let t = Duration::from_nanos(now.as_nanos());
+            w.step(&mut h.rnic, &mut hb.rnic, t, false);
             h.drive(ep, now);
         }
     });
@@ -548,7 +572,9 @@ pub(crate) fn run_pair<W: Workload + 'static, R>(
         }
         h.drive(ep, now);
         if let (Ok(mut ha), Ok(mut w)) = (ra2.try_borrow_mut(), w2.try_borrow_mut()) {
-            w.step(&mut ha, &mut h, Duration::from_nanos(now.as_nanos()));
+            let t = Duration::from_nanos(now.as_nanos());
+            w.step(&mut ha.rnic, &mut h.rnic, t, true);
+            h.drive(ep, now);
         }
     });
     let ha = sim.add_node(SctpHost::new(
@@ -622,6 +648,10 @@ pub(crate) fn run_pair<W: Workload + 'static, R>(
         })
         .collect();
     let (w, a, b) = (work.borrow(), a.borrow(), b.borrow());
+    let stats = a
+        .assoc
+        .and_then(|id| sim.node(ha).ep.association(id))
+        .map(|x| x.stats().clone());
     Ok(finish(PairEnd {
         work: &w,
         a: &a,
@@ -629,6 +659,7 @@ pub(crate) fn run_pair<W: Workload + 'static, R>(
         done,
         now: Duration::from_nanos(sim.now().as_nanos()),
         counters,
+        stats,
     }))
 }
 
@@ -678,7 +709,7 @@ pub fn run_captured(
             misplaced: w.misplaced,
             completed: end.done && w.failed == 0,
             sim_time: w.done_at.unwrap_or(end.now),
-            terminates: end.a.terminates + end.b.terminates,
+            terminates: end.a.rnic.terminates + end.b.rnic.terminates,
             failed_completions: w.failed,
             path_events: path_events(end.a),
             counters: end.counters,
