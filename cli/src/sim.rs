@@ -21,8 +21,9 @@ pub struct SimArgs {
     /// (DDP over multihomed SCTP, RFC 5043, two paths). Experiments (RDMA Writes over DDP
     /// over SCTP through the RNIC's QP engine, printing tables and drawing PNG figures with
     /// --out): failover (two paths failing in turn over 120 s, with multihoming, CMT and
-    /// CMT-PF: throughput per second) and bandwidth (one vs two paths, message sizes 64 B
-    /// to 4 MiB).
+    /// CMT-PF: throughput per second), bandwidth (one vs two paths, message sizes 64 B to
+    /// 4 MiB) and onesided (MPI-style Put and Get latency, 2 B to 4 MiB, over TCP and over
+    /// SCTP with one and two paths).
     #[arg(default_value = "loss")]
     pub scenario: String,
     /// Seed of the run (the first seed of a sweep).
@@ -64,11 +65,13 @@ pub struct SimArgs {
     /// Print every Terminate and failed MPA setup (experiments: the path events).
     #[arg(long, short)]
     pub verbose: bool,
-    /// Experiments: write the figure (failover.png, bandwidth.png) into this directory.
+    /// Experiments: write the figures (failover.png, bandwidth.png, onesided-*.png) into
+    /// this directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Experiments: multiply the link rates by F. At 1 the failover paths run at 1 Gbit/s
-    /// (primary) and 500 Mbit/s (secondary) and the bandwidth paths at 1 Gbit/s each.
+    /// (primary) and 500 Mbit/s (secondary), the bandwidth and onesided links at 1 Gbit/s
+    /// each.
     #[arg(long, value_name = "F", default_value_t = DEFAULT_SCALE)]
     pub scale: f64,
     /// Experiments: frames each link direction holds waiting for the transmitter.
@@ -694,6 +697,10 @@ pub const EXPERIMENTS: &[(&str, &str)] = &[
         "bandwidth",
         "RDMA Write throughput per message size (64 B - 4 MiB), one vs two equal paths",
     ),
+    (
+        "onesided",
+        "MPI-style Put and Get latency per message size (2 B - 4 MiB) over TCP and SCTP",
+    ),
 ];
 
 /// What the design this project comes from measured in its failover experiment on two GbE
@@ -707,7 +714,7 @@ pub const SEED_FAILOVER: [(Mode, f64); 3] = [
 /// What it measured in its bandwidth experiment at 1 MiB messages: one GbE path, two.
 pub const SEED_BANDWIDTH_1MIB: (f64, f64) = (0.98e9, 1.7e9);
 
-use harness::experiments::{Mode, bandwidth, failover};
+use harness::experiments::{Mode, bandwidth, failover, onesided};
 
 /// Runs `f` on every job, on as many threads as the machine has cores (each run is one
 /// single-threaded simulation); results in the order of `jobs`.
@@ -760,8 +767,8 @@ fn run_experiment(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         (args.seeds.is_some(), "--seeds"),
         (args.bandwidth.is_some(), "--bandwidth (use --scale)"),
         (
-            args.bytes.is_some() && args.scenario == "failover",
-            "--bytes (failover runs for 120 s)",
+            args.bytes.is_some() && args.scenario != "bandwidth",
+            "--bytes (only the bandwidth experiment moves a set amount)",
         ),
     ];
     if let Some((_, o)) = refuse.iter().find(|(given, _)| *given) {
@@ -809,6 +816,13 @@ fn run_experiment(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         }
         setup.queue = args.queue;
         failover_command(args, &setup, out)
+    } else if args.scenario == "onesided" {
+        let mut setup = onesided::Setup::new(rate(1e9));
+        if let Some(d) = delay {
+            setup.delay = d;
+        }
+        setup.queue = args.queue;
+        onesided_command(args, &setup, out)
     } else {
         let mut setup = bandwidth::Setup::new(rate(1e9), bytes.unwrap_or(64 << 20));
         if let Some(d) = delay {
@@ -1095,6 +1109,128 @@ fn bandwidth_report(
         two / 1e6,
         two / one
     )
+}
+
+fn onesided_command(args: &SimArgs, setup: &onesided::Setup, out: &mut dyn std::io::Write) -> u8 {
+    use onesided::{Op, Transport};
+    let wall = std::time::Instant::now();
+    let jobs: Vec<(Op, Transport)> = Op::ALL
+        .iter()
+        .flat_map(|&o| Transport::ALL.iter().map(move |&t| (o, t)))
+        .collect();
+    let curves: Result<Vec<onesided::Curve>, _> =
+        in_parallel(&jobs, |&(op, t)| onesided::curve(setup, op, t, args.seed))
+            .into_iter()
+            .collect();
+    let curves = match curves {
+        Ok(c) if c.len() == jobs.len() => c,
+        Ok(_) => {
+            eprintln!("softrnic sim: onesided: a run did not finish");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("softrnic sim: onesided: {e}");
+            return 2;
+        }
+    };
+    let _ = onesided_report(args, setup, &curves, out);
+    let _ = writeln!(
+        out,
+        "{} runs in {:.1} s of wall-clock time",
+        jobs.len(),
+        wall.elapsed().as_secs_f64()
+    );
+    let mut status = 0;
+    if let Some(dir) = &args.out {
+        for op in Op::ALL {
+            let name = match op {
+                Op::Put => "onesided-put.png",
+                Op::GetRead => "onesided-get-read.png",
+                Op::GetWrite => "onesided-get-write.png",
+            };
+            let file = dir.join(name);
+            match harness::plot::draw_png(&onesided::chart(setup, op, &curves), &file) {
+                Ok(()) => {
+                    let _ = writeln!(out, "figure: {}", file.display());
+                }
+                Err(e) => {
+                    eprintln!("softrnic sim: {e}");
+                    status = 2;
+                }
+            }
+        }
+    }
+    if curves
+        .iter()
+        .any(|c| c.failed_completions > 0 || c.points.len() != setup.sizes.len())
+    {
+        status = status.max(1);
+    }
+    status
+}
+
+fn onesided_report(
+    args: &SimArgs,
+    setup: &onesided::Setup,
+    curves: &[onesided::Curve],
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "onesided: MPI-style one-sided operations through the RNIC's QP engine, simulated \
+         (netsim, virtual time), seed {}",
+        args.seed
+    )?;
+    writeln!(
+        out,
+        "links: {} Mbit/s, {} us one-way, queues of {} frames; TCP: MPA with CRC over one link; \
+         SCTP: DDP over SCTP (RFC 5043), two paths with CMT-PF",
+        mbit(setup.rate as f64),
+        setup.delay.as_micros(),
+        setup.queue
+    )?;
+    writeln!(
+        out,
+        "Put: RDMA Write + notification Send, acknowledged; Get (Read): RDMA Read; Get \
+         (Write): request Send, the target's RDMA Write + notification Send. Each is fenced \
+         (complete at both ends before the next); mean of {} after {} of warm-up, in us",
+        setup.iterations, setup.warmup
+    )?;
+    write!(out, "{:>9}", "size")?;
+    for c in curves {
+        write!(out, " {:>11}", short_name(c))?;
+    }
+    writeln!(out)?;
+    for (i, &size) in setup.sizes.iter().enumerate() {
+        write!(out, "{:>9}", harness::plot::size_label(size as f64))?;
+        for c in curves {
+            match c.points.get(i) {
+                Some(&(_, d)) => write!(out, " {:>11.1}", d.as_secs_f64() * 1e6)?,
+                None => write!(out, " {:>11}", "-")?,
+            }
+        }
+        writeln!(out)?;
+    }
+    writeln!(
+        out,
+        "columns: operation/transport (P Put, GR Get via Read, GW Get via Write; TCP, SCTP1 \
+         one path, SCTP2 two paths)"
+    )
+}
+
+fn short_name(c: &onesided::Curve) -> String {
+    use onesided::{Op, Transport};
+    let op = match c.op {
+        Op::Put => "P",
+        Op::GetRead => "GR",
+        Op::GetWrite => "GW",
+    };
+    let t = match c.transport {
+        Transport::Tcp => "TCP",
+        Transport::Sctp1 => "SCTP1",
+        Transport::Sctp2 => "SCTP2",
+    };
+    format!("{op}/{t}")
 }
 
 #[cfg(test)]

@@ -278,6 +278,44 @@ fn sim_bandwidth_prints_one_and_two_paths_per_size() {
     assert!(ratio(&rows[7]) >= 1.9, "{text}");
 }
 
+/// `softrnic sim onesided`: a row per size from 2 B to 4 MiB and a column per operation and
+/// transport, and three figures.
+#[test]
+fn sim_onesided_prints_a_row_per_size_and_draws_three_figures() {
+    let dir = std::env::temp_dir().join(format!("softrnic-sim-os-{}", std::process::id()));
+    let out = bin()
+        .args(["sim", "onesided", "--scale", "0.1", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let header = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("size"))
+        .expect("header");
+    assert_eq!(header.split_whitespace().count(), 10, "{header}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() == 11 && f[2..].iter().all(|x| x.parse::<f64>().is_ok())
+        })
+        .collect();
+    assert_eq!(rows.len(), 22, "{text}");
+    assert!(rows[0].trim_start().starts_with("2 B"), "{text}");
+    assert!(rows[21].trim_start().starts_with("4 MiB"), "{text}");
+    for f in [
+        "onesided-put.png",
+        "onesided-get-read.png",
+        "onesided-get-write.png",
+    ] {
+        let png = std::fs::read(dir.join(f)).unwrap();
+        assert_eq!(&png[..4], b"\x89PNG", "{f}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// RDMA over SCTP in the simulator, captured on both paths (`--capture`): every capture
 /// decodes — SCTP chunks, RFC 5043 session control and DDP/RDMAP segments — with 0 errors.
 #[test]

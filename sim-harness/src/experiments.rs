@@ -328,6 +328,7 @@ pub mod failover {
             x_label: "time (s)".into(),
             y_label: "throughput (Mbit/s)".into(),
             log_x: false,
+            log_y: false,
             markers: false,
             y_min: 0.0,
             legend: Legend::LowerRight,
@@ -540,6 +541,7 @@ pub mod bandwidth {
             x_label: "message size".into(),
             y_label: "throughput (Mbit/s)".into(),
             log_x: true,
+            log_y: false,
             markers: true,
             y_min: 0.0,
             legend: Legend::UpperLeft,
@@ -564,6 +566,553 @@ pub mod bandwidth {
                 })
             })
             .collect()
+    }
+}
+
+/// MPI-style one-sided transfers (the original's Put and Get) over the RNIC: latency per
+/// message size over MPA/TCP and over SCTP with one and two paths.
+pub mod onesided {
+    use std::cell::RefCell;
+    use std::net::SocketAddrV4;
+    use std::rc::Rc;
+
+    use netsim::tcp::smoltcp::iface::SocketHandle;
+    use netsim::tcp::smoltcp::socket::tcp::State as TcpState;
+    use netsim::tcp::{TcpApp, TcpCtx, TcpHost, TcpHostConfig};
+    use netsim::{Instant, Sim};
+    use stack::mpa::{self, CrcPolicy};
+    use stack::{RecvWr, Setup as EngineSetup, WcOpcode};
+
+    use super::*;
+
+    /// A one-sided operation, each followed by a fence: the origin starts the next only
+    /// when this one is complete at both ends.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Op {
+        /// Put: an RDMA Write into the target's window and a notification Send after it
+        /// (in order, so its arrival means the data is placed); the target's acknowledging
+        /// Send is the fence.
+        Put,
+        /// Get through an RDMA Read of the target's window; the Read's completion is the
+        /// fence.
+        GetRead,
+        /// Get through an RDMA Write: the origin Sends a request, the target Writes the
+        /// data into the origin's window and Sends a notification after it.
+        GetWrite,
+    }
+
+    impl Op {
+        /// Every operation, in the order of the tables.
+        pub const ALL: [Op; 3] = [Op::Put, Op::GetRead, Op::GetWrite];
+
+        /// The name in tables.
+        pub fn name(self) -> &'static str {
+            match self {
+                Op::Put => "Put",
+                Op::GetRead => "Get (Read)",
+                Op::GetWrite => "Get (Write)",
+            }
+        }
+    }
+
+    /// The lower layer under the RNIC.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Transport {
+        /// MPA (CRC on) over the simulator's TCP (smoltcp), one link.
+        Tcp,
+        /// DDP over SCTP (RFC 5043), one path.
+        Sctp1,
+        /// DDP over SCTP with two paths and CMT-PF.
+        Sctp2,
+    }
+
+    impl Transport {
+        /// Every transport, in the order of the tables.
+        pub const ALL: [Transport; 3] = [Transport::Tcp, Transport::Sctp1, Transport::Sctp2];
+
+        /// The name in tables.
+        pub fn name(self) -> &'static str {
+            match self {
+                Transport::Tcp => "TCP",
+                Transport::Sctp1 => "SCTP 1 path",
+                Transport::Sctp2 => "SCTP 2 paths",
+            }
+        }
+    }
+
+    /// Message sizes from 2 B to 4 MiB in powers of 2.
+    pub fn sizes() -> Vec<usize> {
+        (1..=22).map(|k| 1usize << k).collect()
+    }
+
+    /// Links and workload of a latency sweep.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Setup {
+        /// Bit rate of every link.
+        pub rate: u64,
+        /// One-way propagation delay of every link.
+        pub delay: Duration,
+        /// Message sizes.
+        pub sizes: Vec<usize>,
+        /// Operations per size that are not measured (the windows open).
+        pub warmup: usize,
+        /// Operations per size that are measured.
+        pub iterations: usize,
+        /// Frames each link direction holds waiting for the transmitter.
+        pub queue: usize,
+    }
+
+    impl Setup {
+        /// [`sizes`], 100 µs one way, queues of 100 frames, 2 operations of warm-up and 5
+        /// measured per size.
+        pub fn new(rate: u64) -> Setup {
+            Setup {
+                rate,
+                delay: Duration::from_micros(100),
+                sizes: sizes(),
+                warmup: 2,
+                iterations: 5,
+                queue: 100,
+            }
+        }
+
+        fn link(&self) -> LinkParams {
+            LinkParams::default()
+                .bandwidth(self.rate)
+                .delay(self.delay)
+                .queue_limit(QueueLimit::Packets(self.queue))
+        }
+    }
+
+    /// Mean latency per size of one operation over one transport.
+    #[derive(Clone, Debug, PartialEq)]
+    pub struct Curve {
+        /// The operation.
+        pub op: Op,
+        /// The transport.
+        pub transport: Transport,
+        /// (size, mean latency); sizes not reached before the deadline are missing.
+        pub points: Vec<(usize, Duration)>,
+        /// Work completions in error.
+        pub failed_completions: u64,
+    }
+
+    const CTL: usize = 8;
+    const RECVS: usize = 8;
+
+    struct Regions {
+        a_win: MemoryRegion,
+        b_win: MemoryRegion,
+        a_ctl: MemoryRegion,
+        b_ctl: MemoryRegion,
+    }
+
+    /// The origin A runs `op` on every size, one at a time; the target B answers.
+    struct Latency {
+        op: Op,
+        sizes: Vec<usize>,
+        warmup: usize,
+        iterations: usize,
+        regions: Option<Regions>,
+        size_i: usize,
+        iter: usize,
+        started: Option<Duration>,
+        sum: Duration,
+        points: Vec<(usize, Duration)>,
+        failed: u64,
+        next_id: u64,
+    }
+
+    impl Latency {
+        fn new(op: Op, setup: &Setup) -> Latency {
+            Latency {
+                op,
+                sizes: setup.sizes.clone(),
+                warmup: setup.warmup,
+                iterations: setup.iterations.max(1),
+                regions: None,
+                size_i: 0,
+                iter: 0,
+                started: None,
+                sum: Duration::ZERO,
+                points: Vec::new(),
+                failed: 0,
+                next_id: 0,
+            }
+        }
+
+        fn id(&mut self) -> u64 {
+            self.next_id += 1;
+            self.next_id
+        }
+
+        fn size(&self) -> u32 {
+            self.sizes.get(self.size_i).map_or(0, |&s| s as u32)
+        }
+
+        /// The origin starts the next operation.
+        fn start(&mut self, a: &mut Rnic, now: Duration) {
+            let size = self.size();
+            let (w1, w2) = (self.id(), self.id());
+            let Some(r) = &self.regions else {
+                return;
+            };
+            let ok = match self.op {
+                Op::Put => {
+                    a.eng
+                        .post_send(SendWr::write(
+                            w1,
+                            vec![r.a_win.sge(0, size)],
+                            r.b_win.stag(),
+                            r.b_win.to_at(0),
+                        ))
+                        .is_ok()
+                        && a.eng
+                            .post_send(SendWr::send(w2, vec![r.a_ctl.sge(0, CTL as u32)]))
+                            .is_ok()
+                }
+                Op::GetRead => a
+                    .eng
+                    .post_send(SendWr::read(
+                        w1,
+                        vec![r.a_win.sge(0, size)],
+                        r.b_win.stag(),
+                        r.b_win.to_at(0),
+                    ))
+                    .is_ok(),
+                Op::GetWrite => a
+                    .eng
+                    .post_send(SendWr::send(w1, vec![r.a_ctl.sge(0, CTL as u32)]))
+                    .is_ok(),
+            };
+            if ok {
+                self.started = Some(now);
+            } else {
+                self.failed += 1;
+            }
+        }
+
+        /// The origin saw the operation complete.
+        fn finish(&mut self, now: Duration) {
+            let Some(t0) = self.started.take() else {
+                return;
+            };
+            if self.iter >= self.warmup {
+                self.sum += now.saturating_sub(t0);
+            }
+            self.iter += 1;
+            if self.iter == self.warmup + self.iterations {
+                self.points
+                    .push((self.sizes[self.size_i], self.sum / self.iterations as u32));
+                self.sum = Duration::ZERO;
+                self.iter = 0;
+                self.size_i += 1;
+            }
+        }
+
+        fn repost(&mut self, x: &mut Rnic, ctl: Sge) {
+            let id = self.id();
+            if x.eng.post_recv(RecvWr::new(id, vec![ctl])).is_err() {
+                self.failed += 1;
+            }
+        }
+    }
+
+    use stack::Sge;
+
+    impl Workload for Latency {
+        fn step(&mut self, a: &mut Rnic, b: &mut Rnic, now: Duration, at_b: bool) {
+            if self.regions.is_none() {
+                if a.eng.state() != QpState::Rts || b.eng.state() != QpState::Rts {
+                    return;
+                }
+                let max = self.sizes.iter().copied().max().unwrap_or(1);
+                let r = Regions {
+                    a_win: a.mr(max),
+                    b_win: b.mr(max),
+                    a_ctl: a.mr(CTL * RECVS * 2),
+                    b_ctl: b.mr(CTL * RECVS * 2),
+                };
+                let (ac, bc) = (r.a_ctl.sge(0, CTL as u32), r.b_ctl.sge(0, CTL as u32));
+                self.regions = Some(r);
+                for _ in 0..RECVS {
+                    self.repost(a, ac);
+                    self.repost(b, bc);
+                }
+            }
+            let Some(r) = &self.regions else {
+                return;
+            };
+            let (a_ctl, b_ctl) = (r.a_ctl.sge(0, CTL as u32), r.b_ctl.sge(0, CTL as u32));
+            if at_b {
+                // The target answers requests and notifications in its own turn.
+                while let Some(w) = b.cq.poll_one() {
+                    if w.status != WcStatus::Success {
+                        self.failed += 1;
+                        continue;
+                    }
+                    if w.opcode != WcOpcode::Recv {
+                        continue;
+                    }
+                    self.repost(b, b_ctl);
+                    let size = self.size();
+                    let (w1, w2) = (self.id(), self.id());
+                    let Some(r) = &self.regions else {
+                        return;
+                    };
+                    let posted = match self.op {
+                        Op::Put => b
+                            .eng
+                            .post_send(SendWr::send(w1, vec![r.b_ctl.sge(CTL as u64, CTL as u32)])),
+                        Op::GetWrite => b
+                            .eng
+                            .post_send(SendWr::write(
+                                w1,
+                                vec![r.b_win.sge(0, size)],
+                                r.a_win.stag(),
+                                r.a_win.to_at(0),
+                            ))
+                            .and_then(|()| {
+                                b.eng.post_send(SendWr::send(
+                                    w2,
+                                    vec![r.b_ctl.sge(CTL as u64, CTL as u32)],
+                                ))
+                            }),
+                        Op::GetRead => Ok(()),
+                    };
+                    if posted.is_err() {
+                        self.failed += 1;
+                    }
+                }
+                return;
+            }
+            while let Some(w) = a.cq.poll_one() {
+                if w.status != WcStatus::Success {
+                    self.failed += 1;
+                    continue;
+                }
+                let done = match (self.op, w.opcode) {
+                    (Op::Put | Op::GetWrite, WcOpcode::Recv) => {
+                        self.repost(a, a_ctl);
+                        true
+                    }
+                    (Op::GetRead, WcOpcode::RdmaRead) => true,
+                    _ => false,
+                };
+                if done {
+                    self.finish(now);
+                }
+            }
+            if self.started.is_none() && !self.done() {
+                self.start(a, now);
+            }
+        }
+
+        fn done(&self) -> bool {
+            self.size_i >= self.sizes.len() || self.failed > 0
+        }
+    }
+
+    /// The deadline of one curve: every size should be done long before.
+    const DEADLINE: Duration = Duration::from_secs(3600);
+
+    /// One operation over one transport, every size.
+    pub fn curve(
+        setup: &Setup,
+        op: Op,
+        transport: Transport,
+        seed: u64,
+    ) -> Result<Curve, SimError> {
+        let work = Latency::new(op, setup);
+        let finish = |w: &Latency| Curve {
+            op,
+            transport,
+            points: w.points.clone(),
+            failed_completions: w.failed,
+        };
+        match transport {
+            Transport::Sctp1 | Transport::Sctp2 => {
+                let paths = if transport == Transport::Sctp1 { 1 } else { 2 };
+                let pair = Pair {
+                    links: vec![setup.link(); paths],
+                    outages: &[],
+                    assoc: Mode::CmtPf.config(),
+                    mtu: 1500,
+                    deadline: DEADLINE,
+                    capture: None,
+                    meter: None,
+                };
+                run_pair(&pair, seed, work, |end| finish(end.work))
+            }
+            Transport::Tcp => run_tcp(setup, seed, work, finish),
+        }
+    }
+
+    const PORT: u16 = 4791;
+
+    /// One end of the TCP pair: the RNIC over its connection, and the shared workload.
+    struct TcpEnd<W> {
+        me: Rc<RefCell<Rnic>>,
+        peer: Rc<RefCell<Rnic>>,
+        work: Rc<RefCell<W>>,
+        at_b: bool,
+        /// The server to connect to (the initiator), or `None` (the listener).
+        server: Option<SocketAddrV4>,
+        h: Option<SocketHandle>,
+    }
+
+    impl<W: Workload + 'static> TcpEnd<W> {
+        fn pump(&mut self, cx: &mut TcpCtx<'_>, h: SocketHandle) {
+            let t = cx.now().since_start();
+            let Ok(mut r) = self.me.try_borrow_mut() else {
+                return;
+            };
+            let s = cx.socket(h);
+            if s.state() != TcpState::Established {
+                return;
+            }
+            while s.can_recv() {
+                let got = s.recv(|d| {
+                    r.eng.handle_stream(t, d);
+                    (d.len(), d.len())
+                });
+                if !matches!(got, Ok(n) if n > 0) {
+                    break;
+                }
+            }
+            if r.eng.poll_timeout().is_some_and(|d| d <= t) {
+                r.eng.handle_timeout(t);
+            }
+            while s.can_send() {
+                let Some(bytes) = r.eng.poll_transmit() else {
+                    break;
+                };
+                match s.send_slice(bytes) {
+                    Ok(n) if n > 0 => r.eng.transmit_done(n),
+                    _ => break,
+                }
+            }
+            r.collect_events();
+        }
+    }
+
+    impl<W: Workload + 'static> TcpApp for TcpEnd<W> {
+        fn poll(&mut self, cx: &mut TcpCtx<'_>) {
+            let h = match self.h {
+                Some(h) => h,
+                None => {
+                    let h = cx.new_socket();
+                    let _ = match self.server {
+                        Some(addr) => cx.connect(h, addr, 40000).is_ok(),
+                        None => cx.listen(h, PORT).is_ok(),
+                    };
+                    self.h = Some(h);
+                    h
+                }
+            };
+            self.pump(cx, h);
+            let t = cx.now().since_start();
+            if let (Ok(mut me), Ok(mut peer), Ok(mut w)) = (
+                self.me.try_borrow_mut(),
+                self.peer.try_borrow_mut(),
+                self.work.try_borrow_mut(),
+            ) {
+                if self.at_b {
+                    w.step(&mut peer, &mut me, t, true);
+                } else {
+                    w.step(&mut me, &mut peer, t, false);
+                }
+            }
+            self.pump(cx, h);
+        }
+
+        fn poll_at(&self) -> Option<Instant> {
+            let r = self.me.try_borrow().ok()?;
+            r.eng.poll_timeout().map(Instant::from_duration)
+        }
+    }
+
+    fn run_tcp<W: Workload + 'static, R>(
+        setup: &Setup,
+        seed: u64,
+        work: W,
+        finish: impl FnOnce(&W) -> R,
+    ) -> Result<R, SimError> {
+        let mut sim = Sim::new(seed);
+        let cfg = mpa::Config {
+            crc: CrcPolicy::Require,
+            ..mpa::Config::default()
+        };
+        let a = Rc::new(RefCell::new(Rnic::new(
+            1,
+            EngineSetup::Initiator(cfg.clone()),
+            seed,
+        )));
+        let b = Rc::new(RefCell::new(Rnic::new(
+            2,
+            EngineSetup::Responder(cfg),
+            seed,
+        )));
+        let work = Rc::new(RefCell::new(work));
+        let srv_cfg = TcpHostConfig::numbered(2).with_seed(sim.derive_seed(2));
+        let cli_cfg = TcpHostConfig::numbered(1).with_seed(sim.derive_seed(1));
+        let server = SocketAddrV4::new(srv_cfg.addr, PORT);
+        let end_b = TcpEnd {
+            me: b.clone(),
+            peer: a.clone(),
+            work: work.clone(),
+            at_b: true,
+            server: None,
+            h: None,
+        };
+        let end_a = TcpEnd {
+            me: a,
+            peer: b,
+            work: work.clone(),
+            at_b: false,
+            server: Some(server),
+            h: None,
+        };
+        let hb = sim.add_node(TcpHost::new(srv_cfg, end_b));
+        let ha = sim.add_node(TcpHost::new(cli_cfg, end_a));
+        sim.link(ha.iface(0), hb.iface(0), setup.link())?;
+        let wd = work.clone();
+        sim.run_until_condition(Instant::from_duration(DEADLINE), move |_| {
+            wd.try_borrow().is_ok_and(|w| w.done())
+        });
+        let w = work.borrow();
+        Ok(finish(&w))
+    }
+
+    /// Latency against message size, one line per transport, for `op`, in µs (log scales).
+    pub fn chart(setup: &Setup, op: Op, curves: &[Curve]) -> Chart {
+        Chart {
+            title: format!(
+                "{} with a fence over the RNIC, {} Mbit/s links",
+                op.name(),
+                setup.rate as f64 / 1e6
+            ),
+            x_label: "message size".into(),
+            y_label: "latency (us)".into(),
+            log_x: true,
+            log_y: true,
+            markers: true,
+            y_min: 0.0,
+            legend: Legend::UpperLeft,
+            size: (1000, 560),
+            series: curves
+                .iter()
+                .filter(|c| c.op == op)
+                .map(|c| Series {
+                    name: c.transport.name().into(),
+                    points: c
+                        .points
+                        .iter()
+                        .map(|&(s, d)| (s as f64, d.as_secs_f64() * 1e6))
+                        .collect(),
+                })
+                .collect(),
+        }
     }
 }
 
@@ -680,6 +1229,36 @@ mod tests {
             .bps;
         assert!(two >= 1.9 * one, "{one} {two}");
         assert!(two <= 2.0 * 20e6, "{two}");
+    }
+
+    /// Every one-sided operation completes at every size over every transport; a small one
+    /// takes a round trip, a large one longer, and two SCTP paths move a large one faster
+    /// than one.
+    #[test]
+    fn one_sided_operations_take_a_round_trip_and_two_paths_help_large_ones() {
+        use onesided::{Op, Transport};
+        let mut setup = onesided::Setup::new(100_000_000);
+        setup.sizes = vec![2, 64 << 10];
+        setup.warmup = 1;
+        setup.iterations = 2;
+        for op in Op::ALL {
+            let mut large = Vec::new();
+            for t in Transport::ALL {
+                let c = onesided::curve(&setup, op, t, 1).expect("run");
+                assert_eq!(c.failed_completions, 0, "{c:?}");
+                assert_eq!(c.points.len(), 2, "{c:?}");
+                let (small, big) = (c.points[0].1, c.points[1].1);
+                assert!(small >= 2 * setup.delay, "{c:?}");
+                assert!(
+                    small < 2 * setup.delay + Duration::from_micros(100),
+                    "{c:?}"
+                );
+                // 64 KiB at 100 Mbit/s take 5.2 ms to serialise on one link.
+                assert!(big > small + Duration::from_millis(2), "{c:?}");
+                large.push(big);
+            }
+            assert!(large[2] * 4 < large[1] * 3, "{op:?}: {large:?}");
+        }
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub struct Chart {
     pub y_label: String,
     /// Logarithmic x axis (base 2 ticks; every x must be positive).
     pub log_x: bool,
+    /// Logarithmic y axis (every y must be positive; `y_min` is then ignored).
+    pub log_y: bool,
     /// Draw a marker at each point.
     pub markers: bool,
     /// Lower bound of the y axis (the upper one is 5 % above the largest y).
@@ -112,16 +114,22 @@ pub fn draw_png(chart: &Chart, path: &Path) -> Result<(), PlotError> {
     if chart.log_x && x_min <= 0.0 {
         return Err(PlotError::Empty("a logarithmic axis needs positive x"));
     }
-    let y_max = chart
-        .series
-        .iter()
-        .flat_map(|s| s.points.iter().map(|p| p.1))
-        .fold(chart.y_min, f64::max);
+    let ys = || {
+        chart
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+    };
+    let y_max = ys().fold(chart.y_min, f64::max);
     let y_top = if y_max > chart.y_min {
         y_max + (y_max - chart.y_min) * 0.05
     } else {
         chart.y_min + 1.0
     };
+    let y_low = ys().fold(f64::INFINITY, f64::min);
+    if chart.log_y && y_low <= 0.0 {
+        return Err(PlotError::Empty("a logarithmic axis needs positive y"));
+    }
     register_font();
     let err = |e: String| PlotError::Draw {
         path: path.display().to_string(),
@@ -129,29 +137,33 @@ pub fn draw_png(chart: &Chart, path: &Path) -> Result<(), PlotError> {
     };
     let root = BitMapBackend::new(path, chart.size).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(e.to_string()))?;
-    if chart.log_x {
-        draw(
+    let log_y = || (y_low / 1.25..ys().fold(0.0, f64::max) * 1.25).log_scale();
+    match (chart.log_x, chart.log_y) {
+        (true, true) => draw(chart, &root, (x_min..x_max).log_scale().base(2.0), log_y()),
+        (true, false) => draw(
             chart,
             &root,
             (x_min..x_max).log_scale().base(2.0),
             chart.y_min..y_top,
-        )
-    } else {
-        draw(chart, &root, x_min..x_max, chart.y_min..y_top)
+        ),
+        (false, true) => draw(chart, &root, x_min..x_max, log_y()),
+        (false, false) => draw(chart, &root, x_min..x_max, chart.y_min..y_top),
     }
     .map_err(err)?;
     root.present().map_err(|e| err(e.to_string()))
 }
 
-fn draw<X>(
+fn draw<X, Y>(
     chart: &Chart,
     root: &DrawingArea<BitMapBackend<'_>, Shift>,
     x: X,
-    y: std::ops::Range<f64>,
+    y: Y,
 ) -> Result<(), String>
 where
     X: AsRangedCoord<Value = f64>,
     X::CoordDescType: ValueFormatter<f64>,
+    Y: AsRangedCoord<Value = f64>,
+    Y::CoordDescType: ValueFormatter<f64>,
 {
     let mut c = ChartBuilder::on(root)
         .caption(&chart.title, (FAMILY, 22))
@@ -168,7 +180,13 @@ where
         .x_desc(&chart.x_label)
         .y_desc(&chart.y_label)
         .x_label_formatter(&x_fmt)
-        .y_label_formatter(&|v: &f64| format!("{v:.0}"))
+        .y_label_formatter(&|v: &f64| {
+            if *v >= 10.0 || *v == 0.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.2}")
+            }
+        })
         .label_style((FAMILY, 14))
         .axis_desc_style((FAMILY, 16))
         .light_line_style(RGBColor(235, 235, 235))
@@ -235,6 +253,7 @@ mod tests {
             x_label: "x".into(),
             y_label: "y".into(),
             log_x: true,
+            log_y: false,
             markers: true,
             y_min: 0.0,
             legend: Legend::UpperLeft,
