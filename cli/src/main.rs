@@ -91,8 +91,9 @@ enum Command {
     ///
     /// Experiments over multipath SCTP (RDMA Writes through the RNIC's QP engine, tables and
     /// PNG figures with --out): failover (two paths failing in turn over 120 s; multihoming,
-    /// CMT and CMT-PF, throughput per second) and bandwidth (message sizes 64 B to 4 MiB
-    /// over one and two paths).
+    /// CMT and CMT-PF, throughput per second), bandwidth (message sizes 64 B to 4 MiB over
+    /// one and two paths) and onesided (MPI-style Put and Get latency, 2 B to 4 MiB, over
+    /// TCP and over SCTP with one and two paths).
     ///
     /// Exit status: 0 when every byte was verified, 1 when anything was lost or misplaced or
     /// a run did not finish, 2 on bad arguments or I/O errors.
