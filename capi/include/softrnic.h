@@ -37,6 +37,45 @@
 // Access right: memory windows may be bound to the region.
 #define SOFTRNIC_ACCESS_MW_BIND 16
 
+// `softrnic_event` kind: a QP finished connection setup.
+#define SOFTRNIC_EVENT_ESTABLISHED 1
+
+// `softrnic_event` kind: the peer rejected the connection.
+#define SOFTRNIC_EVENT_REJECTED 2
+
+// `softrnic_event` kind: connection setup failed.
+#define SOFTRNIC_EVENT_CONNECT_FAILED 3
+
+// `softrnic_event` kind: an established connection ended.
+#define SOFTRNIC_EVENT_DISCONNECTED 4
+
+// `softrnic_event` kind: the QP sent a Terminate (`detail`: its layer, type and code as
+// `layer << 12 | type << 8 | code`, RFC 5040 §8).
+#define SOFTRNIC_EVENT_TERMINATE_SENT 5
+
+// `softrnic_event` kind: the peer sent a Terminate (`detail` as for TERMINATE_SENT).
+#define SOFTRNIC_EVENT_TERMINATE_RECEIVED 6
+
+// `softrnic_event` kind: the QP entered the Error state (work requests flushed).
+#define SOFTRNIC_EVENT_QP_ERROR 7
+
+// `softrnic_event` kind: a completion did not fit a CQ (`detail`: the CQ's id).
+#define SOFTRNIC_EVENT_CQ_OVERFLOW 8
+
+// `softrnic_event` kind: a take from a shared receive queue left fewer receives than its
+// armed limit (`detail`: the SRQ's id, as `softrnic_srq_id` gives it).
+#define SOFTRNIC_EVENT_SRQ_LIMIT 9
+
+// `softrnic_event` kind: a path of the QP's multihomed SCTP association changed
+// (`detail`: 1 up, 2 potentially failed, 3 down, 4 now the primary).
+#define SOFTRNIC_EVENT_PATH 10
+
+// `softrnic_nsmr_reregister` flag: move the region to the protection domain given.
+#define SOFTRNIC_REREG_PD 1
+
+// `softrnic_nsmr_reregister` flag: give the region the access rights given.
+#define SOFTRNIC_REREG_ACCESS 2
+
 // Send work request flag: no completion on success (errors always complete).
 #define SOFTRNIC_WR_UNSIGNALED 1
 
@@ -190,6 +229,9 @@ typedef enum softrnic_qp_state_t {
   SOFTRNIC_QPS_ERROR = 4,
 } softrnic_qp_state_t;
 
+// A completion channel (opaque): a file descriptor that armed CQs signal.
+typedef struct softrnic_channel softrnic_channel;
+
 // A completion queue (opaque).
 typedef struct softrnic_cq softrnic_cq;
 
@@ -207,6 +249,9 @@ typedef struct softrnic_qp softrnic_qp;
 
 // An open RNIC (opaque).
 typedef struct softrnic_rnic softrnic_rnic;
+
+// A shared receive queue (opaque).
+typedef struct softrnic_srq softrnic_srq;
 
 // What `softrnic_mr_query` reports of a region.
 typedef struct softrnic_mr_info {
@@ -263,6 +308,26 @@ typedef struct softrnic_sge {
   uint32_t stag;
 } softrnic_sge;
 
+// A receive-queue work request.
+typedef struct softrnic_recv_wr {
+  // Returned in the completion.
+  uint64_t wr_id;
+  // Where the message is scattered (every region needs local write).
+  const struct softrnic_sge *sg_list;
+  // Elements in `sg_list`.
+  uint32_t num_sge;
+} softrnic_recv_wr;
+
+// An asynchronous event of the RNIC (`softrnic_rnic_poll_event`).
+typedef struct softrnic_event {
+  // `SOFTRNIC_EVENT_*`.
+  uint32_t kind;
+  // The QP's id (`softrnic_qp_id`).
+  uint32_t qp_id;
+  // Depends on the kind (see each `SOFTRNIC_EVENT_*`); 0 otherwise.
+  uint32_t detail;
+} softrnic_event;
+
 // A send-queue work request. Zero-initialise it, then set what the opcode uses.
 typedef struct softrnic_send_wr {
   // Returned in the completion.
@@ -294,16 +359,6 @@ typedef struct softrnic_send_wr {
   // Immediate Data.
   uint8_t imm_data[8];
 } softrnic_send_wr;
-
-// A receive-queue work request.
-typedef struct softrnic_recv_wr {
-  // Returned in the completion.
-  uint64_t wr_id;
-  // Where the message is scattered (every region needs local write).
-  const struct softrnic_sge *sg_list;
-  // Elements in `sg_list`.
-  uint32_t num_sge;
-} softrnic_recv_wr;
 
 // Connection parameters (NULL where taken: MPA revision 2, IRD = ORD = 1, no private
 // data).
@@ -406,6 +461,30 @@ int softrnic_mr_write(struct softrnic_mr *mr, size_t offset, const void *src, si
 // `dst` is NULL (an error unless `len` is 0) or valid for writes of `len` bytes.
 int softrnic_mr_read(const struct softrnic_mr *mr, size_t offset, void *dst, size_t len);
 
+// `smr_register` (RDMA Verbs "Register Shared Memory Region"): registers the memory of
+// `mr` again, in `pd` (of the same RNIC) with `access` (`SOFTRNIC_ACCESS_*`), under a new
+// STag (VA-based, like every region of the C ABI). The two registrations are independent:
+// each has its own rights and is deregistered on its own; caller memory stays in use until
+// the last of them is deregistered.
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a pointer.
+int softrnic_smr_register(struct softrnic_mr *mr,
+                          struct softrnic_pd *pd,
+                          uint32_t access,
+                          struct softrnic_mr **out);
+
+// `nsmr_reregister` (RDMA Verbs "Reregister Memory Region", ibverbs' `ibv_rereg_mr`):
+// changes region `mr` in place — its protection domain to `pd` with `SOFTRNIC_REREG_PD`
+// (`pd` is ignored without it and may be NULL), its rights to `access` with
+// `SOFTRNIC_REREG_ACCESS`. The handle and the STag stay; `softrnic_mr_query` shows the new
+// values. Refused while memory windows are bound to the region (`SOFTRNIC_ERR_BUSY`);
+// on error nothing changes. (New memory is a new registration: deregister, register.)
+int softrnic_nsmr_reregister(struct softrnic_mr *mr,
+                             uint32_t flags,
+                             struct softrnic_pd *pd,
+                             uint32_t access);
+
 // `deregister_mem`: removes the registration and invalidates the handle.
 //
 // For the caller's memory (`softrnic_nsmr_register_mem`) it then waits (up to a second)
@@ -427,6 +506,47 @@ int softrnic_deallocate_stag(struct softrnic_rnic *rnic, uint32_t stag);
 // # Safety
 // `out` is NULL (an error) or valid for a write of a pointer.
 int softrnic_cq_create(struct softrnic_rnic *rnic, uint32_t depth, struct softrnic_cq **out);
+
+// `channel_create` (ibverbs' `ibv_create_comp_channel`): a completion channel of `rnic`.
+// Its file descriptor (`softrnic_channel_fd`) becomes readable when an armed CQ on it
+// gets a completion; `softrnic_channel_get_cq` then names the CQ.
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a pointer.
+int softrnic_channel_create(struct softrnic_rnic *rnic, struct softrnic_channel **out);
+
+// The channel's file descriptor, for `poll`/`epoll` (readable while a signal is pending);
+// the library owns it. Returns the descriptor, or a negative status.
+int softrnic_channel_fd(struct softrnic_channel *channel);
+
+// `get_cq_event` (ibverbs' `ibv_get_cq_event`): waits up to `timeout_ms` (negative:
+// forever) for the channel to be signalled and stores the CQ that fired in `*cq` (several
+// CQs that fired are returned by successive calls). `SOFTRNIC_ERR_TIMEOUT` when none did.
+// Arm the CQ again (`softrnic_cq_arm`) and poll it after this.
+//
+// # Safety
+// `cq` is NULL (an error) or valid for a write of a pointer.
+int softrnic_channel_get_cq(struct softrnic_channel *channel,
+                            int timeout_ms,
+                            struct softrnic_cq **cq);
+
+// Destroys a completion channel; `SOFTRNIC_ERR_BUSY` while CQs use it.
+int softrnic_channel_destroy(struct softrnic_channel *channel);
+
+// `cq_create` of a CQ attached to `channel` (of the same RNIC).
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a pointer.
+int softrnic_cq_create_with_channel(struct softrnic_rnic *rnic,
+                                    uint32_t depth,
+                                    struct softrnic_channel *channel,
+                                    struct softrnic_cq **out);
+
+// `cq_arm` (ibverbs' `ibv_req_notify_cq`): the CQ's channel is signalled once, for the next
+// completion (`solicited_only` 0) or the next solicited or error completion (non-zero).
+// Poll the CQ after arming: a completion already queued signals nothing. A CQ without a
+// channel is refused.
+int softrnic_cq_arm(struct softrnic_cq *cq, int solicited_only);
 
 // `cq_destroy`: fails with `SOFTRNIC_ERR_BUSY` while QPs use the CQ.
 int softrnic_cq_destroy(struct softrnic_cq *cq);
@@ -459,6 +579,63 @@ int softrnic_qp_create(struct softrnic_pd *pd,
                        struct softrnic_cq *recv_cq,
                        const struct softrnic_qp_attr *attr,
                        struct softrnic_qp **out);
+
+// `qp_create` of a QP that takes its receives from `srq` (of the same PD) and has no
+// receive queue of its own (`softrnic_qp_post_rq` on it fails).
+//
+// # Safety
+// As `softrnic_qp_create`.
+int softrnic_qp_create_with_srq(struct softrnic_pd *pd,
+                                struct softrnic_cq *send_cq,
+                                struct softrnic_cq *recv_cq,
+                                struct softrnic_srq *srq,
+                                const struct softrnic_qp_attr *attr,
+                                struct softrnic_qp **out);
+
+// `srq_create` (ibverbs' `ibv_create_srq`): a shared receive queue in `pd` holding up to
+// `depth` receives of at most `max_sge` elements each.
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a pointer.
+int softrnic_srq_create(struct softrnic_pd *pd,
+                        uint32_t depth,
+                        uint32_t max_sge,
+                        struct softrnic_srq **out);
+
+// The SRQ's id (as `SOFTRNIC_EVENT_SRQ_LIMIT` names it).
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a `uint32_t`.
+int softrnic_srq_id(const struct softrnic_srq *srq, uint32_t *out);
+
+// `srq_post_recv`: posts a receive to the SRQ; any QP created on it may take it.
+//
+// # Safety
+// `wr` is NULL (an error) or points to a `softrnic_recv_wr` whose `sg_list` is valid for
+// `num_sge` elements (or NULL with `num_sge` 0).
+int softrnic_srq_post_recv(struct softrnic_srq *srq, const struct softrnic_recv_wr *wr);
+
+// Arms the SRQ limit (ibverbs' `srq_limit`): once a take leaves fewer than `limit`
+// receives, one `SOFTRNIC_EVENT_SRQ_LIMIT` event is queued on the RNIC; arm again after it.
+int softrnic_srq_arm_limit(struct softrnic_srq *srq, uint32_t limit);
+
+// Destroys an SRQ; `SOFTRNIC_ERR_BUSY` while QPs use it.
+int softrnic_srq_destroy(struct softrnic_srq *srq);
+
+// `poll_event`: takes the RNIC's next asynchronous event (connection setup and teardown,
+// Terminates, QP errors, CQ overflows, SRQ limits, SCTP path changes) into `*out`.
+// Returns 1 with an event, 0 when none is waiting. Connection requests are not reported
+// here (`softrnic_qp_passive_connect` takes them). `softrnic_rnic_event_fd` is readable
+// while events are waiting.
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a `softrnic_event`.
+int softrnic_rnic_poll_event(struct softrnic_rnic *rnic, struct softrnic_event *out);
+
+// The RNIC's event file descriptor, for `poll`/`epoll`: readable while events are waiting
+// (including connection requests). Do not read it; call `softrnic_rnic_poll_event`.
+// Returns the descriptor, or a negative status.
+int softrnic_rnic_event_fd(struct softrnic_rnic *rnic);
 
 // `qp_destroy`: aborts the connection, flushes outstanding work requests and invalidates
 // the handle.

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use verbs::{Cq, Listener, MemoryRegion, Pd, Qp};
+use verbs::{CompletionChannel, Cq, CqId, Listener, MemoryRegion, Pd, Qp, Srq};
 
 use crate::error::{Error, Result, softrnic_status};
 
@@ -53,6 +53,22 @@ pub(crate) struct ListenerObj {
     pub(crate) listener: Listener,
 }
 
+/// A completion channel.
+#[derive(Debug)]
+pub(crate) struct ChannelObj {
+    pub(crate) rnic: Arc<RnicObj>,
+    pub(crate) channel: CompletionChannel,
+    /// CQs that fired and were not yet handed out by `softrnic_channel_get_cq`.
+    pub(crate) pending: Mutex<std::collections::VecDeque<CqId>>,
+}
+
+/// A shared receive queue.
+#[derive(Debug)]
+pub(crate) struct SrqObj {
+    pub(crate) rnic: Arc<RnicObj>,
+    pub(crate) srq: Srq,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) enum Object {
     Rnic(Arc<RnicObj>),
@@ -61,6 +77,8 @@ pub(crate) enum Object {
     Qp(Arc<QpObj>),
     Mr(Arc<MrObj>),
     Listener(Arc<ListenerObj>),
+    Channel(Arc<ChannelObj>),
+    Srq(Arc<SrqObj>),
 }
 
 struct Entry {
@@ -117,6 +135,13 @@ kind!(CqObj, crate::softrnic_cq, Cq, "CQ");
 kind!(QpObj, crate::softrnic_qp, Qp, "QP");
 kind!(MrObj, crate::softrnic_mr, Mr, "memory region");
 kind!(ListenerObj, crate::softrnic_listener, Listener, "listener");
+kind!(
+    ChannelObj,
+    crate::softrnic_channel,
+    Channel,
+    "completion channel"
+);
+kind!(SrqObj, crate::softrnic_srq, Srq, "shared receive queue");
 
 /// Handle numbers are multiples of 16, so they look like (and never collide with small)
 /// aligned pointers.
@@ -194,6 +219,54 @@ pub(crate) fn remove_rnic(h: *const crate::softrnic_rnic) -> Result<Arc<RnicObj>
     drop(t);
     drop(gone);
     Ok(rnic)
+}
+
+/// Puts `obj` behind the live handle `h` (a re-registered region); nothing for a dead one.
+pub(crate) fn replace<T: Kind>(h: *const T::C, obj: Arc<T>) {
+    if let Ok(id) = number::<T>(h)
+        && let Some(e) = table().map.get_mut(&id)
+        && T::unwrap(&e.obj).is_some()
+    {
+        e.obj = T::wrap(obj);
+    }
+}
+
+/// The handle of the CQ with id `cq` of RNIC `rnic` (NULL when it has none any more).
+pub(crate) fn cq_handle(rnic: usize, cq: CqId) -> *mut crate::softrnic_cq {
+    table()
+        .map
+        .iter()
+        .find(|(_, e)| e.rnic == rnic && matches!(&e.obj, Object::Cq(c) if c.cq.id() == cq))
+        .map_or(std::ptr::null_mut(), |(id, _)| {
+            std::ptr::without_provenance_mut(*id)
+        })
+}
+
+/// How many live CQ handles are attached to `channel`.
+pub(crate) fn cqs_on_channel(channel: &CompletionChannel) -> usize {
+    table()
+        .map
+        .values()
+        .filter(|e| matches!(&e.obj, Object::Cq(c) if c.cq.channel_is(channel)))
+        .count()
+}
+
+/// How many live QP handles take their receives from `srq`.
+pub(crate) fn qps_on_srq(srq: &Srq) -> usize {
+    table()
+        .map
+        .values()
+        .filter(|e| matches!(&e.obj, Object::Qp(q) if q.qp.as_stack().attr().srq.as_ref().map(Srq::id) == Some(srq.id())))
+        .count()
+}
+
+/// How many live region handles register `buf`.
+pub(crate) fn regions_sharing(buf: &Arc<verbs::RegisteredBuf>) -> usize {
+    table()
+        .map
+        .values()
+        .filter(|e| matches!(&e.obj, Object::Mr(m) if Arc::ptr_eq(m.mr.buf(), buf)))
+        .count()
 }
 
 /// Forgets the handles of the memory regions of RNIC `rnic` whose STag has index `index`

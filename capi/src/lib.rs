@@ -38,13 +38,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use verbs::{
-    Access, Addressing, FastRegRegion, MpaConfig, MwType, ProgressMode, QpCaps, QpState, RecvWr,
-    RegisteredBuf, RnicConfig, SendOp, SendWr, Sge, TransportAddr, Wc, WcOpcode, WcStatus,
+    Access, Addressing, Arm, Event, FastRegRegion, MpaConfig, MwType, ProgressMode, QpCaps,
+    QpState, RecvWr, RegisteredBuf, RnicConfig, SendOp, SendWr, Sge, TransportAddr, Wc, WcOpcode,
+    WcStatus,
 };
 
 pub use error::softrnic_status;
 use error::{Error, Result, guard, guard_ok, softrnic_status::*};
-use handles::{CqObj, ListenerObj, MrObj, PdObj, QpObj, RnicObj, get, insert, remove};
+use handles::{
+    ChannelObj, CqObj, ListenerObj, MrObj, PdObj, QpObj, RnicObj, SrqObj, get, insert, remove,
+};
 
 // ------------------------------------------------------------------------ opaque handles
 
@@ -65,6 +68,16 @@ pub struct softrnic_cq {
 
 /// A queue pair (opaque).
 pub struct softrnic_qp {
+    _private: [u8; 0],
+}
+
+/// A completion channel (opaque): a file descriptor that armed CQs signal.
+pub struct softrnic_channel {
+    _private: [u8; 0],
+}
+
+/// A shared receive queue (opaque).
+pub struct softrnic_srq {
     _private: [u8; 0],
 }
 
@@ -96,6 +109,47 @@ pub const SOFTRNIC_ACCESS_REMOTE_WRITE: u32 = 0x04;
 pub const SOFTRNIC_ACCESS_REMOTE_ATOMIC: u32 = 0x08;
 /// Access right: memory windows may be bound to the region.
 pub const SOFTRNIC_ACCESS_MW_BIND: u32 = 0x10;
+
+/// `softrnic_event` kind: a QP finished connection setup.
+pub const SOFTRNIC_EVENT_ESTABLISHED: u32 = 1;
+/// `softrnic_event` kind: the peer rejected the connection.
+pub const SOFTRNIC_EVENT_REJECTED: u32 = 2;
+/// `softrnic_event` kind: connection setup failed.
+pub const SOFTRNIC_EVENT_CONNECT_FAILED: u32 = 3;
+/// `softrnic_event` kind: an established connection ended.
+pub const SOFTRNIC_EVENT_DISCONNECTED: u32 = 4;
+/// `softrnic_event` kind: the QP sent a Terminate (`detail`: its layer, type and code as
+/// `layer << 12 | type << 8 | code`, RFC 5040 §8).
+pub const SOFTRNIC_EVENT_TERMINATE_SENT: u32 = 5;
+/// `softrnic_event` kind: the peer sent a Terminate (`detail` as for TERMINATE_SENT).
+pub const SOFTRNIC_EVENT_TERMINATE_RECEIVED: u32 = 6;
+/// `softrnic_event` kind: the QP entered the Error state (work requests flushed).
+pub const SOFTRNIC_EVENT_QP_ERROR: u32 = 7;
+/// `softrnic_event` kind: a completion did not fit a CQ (`detail`: the CQ's id).
+pub const SOFTRNIC_EVENT_CQ_OVERFLOW: u32 = 8;
+/// `softrnic_event` kind: a take from a shared receive queue left fewer receives than its
+/// armed limit (`detail`: the SRQ's id, as `softrnic_srq_id` gives it).
+pub const SOFTRNIC_EVENT_SRQ_LIMIT: u32 = 9;
+/// `softrnic_event` kind: a path of the QP's multihomed SCTP association changed
+/// (`detail`: 1 up, 2 potentially failed, 3 down, 4 now the primary).
+pub const SOFTRNIC_EVENT_PATH: u32 = 10;
+
+/// An asynchronous event of the RNIC (`softrnic_rnic_poll_event`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct softrnic_event {
+    /// `SOFTRNIC_EVENT_*`.
+    pub kind: u32,
+    /// The QP's id (`softrnic_qp_id`).
+    pub qp_id: u32,
+    /// Depends on the kind (see each `SOFTRNIC_EVENT_*`); 0 otherwise.
+    pub detail: u32,
+}
+
+/// `softrnic_nsmr_reregister` flag: move the region to the protection domain given.
+pub const SOFTRNIC_REREG_PD: u32 = 0x01;
+/// `softrnic_nsmr_reregister` flag: give the region the access rights given.
+pub const SOFTRNIC_REREG_ACCESS: u32 = 0x02;
 
 /// Send work request flag: no completion on success (errors always complete).
 pub const SOFTRNIC_WR_UNSIGNALED: u32 = 1;
@@ -823,6 +877,90 @@ fn check_range(m: &MrObj, offset: usize, len: usize) -> Result<()> {
 /// How long `softrnic_deregister_mem` waits for in-flight work to let go of caller memory.
 const RELEASE_WAIT: Duration = Duration::from_secs(1);
 
+/// `smr_register` (RDMA Verbs "Register Shared Memory Region"): registers the memory of
+/// `mr` again, in `pd` (of the same RNIC) with `access` (`SOFTRNIC_ACCESS_*`), under a new
+/// STag (VA-based, like every region of the C ABI). The two registrations are independent:
+/// each has its own rights and is deregistered on its own; caller memory stays in use until
+/// the last of them is deregistered.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_smr_register(
+    mr: *mut softrnic_mr,
+    pd: *mut softrnic_pd,
+    access: u32,
+    out: *mut *mut softrnic_mr,
+) -> c_int {
+    guard_ok(|| {
+        let (m, _) = get::<MrObj>(mr)?;
+        let (p, rid) = get::<PdObj>(pd)?;
+        if !Arc::ptr_eq(&m.rnic, &p.rnic) {
+            return Err(invalid("the region and the PD belong to different RNICs"));
+        }
+        let acc = self::access(access)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let shared =
+            p.rnic
+                .rnic
+                .smr_register(&m.mr, p.pd, acc, verbs::Addressing::VirtualAddress)?;
+        let h = insert(
+            Some(rid),
+            Arc::new(MrObj {
+                rnic: p.rnic.clone(),
+                mr: shared,
+                caller_mem: m.caller_mem,
+            }),
+        );
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// `nsmr_reregister` (RDMA Verbs "Reregister Memory Region", ibverbs' `ibv_rereg_mr`):
+/// changes region `mr` in place — its protection domain to `pd` with `SOFTRNIC_REREG_PD`
+/// (`pd` is ignored without it and may be NULL), its rights to `access` with
+/// `SOFTRNIC_REREG_ACCESS`. The handle and the STag stay; `softrnic_mr_query` shows the new
+/// values. Refused while memory windows are bound to the region (`SOFTRNIC_ERR_BUSY`);
+/// on error nothing changes. (New memory is a new registration: deregister, register.)
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_nsmr_reregister(
+    mr: *mut softrnic_mr,
+    flags: u32,
+    pd: *mut softrnic_pd,
+    access: u32,
+) -> c_int {
+    guard_ok(|| {
+        let (m, _) = get::<MrObj>(mr)?;
+        if flags & !(SOFTRNIC_REREG_PD | SOFTRNIC_REREG_ACCESS) != 0 {
+            return Err(invalid(format!("unknown reregister flags {flags:#x}")));
+        }
+        let mut change = verbs::Rereg::default();
+        if flags & SOFTRNIC_REREG_PD != 0 {
+            let (p, _) = get::<PdObj>(pd)?;
+            if !Arc::ptr_eq(&m.rnic, &p.rnic) {
+                return Err(invalid("the region and the PD belong to different RNICs"));
+            }
+            change.pd = Some(p.pd);
+        }
+        if flags & SOFTRNIC_REREG_ACCESS != 0 {
+            change.access = Some(self::access(access)?);
+        }
+        let new = m.rnic.rnic.nsmr_reregister(&m.mr, change)?;
+        handles::replace::<MrObj>(
+            mr,
+            Arc::new(MrObj {
+                rnic: m.rnic.clone(),
+                mr: new,
+                caller_mem: m.caller_mem,
+            }),
+        );
+        Ok(())
+    })
+}
+
 /// `deregister_mem`: removes the registration and invalidates the handle.
 ///
 /// For the caller's memory (`softrnic_nsmr_register_mem`) it then waits (up to a second)
@@ -840,8 +978,11 @@ pub extern "C" fn softrnic_deregister_mem(mr: *mut softrnic_mr) -> c_int {
         if m.caller_mem {
             // The table no longer hands the buffer out, so the count only falls: once this
             // region's reference is the last, nothing in the stack can touch the memory.
+            // Other registrations of the same memory (softrnic_smr_register) keep it: each
+            // holds it twice (its handle and the STag table).
+            let others = handles::regions_sharing(m.mr.buf());
             let start = std::time::Instant::now();
-            while Arc::strong_count(m.mr.buf()) > 1 {
+            while Arc::strong_count(m.mr.buf()) > 1 + 2 * others {
                 if start.elapsed() > RELEASE_WAIT {
                     return Err(Error::new(
                         SOFTRNIC_ERR_BUSY,
@@ -892,6 +1033,158 @@ pub unsafe extern "C" fn softrnic_cq_create(
         let h = insert(Some(rid), Arc::new(CqObj { rnic: r, cq }));
         // SAFETY: `out` is non-null and valid for a write per the caller.
         unsafe { put(out, h, "out") }
+    })
+}
+
+/// `channel_create` (ibverbs' `ibv_create_comp_channel`): a completion channel of `rnic`.
+/// Its file descriptor (`softrnic_channel_fd`) becomes readable when an armed CQ on it
+/// gets a completion; `softrnic_channel_get_cq` then names the CQ.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_channel_create(
+    rnic: *mut softrnic_rnic,
+    out: *mut *mut softrnic_channel,
+) -> c_int {
+    guard_ok(|| {
+        let (r, rid) = get::<RnicObj>(rnic)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let channel = r.rnic.channel_create()?;
+        let h = insert(
+            Some(rid),
+            Arc::new(ChannelObj {
+                rnic: r,
+                channel,
+                pending: Default::default(),
+            }),
+        );
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// The channel's file descriptor, for `poll`/`epoll` (readable while a signal is pending);
+/// the library owns it. Returns the descriptor, or a negative status.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_channel_fd(channel: *mut softrnic_channel) -> c_int {
+    guard(|| {
+        use std::os::fd::{AsFd, AsRawFd};
+        let (c, _) = get::<ChannelObj>(channel)?;
+        Ok(c.channel.as_fd().as_raw_fd())
+    })
+}
+
+/// `get_cq_event` (ibverbs' `ibv_get_cq_event`): waits up to `timeout_ms` (negative:
+/// forever) for the channel to be signalled and stores the CQ that fired in `*cq` (several
+/// CQs that fired are returned by successive calls). `SOFTRNIC_ERR_TIMEOUT` when none did.
+/// Arm the CQ again (`softrnic_cq_arm`) and poll it after this.
+///
+/// # Safety
+/// `cq` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_channel_get_cq(
+    channel: *mut softrnic_channel,
+    timeout_ms: c_int,
+    cq: *mut *mut softrnic_cq,
+) -> c_int {
+    guard_ok(|| {
+        let (c, rid) = get::<ChannelObj>(channel)?;
+        if cq.is_null() {
+            return Err(null("cq"));
+        }
+        let start = std::time::Instant::now();
+        let limit = timeout(timeout_ms);
+        loop {
+            let next = {
+                let mut pending = c.pending.lock().unwrap_or_else(|p| p.into_inner());
+                if pending.is_empty() {
+                    pending.extend(c.channel.get_events());
+                }
+                pending.pop_front()
+            };
+            if let Some(id) = next {
+                let h = handles::cq_handle(rid, id);
+                if h.is_null() {
+                    // The CQ was destroyed since it fired.
+                    continue;
+                }
+                // SAFETY: `cq` is non-null and valid for a write per the caller.
+                return unsafe { put(cq, h, "cq") };
+            }
+            let left = limit.saturating_sub(start.elapsed());
+            if left.is_zero() || !c.channel.wait(left.min(Duration::from_secs(3600))) {
+                return Err(Error::new(
+                    SOFTRNIC_ERR_TIMEOUT,
+                    format!("no completion event within {timeout_ms} ms"),
+                ));
+            }
+        }
+    })
+}
+
+/// Destroys a completion channel; `SOFTRNIC_ERR_BUSY` while CQs use it.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_channel_destroy(channel: *mut softrnic_channel) -> c_int {
+    guard_ok(|| {
+        let (c, _) = get::<ChannelObj>(channel)?;
+        let cqs = handles::cqs_on_channel(&c.channel);
+        if cqs > 0 {
+            return Err(Error::new(
+                SOFTRNIC_ERR_BUSY,
+                format!("{cqs} CQ(s) still use the completion channel: destroy them first"),
+            ));
+        }
+        remove::<ChannelObj>(channel);
+        Ok(())
+    })
+}
+
+/// `cq_create` of a CQ attached to `channel` (of the same RNIC).
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_cq_create_with_channel(
+    rnic: *mut softrnic_rnic,
+    depth: u32,
+    channel: *mut softrnic_channel,
+    out: *mut *mut softrnic_cq,
+) -> c_int {
+    guard_ok(|| {
+        let (r, rid) = get::<RnicObj>(rnic)?;
+        let (c, _) = get::<ChannelObj>(channel)?;
+        same_rnic(&r, &c.rnic, "the RNIC and the channel")?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let cq = r.rnic.cq_create_with_channel(depth as usize, &c.channel)?;
+        let h = insert(Some(rid), Arc::new(CqObj { rnic: r, cq }));
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// `cq_arm` (ibverbs' `ibv_req_notify_cq`): the CQ's channel is signalled once, for the next
+/// completion (`solicited_only` 0) or the next solicited or error completion (non-zero).
+/// Poll the CQ after arming: a completion already queued signals nothing. A CQ without a
+/// channel is refused.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_cq_arm(cq: *mut softrnic_cq, solicited_only: c_int) -> c_int {
+    guard_ok(|| {
+        let (c, _) = get::<CqObj>(cq)?;
+        if !c.cq.has_channel() {
+            return Err(invalid("the CQ has no completion channel"));
+        }
+        let arm = if solicited_only != 0 {
+            Arm::Solicited
+        } else {
+            Arm::NextCompletion
+        };
+        c.rnic.rnic.cq_arm(&c.cq, arm);
+        Ok(())
     })
 }
 
@@ -964,36 +1257,260 @@ pub unsafe extern "C" fn softrnic_qp_create(
     attr: *const softrnic_qp_attr,
     out: *mut *mut softrnic_qp,
 ) -> c_int {
+    // SAFETY: forwarded from the caller's guarantees.
+    guard_ok(|| unsafe { create_qp(pd, send_cq, recv_cq, None, attr, out) })
+}
+
+/// `qp_create` of a QP that takes its receives from `srq` (of the same PD) and has no
+/// receive queue of its own (`softrnic_qp_post_rq` on it fails).
+///
+/// # Safety
+/// As `softrnic_qp_create`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_qp_create_with_srq(
+    pd: *mut softrnic_pd,
+    send_cq: *mut softrnic_cq,
+    recv_cq: *mut softrnic_cq,
+    srq: *mut softrnic_srq,
+    attr: *const softrnic_qp_attr,
+    out: *mut *mut softrnic_qp,
+) -> c_int {
+    guard_ok(|| {
+        let (s, _) = get::<SrqObj>(srq)?;
+        // SAFETY: forwarded from the caller's guarantees.
+        unsafe { create_qp(pd, send_cq, recv_cq, Some(&s), attr, out) }
+    })
+}
+
+/// `qp_create`, on an SRQ or not.
+///
+/// # Safety
+/// As `softrnic_qp_create`.
+unsafe fn create_qp(
+    pd: *mut softrnic_pd,
+    send_cq: *mut softrnic_cq,
+    recv_cq: *mut softrnic_cq,
+    srq: Option<&SrqObj>,
+    attr: *const softrnic_qp_attr,
+    out: *mut *mut softrnic_qp,
+) -> Result<()> {
+    let (p, rid) = get::<PdObj>(pd)?;
+    let (scq, _) = get::<CqObj>(send_cq)?;
+    let (rcq, _) = get::<CqObj>(recv_cq)?;
+    same_rnic(&p.rnic, &scq.rnic, "the PD and the send CQ")?;
+    same_rnic(&p.rnic, &rcq.rnic, "the PD and the receive CQ")?;
+    if let Some(s) = srq {
+        same_rnic(&p.rnic, &s.rnic, "the PD and the SRQ")?;
+    }
+    if out.is_null() {
+        return Err(null("out"));
+    }
+    let mut caps = QpCaps::default();
+    if !attr.is_null() {
+        // SAFETY: non-null, and the caller vouches it points to a softrnic_qp_attr
+        // (plain integers).
+        let a = unsafe { attr.read() };
+        let or = |v: u32, d: usize| if v == 0 { d } else { v as usize };
+        caps.sq_depth = or(a.sq_depth, caps.sq_depth);
+        caps.rq_depth = or(a.rq_depth, caps.rq_depth);
+        caps.max_sge = or(a.max_sge, caps.max_sge);
+    }
+    let qp = match srq {
+        Some(s) => p
+            .rnic
+            .rnic
+            .qp_create_with_srq(p.pd, &scq.cq, &rcq.cq, caps, &s.srq)?,
+        None => p.rnic.rnic.qp_create(p.pd, &scq.cq, &rcq.cq, caps)?,
+    };
+    let h = insert(
+        Some(rid),
+        Arc::new(QpObj {
+            rnic: p.rnic.clone(),
+            qp,
+        }),
+    );
+    // SAFETY: `out` is non-null and valid for a write per the caller.
+    unsafe { put(out, h, "out") }
+}
+
+/// `srq_create` (ibverbs' `ibv_create_srq`): a shared receive queue in `pd` holding up to
+/// `depth` receives of at most `max_sge` elements each.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_srq_create(
+    pd: *mut softrnic_pd,
+    depth: u32,
+    max_sge: u32,
+    out: *mut *mut softrnic_srq,
+) -> c_int {
     guard_ok(|| {
         let (p, rid) = get::<PdObj>(pd)?;
-        let (scq, _) = get::<CqObj>(send_cq)?;
-        let (rcq, _) = get::<CqObj>(recv_cq)?;
-        same_rnic(&p.rnic, &scq.rnic, "the PD and the send CQ")?;
-        same_rnic(&p.rnic, &rcq.rnic, "the PD and the receive CQ")?;
         if out.is_null() {
             return Err(null("out"));
         }
-        let mut caps = QpCaps::default();
-        if !attr.is_null() {
-            // SAFETY: non-null, and the caller vouches it points to a softrnic_qp_attr
-            // (plain integers).
-            let a = unsafe { attr.read() };
-            let or = |v: u32, d: usize| if v == 0 { d } else { v as usize };
-            caps.sq_depth = or(a.sq_depth, caps.sq_depth);
-            caps.rq_depth = or(a.rq_depth, caps.rq_depth);
-            caps.max_sge = or(a.max_sge, caps.max_sge);
-        }
-        let qp = p.rnic.rnic.qp_create(p.pd, &scq.cq, &rcq.cq, caps)?;
+        let srq = p
+            .rnic
+            .rnic
+            .srq_create(p.pd, depth as usize, max_sge as usize)?;
         let h = insert(
             Some(rid),
-            Arc::new(QpObj {
+            Arc::new(SrqObj {
                 rnic: p.rnic.clone(),
-                qp,
+                srq,
             }),
         );
         // SAFETY: `out` is non-null and valid for a write per the caller.
         unsafe { put(out, h, "out") }
     })
+}
+
+/// The SRQ's id (as `SOFTRNIC_EVENT_SRQ_LIMIT` names it).
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_srq_id(srq: *const softrnic_srq, out: *mut u32) -> c_int {
+    guard_ok(|| {
+        let (s, _) = get::<SrqObj>(srq)?;
+        // SAFETY: valid for a write (or NULL) per the caller.
+        unsafe { put(out, s.srq.id().0, "out") }
+    })
+}
+
+/// `srq_post_recv`: posts a receive to the SRQ; any QP created on it may take it.
+///
+/// # Safety
+/// `wr` is NULL (an error) or points to a `softrnic_recv_wr` whose `sg_list` is valid for
+/// `num_sge` elements (or NULL with `num_sge` 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_srq_post_recv(
+    srq: *mut softrnic_srq,
+    wr: *const softrnic_recv_wr,
+) -> c_int {
+    guard_ok(|| {
+        let (s, _) = get::<SrqObj>(srq)?;
+        if wr.is_null() {
+            return Err(null("wr"));
+        }
+        // SAFETY: non-null and pointing to a softrnic_recv_wr per the caller.
+        let wr = unsafe { wr.read() };
+        // SAFETY: the SGL is valid for `num_sge` elements per the caller.
+        let sges = unsafe { sgl(wr.sg_list, wr.num_sge) }?;
+        s.rnic
+            .rnic
+            .srq_post_recv(&s.srq, RecvWr::new(wr.wr_id, sges))?;
+        Ok(())
+    })
+}
+
+/// Arms the SRQ limit (ibverbs' `srq_limit`): once a take leaves fewer than `limit`
+/// receives, one `SOFTRNIC_EVENT_SRQ_LIMIT` event is queued on the RNIC; arm again after it.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_srq_arm_limit(srq: *mut softrnic_srq, limit: u32) -> c_int {
+    guard_ok(|| {
+        let (s, _) = get::<SrqObj>(srq)?;
+        s.rnic.rnic.srq_arm_limit(&s.srq, limit as usize);
+        Ok(())
+    })
+}
+
+/// Destroys an SRQ; `SOFTRNIC_ERR_BUSY` while QPs use it.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_srq_destroy(srq: *mut softrnic_srq) -> c_int {
+    guard_ok(|| {
+        let (s, _) = get::<SrqObj>(srq)?;
+        let qps = handles::qps_on_srq(&s.srq);
+        if qps > 0 {
+            return Err(Error::new(
+                SOFTRNIC_ERR_BUSY,
+                format!("{qps} QP(s) still take receives from the SRQ: destroy them first"),
+            ));
+        }
+        remove::<SrqObj>(srq);
+        Ok(())
+    })
+}
+
+/// `poll_event`: takes the RNIC's next asynchronous event (connection setup and teardown,
+/// Terminates, QP errors, CQ overflows, SRQ limits, SCTP path changes) into `*out`.
+/// Returns 1 with an event, 0 when none is waiting. Connection requests are not reported
+/// here (`softrnic_qp_passive_connect` takes them). `softrnic_rnic_event_fd` is readable
+/// while events are waiting.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a `softrnic_event`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_rnic_poll_event(
+    rnic: *mut softrnic_rnic,
+    out: *mut softrnic_event,
+) -> c_int {
+    guard(|| {
+        let (r, _) = get::<RnicObj>(rnic)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let Some(e) = r.rnic.as_stack().poll_async_event() else {
+            return Ok(0);
+        };
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, c_event(&e), "out") }?;
+        Ok(1)
+    })
+}
+
+/// The RNIC's event file descriptor, for `poll`/`epoll`: readable while events are waiting
+/// (including connection requests). Do not read it; call `softrnic_rnic_poll_event`.
+/// Returns the descriptor, or a negative status.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_rnic_event_fd(rnic: *mut softrnic_rnic) -> c_int {
+    guard(|| {
+        use std::os::fd::AsRawFd;
+        let (r, _) = get::<RnicObj>(rnic)?;
+        Ok(r.rnic.as_stack().event_fd().as_raw_fd())
+    })
+}
+
+/// A Terminate's layer, type and code as one number: `layer << 12 | type << 8 | code`.
+fn packed_cause((layer, ty, code): (u8, u8, u8)) -> u32 {
+    u32::from(layer) << 12 | u32::from(ty) << 8 | u32::from(code)
+}
+
+fn c_event(e: &Event) -> softrnic_event {
+    let qp_id = e.qp().map_or(0, |q| q.0);
+    let (kind, detail) = match e {
+        Event::ConnectRequest(_) => (0, 0),
+        Event::Established { .. } => (SOFTRNIC_EVENT_ESTABLISHED, 0),
+        Event::Rejected { .. } => (SOFTRNIC_EVENT_REJECTED, 0),
+        Event::ConnectFailed { .. } => (SOFTRNIC_EVENT_CONNECT_FAILED, 0),
+        Event::Disconnected { .. } => (SOFTRNIC_EVENT_DISCONNECTED, 0),
+        Event::TerminateSent { terminate, .. } => (
+            SOFTRNIC_EVENT_TERMINATE_SENT,
+            packed_cause(terminate.cause.layer_etype_ecode()),
+        ),
+        Event::TerminateReceived { terminate, .. } => (
+            SOFTRNIC_EVENT_TERMINATE_RECEIVED,
+            packed_cause(terminate.cause.layer_etype_ecode()),
+        ),
+        Event::QpError { .. } => (SOFTRNIC_EVENT_QP_ERROR, 0),
+        Event::CqOverflow { cq, .. } => (SOFTRNIC_EVENT_CQ_OVERFLOW, cq.0),
+        Event::SrqLimitReached { srq, .. } => (SOFTRNIC_EVENT_SRQ_LIMIT, srq.0),
+        Event::Path { change, .. } => (
+            SOFTRNIC_EVENT_PATH,
+            match change {
+                verbs::PathChange::Up => 1,
+                verbs::PathChange::PotentiallyFailed => 2,
+                verbs::PathChange::Down => 3,
+                verbs::PathChange::Primary => 4,
+            },
+        ),
+    };
+    softrnic_event {
+        kind,
+        qp_id,
+        detail,
+    }
 }
 
 /// `qp_destroy`: aborts the connection, flushes outstanding work requests and invalidates

@@ -60,7 +60,10 @@ fn build(cc: &str, name: &str) -> PathBuf {
 
 /// Runs `exe` (killed after a minute); returns its exit success and stdout.
 fn run(exe: &Path) -> (bool, String, String) {
+    // The library just built, not an older copy elsewhere on cargo's LD_LIBRARY_PATH
+    // (which takes precedence over the executable's run path).
     let mut child = Command::new(exe)
+        .env("LD_LIBRARY_PATH", lib_dir())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -103,7 +106,7 @@ fn pingpong_moves_and_verifies_bytes() {
     let (ok, out, err) = run(&exe);
     assert!(ok, "pingpong failed:\n{out}\n{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 12, "{out}");
+    assert_eq!(lines.len(), 13, "{out}");
     assert!(
         lines[0].starts_with("connect: ok (tcp://127.0.0.1:"),
         "{out}"
@@ -120,10 +123,37 @@ fn pingpong_moves_and_verifies_bytes() {
             "local invalidate: ok (STag invalidated and deallocated)",
             "fast register: ok (4096 bytes written and read through it, invalidated)",
             "memory window: ok (4096 bytes read through a read-only Type 1 window)",
+            "shared region: ok (4096 bytes written through a shared and a re-registered STag)",
             "qp modify: ok (RTS -> TERMINATE -> ERROR)",
             "teardown: ok",
         ]
     );
+}
+
+/// events.c: two QPs on one SRQ, the receive CQ on a completion channel slept on with
+/// poll(2), the SRQ limit and both sides' Terminate as asynchronous events.
+#[test]
+fn events_come_through_channels_and_the_event_queue() {
+    let Some(cc) = compiler() else {
+        println!("SKIPPED: no C compiler");
+        return;
+    };
+    let exe = build(&cc, "events");
+    let (ok, out, err) = run(&exe);
+    assert!(ok, "events failed:\n{out}\n{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert_eq!(lines[0], "connect: ok (2 QPs on one SRQ)");
+    assert!(
+        lines[1].starts_with("completion channel: ok (8 receives, "),
+        "{out}"
+    );
+    assert!(lines[2].starts_with("srq limit event: ok (SRQ "), "{out}");
+    assert_eq!(
+        lines[3],
+        "terminate events: ok (sent and received, cause 0x1100)"
+    );
+    assert_eq!(lines[4], "teardown: ok");
 }
 
 #[test]

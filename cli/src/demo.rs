@@ -14,7 +14,12 @@
 //! 3. RDMA Read, 4 MiB messages;
 //! 4. atomic Fetch and Add (many, checking the running sum) and Compare and Swap (a
 //!    matching and a failing compare);
-//! 5. Send with Invalidate of the target's STag, then an RDMA Write to that STag, which the
+//! 5. fast registration (and a stale key refused) and memory windows;
+//! 6. a shared receive queue: three more QPs whose receives all come from one SRQ, with
+//!    its limit event;
+//! 7. completion events: a CQ on a completion channel, the receiver sleeping on the
+//!    channel's file descriptor instead of polling;
+//! 8. Send with Invalidate of the target's STag, then an RDMA Write to that STag, which the
 //!    target must refuse with a DDP Tagged Buffer "Invalid STag" Terminate (RFC 5041 §7.2,
 //!    RFC 5040 §7) — the connection then ends, as the protocol requires.
 //!
@@ -30,8 +35,9 @@ use stack::ddp::{DdpCode, TaggedCode};
 use stack::mpa;
 use stack::rdmap::TermCause;
 use stack::{
-    Access, Addressing, Cq, Event, FastRegRegion, MemoryRegion, MrOptions, MwType, Pd, Qp, QpAttr,
-    RecvWr, RegisteredBuf, Rnic, RnicConfig, SendOp, SendWr, Wc, WcOpcode, WcStatus,
+    Access, Addressing, Arm, CompletionChannel, Cq, Event, FastRegRegion, MemoryRegion, MrOptions,
+    MwType, Pd, Qp, QpAttr, RecvWr, RegisteredBuf, Rnic, RnicConfig, SendOp, SendWr, Srq, Wc,
+    WcOpcode, WcStatus,
 };
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -175,7 +181,7 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-fn connect(args: &DemoArgs) -> Result<(Side, Side), DemoError> {
+fn connect(args: &DemoArgs) -> Result<(Side, Side, TransportAddr), DemoError> {
     let a = Side::open()?;
     let b = Side::open()?;
     let at: TransportAddr = match args.transport {
@@ -200,6 +206,12 @@ fn connect(args: &DemoArgs) -> Result<(Side, Side), DemoError> {
         }
     };
     let l = b.rnic.listen_on(&at)?;
+    pair_up(&a.rnic, &a.qp, &b.rnic, &b.qp, &l)?;
+    Ok((a, b, at))
+}
+
+/// Connects `qa` of RNIC `ra` to `qb` of `rb` through `rb`'s listener `l`.
+fn pair_up(ra: &Rnic, qa: &Qp, rb: &Rnic, qb: &Qp, l: &stack::Listener) -> Result<(), DemoError> {
     let cfg_a = mpa::Config {
         ird: 16,
         ord: 16,
@@ -208,17 +220,27 @@ fn connect(args: &DemoArgs) -> Result<(Side, Side), DemoError> {
     };
     let cfg_b = cfg_a.clone();
     let accepted = std::thread::scope(|s| {
-        let h = s.spawn(|| b.rnic.accept_blocking(&l, &b.qp, cfg_b, TIMEOUT));
-        let c = a
-            .rnic
-            .connect_to_blocking(&a.qp, &l.transport, cfg_a, TIMEOUT);
+        let h = s.spawn(|| rb.accept_blocking(l, qb, cfg_b, TIMEOUT));
+        let c = ra.connect_to_blocking(qa, &l.transport, cfg_a, TIMEOUT);
         (c, h.join())
     });
     match accepted {
-        (Ok(_), Ok(Ok(_))) => Ok((a, b)),
+        (Ok(_), Ok(Ok(_))) => Ok(()),
         (Err(e), _) | (_, Ok(Err(e))) => Err(e.into()),
         (_, Err(_)) => Err(DemoError::Failed("accept thread panicked".into())),
     }
+}
+
+/// The demo's transport address on another port, for the extra connections of the SRQ and
+/// completion-event rows.
+fn on_port(at: &TransportAddr, port: u16) -> TransportAddr {
+    let mut at = at.clone();
+    match &mut at {
+        TransportAddr::Tcp(a) => a.set_port(0),
+        TransportAddr::Sctp(s) => s.port = port,
+        TransportAddr::Dev(d) => d.addr.set_port(port),
+    }
+    at
 }
 
 /// `softrnic demo`: runs the demo, prints the table, returns the exit status (0 when
@@ -246,7 +268,7 @@ pub fn run_command(args: &DemoArgs, out: &mut dyn Write) -> std::process::ExitCo
 /// Runs the demo, printing progress lines to `out`.
 pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<Report, DemoError> {
     let mut report = Report::default();
-    let (a, b) = connect(args)?;
+    let (a, b, at) = connect(args)?;
     if let Some(s) = a.qp.session() {
         let _ = match (s.mpa(), s.sctp()) {
             (Some(m), _) => writeln!(
@@ -291,6 +313,12 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<Report, DemoError> {
     report.rows.push(cmp_swap(&a, &b)?);
     report.rows.push(fast_register(&a, &b)?);
     report.rows.push(memory_window(&a, &b)?);
+    report
+        .rows
+        .push(shared_receive_queue(&a, &b, &on_port(&at, 7175))?);
+    report
+        .rows
+        .push(completion_events(&a, &b, &on_port(&at, 7176))?);
     report.rows.push(send_invalidate(&a, &b)?);
     Ok(report)
 }
@@ -698,6 +726,180 @@ fn send_invalidate(a: &Side, b: &Side) -> Result<Row, DemoError> {
         time,
         verified,
         note: format!("STag invalid after; 2nd Write -> Terminate \"{received}\""),
+    })
+}
+
+/// The first 8 bytes of message `id` carry `id`; the rest is a pattern of it.
+fn tagged_message(id: u64, len: usize) -> Vec<u8> {
+    let mut v = pattern(len, id as u8);
+    v[..8].copy_from_slice(&id.to_be_bytes());
+    v
+}
+
+/// Several QPs drawing their receives from one shared receive queue (RDMA Verbs; ibverbs'
+/// SRQ): three more connections whose receiving QPs share one SRQ on b; every message lands
+/// in a receive of the SRQ, each completion names the QP it arrived on, and the limit event
+/// fires once as the SRQ runs low.
+fn shared_receive_queue(a: &Side, b: &Side, at: &TransportAddr) -> Result<Row, DemoError> {
+    const QPS: usize = 3;
+    const MSGS: usize = 8;
+    const SIZE: usize = 4096;
+    const SPARE: usize = 4;
+    let (cq_a, cq_b) = (Cq::new(256), Cq::new(256));
+    let srq = Srq::new(b.pd, 64, 1);
+    let sink = b.mr((QPS * MSGS + SPARE) * SIZE)?;
+    for i in 0..QPS * MSGS + SPARE {
+        srq.post_recv(RecvWr::new(
+            i as u64,
+            vec![sink.sge((i * SIZE) as u64, SIZE as u32)],
+        ))?;
+    }
+    // Fires when a take leaves fewer than SPARE + 1 receives.
+    srq.arm_limit(SPARE + 1);
+    let l = b.rnic.listen_on(at)?;
+    let mut pairs = Vec::new();
+    for _ in 0..QPS {
+        let qa = a
+            .rnic
+            .create_qp(QpAttr::new(a.pd, cq_a.clone(), cq_a.clone()))?;
+        let mut attr = QpAttr::new(b.pd, cq_b.clone(), cq_b.clone());
+        attr.srq = Some(srq.clone());
+        let qb = b.rnic.create_qp(attr)?;
+        pair_up(&a.rnic, &qa, &b.rnic, &qb, &l)?;
+        pairs.push((qa, qb));
+    }
+    let src = a.mr(QPS * MSGS * SIZE)?;
+    let start = Instant::now();
+    for (k, (qa, _)) in pairs.iter().enumerate() {
+        for m in 0..MSGS {
+            let id = (k * MSGS + m) as u64;
+            let off = id as usize * SIZE;
+            src.buf().write_at(off, &tagged_message(id, SIZE))?;
+            qa.post_send(SendWr::send(id, vec![src.sge(off as u64, SIZE as u32)]))?;
+        }
+    }
+    let mut seen = [false; QPS * MSGS];
+    let mut verified = true;
+    for _ in 0..QPS * MSGS {
+        let wc = wait_wc(&cq_b)?;
+        let recv = usize::try_from(wc.wr_id).unwrap_or(usize::MAX);
+        let data = sink.buf().to_vec();
+        let Some(msg) = data.get(recv * SIZE..(recv + 1) * SIZE) else {
+            return Err(DemoError::Failed(format!("unexpected completion {wc}")));
+        };
+        let id = u64::from_be_bytes(msg[..8].try_into().unwrap_or_default());
+        let k = id as usize / MSGS;
+        verified &= wc.status.is_success()
+            && wc.byte_len as usize == SIZE
+            && msg == tagged_message(id, SIZE).as_slice()
+            && pairs.get(k).is_some_and(|(_, qb)| qb.id() == wc.qp)
+            && !std::mem::replace(seen.get_mut(id as usize).unwrap_or(&mut true), true);
+    }
+    for _ in 0..QPS * MSGS {
+        verified &= wait_wc(&cq_a)?.status.is_success();
+    }
+    let time = start.elapsed();
+    let id = srq.id();
+    wait_event(&b.rnic, |e| {
+        matches!(e, Event::SrqLimitReached { srq, .. } if *srq == id).then_some(())
+    })?;
+    verified &= srq.len() == SPARE && seen.iter().all(|&s| s);
+    Ok(Row {
+        op: "Shared receive queue",
+        ops: (QPS * MSGS) as u64,
+        bytes: (QPS * MSGS * SIZE) as u64,
+        time,
+        verified,
+        note: format!(
+            "{QPS} QPs took {} receives from one SRQ; limit event with {SPARE} left",
+            QPS * MSGS
+        ),
+    })
+}
+
+/// Completion events (RDMA Verbs "Request Completion Notification"; ibverbs' completion
+/// channel): b's receive CQ is on a completion channel; b arms it, drains it, and sleeps in
+/// `poll(2)` on the channel's file descriptor until the next completion, instead of spinning.
+fn completion_events(a: &Side, b: &Side, at: &TransportAddr) -> Result<Row, DemoError> {
+    const MSGS: usize = 64;
+    const SIZE: usize = 1024;
+    let channel = CompletionChannel::new().map_err(|e| DemoError::Failed(e.to_string()))?;
+    let cq_a = Cq::new(256);
+    let cq_b = Cq::with_channel(256, &channel);
+    let qa = a
+        .rnic
+        .create_qp(QpAttr::new(a.pd, cq_a.clone(), cq_a.clone()))?;
+    let qb = b
+        .rnic
+        .create_qp(QpAttr::new(b.pd, cq_b.clone(), cq_b.clone()))?;
+    let l = b.rnic.listen_on(at)?;
+    pair_up(&a.rnic, &qa, &b.rnic, &qb, &l)?;
+    let sink = b.mr(MSGS * SIZE)?;
+    for i in 0..MSGS {
+        qb.post_recv(RecvWr::new(
+            i as u64,
+            vec![sink.sge((i * SIZE) as u64, SIZE as u32)],
+        ))?;
+    }
+    let src = a.mr(MSGS * SIZE)?;
+    let start = Instant::now();
+    let sender = std::thread::scope(|s| {
+        let h = s.spawn(|| -> Result<(), DemoError> {
+            for i in 0..MSGS {
+                src.buf()
+                    .write_at(i * SIZE, &tagged_message(i as u64, SIZE))?;
+                qa.post_send(SendWr::send(
+                    i as u64,
+                    vec![src.sge((i * SIZE) as u64, SIZE as u32)],
+                ))?;
+                // Spread out, so that the receiver sleeps between completions.
+                if i % 8 == 7 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+            }
+            for _ in 0..MSGS {
+                wait_wc(&cq_a)?;
+            }
+            Ok(())
+        });
+        let mut got = Vec::new();
+        let mut wakeups = 0u64;
+        while got.len() < MSGS {
+            // Arm first, then drain: a completion queued in between still signals.
+            cq_b.arm(Arm::NextCompletion);
+            while let Some(wc) = cq_b.poll_one() {
+                got.push(wc);
+            }
+            if got.len() == MSGS {
+                break;
+            }
+            if !channel.wait(TIMEOUT) {
+                return Err(DemoError::Failed("no completion event within 10 s".into()));
+            }
+            channel.get_events();
+            wakeups += 1;
+        }
+        let sent = h
+            .join()
+            .map_err(|_| DemoError::Failed("sender panicked".into()))?;
+        sent.map(|()| (got, wakeups))
+    });
+    let (got, wakeups) = sender?;
+    let time = start.elapsed();
+    let data = sink.buf().to_vec();
+    let verified = got.iter().enumerate().all(|(i, wc)| {
+        wc.status.is_success()
+            && wc.wr_id == i as u64
+            && data[i * SIZE..(i + 1) * SIZE] == tagged_message(i as u64, SIZE)[..]
+    }) && wakeups >= 1
+        && wakeups <= MSGS as u64;
+    Ok(Row {
+        op: "Completion events",
+        ops: MSGS as u64,
+        bytes: (MSGS * SIZE) as u64,
+        time,
+        verified,
+        note: format!("receiver woke {wakeups} times on the channel's fd for {MSGS} receives"),
     })
 }
 

@@ -158,6 +158,10 @@ fn check_demo(args: &[&str], connected: &str) {
         "RDMA Read",
         "Atomic Fetch&Add",
         "Atomic Cmp&Swap",
+        "Fast Register",
+        "Memory windows",
+        "Shared receive queue",
+        "Completion events",
         "Send w/ Invalidate",
     ] {
         let line = text.lines().find(|l| l.starts_with(op)).expect(op);

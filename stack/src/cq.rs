@@ -288,6 +288,19 @@ impl Cq {
         Cq::build(capacity, Some(channel.clone()))
     }
 
+    /// Whether the CQ is attached to a completion channel (arming it means something).
+    pub fn has_channel(&self) -> bool {
+        self.shared.channel.is_some()
+    }
+
+    /// Whether the CQ is attached to `channel`.
+    pub fn channel_is(&self, channel: &CompletionChannel) -> bool {
+        self.shared
+            .channel
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(&c.shared, &channel.shared))
+    }
+
     fn build(capacity: usize, channel: Option<CompletionChannel>) -> Cq {
         Cq {
             shared: Arc::new(CqShared {

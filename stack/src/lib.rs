@@ -97,7 +97,7 @@ pub use engine::{
 };
 pub use mem::{
     Access, Addressing, FastRegRegion, MemError, MemTable, MemoryRegion, MrOptions, MwType, Pd,
-    RegisteredBuf, StreamOwner, TxPart,
+    RegisteredBuf, Rereg, StreamOwner, TxPart,
 };
 pub use rnic::{
     AdoptRole, CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Listener, ListenerId,

@@ -228,6 +228,15 @@ pub enum MemError {
         /// Its maximum.
         max: u64,
     },
+    /// A shared registration or a re-registration named an STag that is not a memory region
+    /// (a memory window, or a fast-register STag).
+    #[error("STag {stag:#010x} is not a memory region ({what})")]
+    NotARegion {
+        /// The STag given.
+        stag: u32,
+        /// What it is.
+        what: &'static str,
+    },
     /// The Tagged Offset range of a registration wraps past 2^64.
     #[error("base TO {base:#x} plus length {len} wraps past 2^64")]
     ToWrap {
@@ -236,6 +245,23 @@ pub enum MemError {
         /// Length.
         len: u64,
     },
+}
+
+/// Refuses a shared registration or a re-registration of anything but a memory region.
+fn region_only(e: &Entry, stag: u32) -> Result<(), MemError> {
+    if e.window.is_some() {
+        return Err(MemError::NotARegion {
+            stag,
+            what: "a memory window",
+        });
+    }
+    if e.fast_reg.is_some() {
+        return Err(MemError::NotARegion {
+            stag,
+            what: "a fast-register STag",
+        });
+    }
+    Ok(())
 }
 
 /// Refuses an operation on entry `e` (named by `stag`) from another protection domain.
@@ -597,6 +623,23 @@ pub struct MrOptions {
     pub range: Option<Range<usize>>,
     /// Whether a local invalidate or a remote Send with Invalidate may invalidate the STag.
     pub invalidatable: bool,
+}
+
+/// What [`MemTable::reregister`] changes; `None` keeps the region's current value.
+#[derive(Clone, Debug, Default)]
+pub struct Rereg {
+    /// A new protection domain.
+    pub pd: Option<Pd>,
+    /// New rights.
+    pub access: Option<Access>,
+    /// New memory: a buffer and the range of it to register.
+    pub memory: Option<(Arc<RegisteredBuf>, Range<usize>)>,
+    /// New Tagged Offset numbering (kept by default: zero-based stays zero-based).
+    pub addressing: Option<Addressing>,
+    /// A new consumer key.
+    pub key: Option<u8>,
+    /// Whether the STag may be invalidated.
+    pub invalidatable: Option<bool>,
 }
 
 impl MrOptions {
@@ -1345,6 +1388,100 @@ impl MemTable {
             base_to,
             len,
             buf: buf.clone(),
+            buf_off: range.start,
+        })
+    }
+
+    /// Registers the memory of the region `stag` again (RDMA Verbs "Register Shared Memory
+    /// Region"; ibverbs registers the same address range twice): a new STag for the same
+    /// bytes, in `pd` (which may differ from the region's) with `opts`' rights, addressing,
+    /// key and invalidation. `opts.range` is relative to the region (`None`: all of it) and
+    /// must lie inside it. The two registrations are independent: invalidating or
+    /// deregistering one leaves the other as it is. On error nothing changes.
+    pub fn register_shared(
+        &self,
+        stag: u32,
+        pd: Pd,
+        opts: MrOptions,
+    ) -> Result<MemoryRegion, MemError> {
+        let (buf, range) = {
+            let t = self.lock();
+            let e = t.exact(stag).ok_or(MemError::UnknownStag { stag })?;
+            region_only(e, stag)?;
+            let len = usize::try_from(e.len).unwrap_or(usize::MAX);
+            let sub = opts.range.clone().unwrap_or(0..len);
+            if sub.start > sub.end || sub.end > len {
+                return Err(MemError::OutOfBounds {
+                    start: sub.start,
+                    end: sub.end,
+                    len,
+                });
+            }
+            (e.buf.clone(), e.buf_off + sub.start..e.buf_off + sub.end)
+        };
+        self.register(
+            pd,
+            &buf,
+            MrOptions {
+                range: Some(range),
+                ..opts
+            },
+        )
+    }
+
+    /// Changes the region `stag` in place (RDMA Verbs "Reregister Memory Region", ibverbs'
+    /// `ibv_rereg_mr`): its protection domain, rights, memory (buffer and range),
+    /// addressing and consumer key, each only where `change` says. The STag's index stays;
+    /// its key is the new one if given (the returned region names the STag to use from now
+    /// on; handles of the old registration are stale). A region with memory windows bound
+    /// to it is refused, as are windows and fast-register STags. The checks of
+    /// [`MemTable::register`] apply; on error nothing changes.
+    pub fn reregister(&self, stag: u32, change: Rereg) -> Result<MemoryRegion, MemError> {
+        let mut t = self.lock();
+        let e = t.exact(stag).ok_or(MemError::UnknownStag { stag })?;
+        region_only(e, stag)?;
+        if e.windows > 0 {
+            return Err(MemError::WindowsBound {
+                stag,
+                windows: e.windows,
+            });
+        }
+        let (buf, range) = match change.memory {
+            Some((b, r)) => (b, r),
+            None => (e.buf.clone(), e.buf_off..e.buf_off + e.len as usize),
+        };
+        let access = change.access.unwrap_or(e.access);
+        let addressing = change.addressing.unwrap_or(if e.base_to == 0 {
+            Addressing::ZeroBased
+        } else {
+            Addressing::VirtualAddress
+        });
+        let (len, base_to) = layout(&buf, &range, access, addressing)?;
+        let pd = change.pd.unwrap_or(e.pd);
+        let key = change.key.unwrap_or(e.key);
+        let slot = t.slot_of(stag);
+        let Some(Some(e)) = t.entries.get_mut(slot) else {
+            return Err(MemError::UnknownStag { stag });
+        };
+        e.pd = pd;
+        e.access = access;
+        e.base_to = base_to;
+        e.len = len;
+        e.buf = buf.clone();
+        e.buf_off = range.start;
+        e.key = key;
+        if let Some(i) = change.invalidatable {
+            e.invalidatable = i;
+        }
+        // A re-registration makes an invalidated region valid again, as a new registration.
+        e.valid = true;
+        Ok(MemoryRegion {
+            stag: make_stag(stag_index(stag), key),
+            pd,
+            access,
+            base_to,
+            len,
+            buf,
             buf_off: range.start,
         })
     }

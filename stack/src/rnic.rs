@@ -841,6 +841,18 @@ impl Rnic {
         ev
     }
 
+    /// The next event that is not a connection request, if any; connection requests stay
+    /// queued for [`Rnic::wait_request`] (and the accept calls that use it).
+    pub fn poll_async_event(&self) -> Option<Event> {
+        let mut q = self.shared.events.lock().unwrap_or_else(|p| p.into_inner());
+        let pos = q
+            .iter()
+            .position(|e| !matches!(e, Event::ConnectRequest(_)))?;
+        let ev = q.remove(pos);
+        self.shared.events_taken(&q);
+        ev
+    }
+
     /// The next event, if any.
     pub fn poll_event(&self) -> Option<Event> {
         let mut q = self.shared.events.lock().unwrap_or_else(|p| p.into_inner());

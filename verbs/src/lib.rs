@@ -100,7 +100,7 @@ pub use stack::mpa::{Profile, Role as MpaRole, RtrType};
 pub use stack::{
     Access, Addressing, AdoptRole, Arm, CloseReason, CmError, CompletionChannel, ConnectRequest,
     Cq, CqId, Event, FastRegRegion, Listener, MemError, MemoryRegion, MwType, PathChange, Pd,
-    PostError, ProgressMode, QpId, QpState, RecvWr, RegisteredBuf, RnicConfig, RnicError,
+    PostError, ProgressMode, QpId, QpState, RecvWr, RegisteredBuf, Rereg, RnicConfig, RnicError,
     SctpRequest, SendOp, SendWr, Sge, Srq, SrqId, Wc, WcOpcode, WcStatus,
 };
 
@@ -506,6 +506,52 @@ impl Rnic {
         let mr = self.rnic.mem().register(pd, buf, opts)?;
         self.record_region(&mr);
         Ok(mr)
+    }
+
+    /// `smr_register` (RDMA Verbs "Register Shared Memory Region"): the memory of `mr`
+    /// registered again, in `pd` (any of this RNIC's) with `access` and `addressing`, under a
+    /// new STag. Each registration keeps its own rights and lifetime.
+    pub fn smr_register(
+        &self,
+        mr: &MemoryRegion,
+        pd: Pd,
+        access: Access,
+        addressing: Addressing,
+    ) -> Result<MemoryRegion> {
+        self.check_pd(pd)?;
+        let mut opts = stack::MrOptions::new(access);
+        if addressing == Addressing::ZeroBased {
+            opts = opts.zero_based();
+        }
+        let shared = self.rnic.mem().register_shared(mr.stag(), pd, opts)?;
+        self.record_region(&shared);
+        Ok(shared)
+    }
+
+    /// `nsmr_reregister` (RDMA Verbs "Reregister Memory Region"; ibverbs' `ibv_rereg_mr`):
+    /// changes `mr`'s protection domain, rights, memory, addressing or key in place. Returns
+    /// the region as it is now (its STag has the new key, if one was given); `mr` is stale.
+    /// Refused while memory windows are bound to it; on error nothing changes.
+    pub fn nsmr_reregister(&self, mr: &MemoryRegion, change: Rereg) -> Result<MemoryRegion> {
+        if let Some(pd) = change.pd {
+            self.check_pd(pd)?;
+        }
+        if !self.book().stags.contains_key(&(mr.stag() >> 8)) {
+            return Err(VerbsError::UnknownStag(mr.stag()));
+        }
+        let new = self.rnic.mem().reregister(mr.stag(), change)?;
+        let mut b = self.book();
+        if let Some(old) = b.stags.insert(new.stag() >> 8, new.pd())
+            && old != new.pd()
+        {
+            if let Some(u) = b.pds.get_mut(&old) {
+                u.regions = u.regions.saturating_sub(1);
+            }
+            if let Some(u) = b.pds.get_mut(&new.pd()) {
+                u.regions += 1;
+            }
+        }
+        Ok(new)
     }
 
     /// `register_sge`: registers exactly `len` bytes at `offset` of `buf` and returns the

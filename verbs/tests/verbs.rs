@@ -310,6 +310,52 @@ fn resource_rules() {
     ));
 }
 
+/// smr_register and nsmr_reregister keep the protection domains' books: a shared region
+/// counts in its own PD, a re-registration to another PD moves the count, and a PD is free
+/// once its last registration has left.
+#[test]
+fn shared_and_reregistered_regions_follow_their_pd() {
+    let e = end(RnicConfig::default());
+    let other = e.r.pd_allocate();
+    let mr = e.r.nsmr_register(e.pd, 64, all()).unwrap();
+    let shared =
+        e.r.smr_register(&mr, other, Access::REMOTE_READ, Addressing::ZeroBased)
+            .unwrap();
+    assert_eq!(shared.pd(), other);
+    assert_eq!(shared.base_to(), 0);
+    assert!(matches!(
+        e.r.pd_deallocate(other),
+        Err(VerbsError::PdInUse { regions: 1, .. })
+    ));
+    e.r.deregister_mem(&shared).unwrap();
+    let moved =
+        e.r.nsmr_reregister(
+            &mr,
+            verbs::Rereg {
+                pd: Some(other),
+                ..verbs::Rereg::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(moved.pd(), other);
+    assert!(matches!(
+        e.r.pd_deallocate(other),
+        Err(VerbsError::PdInUse { regions: 1, .. })
+    ));
+    e.r.deregister_mem(&moved).unwrap();
+    e.r.pd_deallocate(other).unwrap();
+    assert!(matches!(
+        e.r.nsmr_reregister(&moved, verbs::Rereg::default()),
+        Err(VerbsError::UnknownStag(_))
+    ));
+    // `other` is gone now.
+    let mr2 = e.r.nsmr_register(e.pd, 64, all()).unwrap();
+    assert!(matches!(
+        e.r.smr_register(&mr2, other, all(), Addressing::ZeroBased),
+        Err(VerbsError::UnknownPd(_))
+    ));
+}
+
 /// qp_destroy flushes posted receives (verbs: destroy moves the QP to Error).
 #[test]
 fn qp_destroy_flushes() {

@@ -98,6 +98,22 @@ int main(void) {
     EXPECT_RC(softrnic_pd_deallocate(pd), SOFTRNIC_ERR_BUSY);
     EXPECT_RC(softrnic_cq_destroy(cq), SOFTRNIC_ERR_BUSY);
 
+    /* Shared and re-registered regions of the caller's memory: each registration is
+     * deregistered on its own, without waiting for the other; bad flags and a window-less
+     * rights error are refused. */
+    static char mine[4096];
+    softrnic_mr *own, *twin;
+    OK(softrnic_nsmr_register_mem(pd, mine, sizeof mine, SOFTRNIC_ACCESS_LOCAL_WRITE, &own));
+    OK(softrnic_smr_register(own, pd, SOFTRNIC_ACCESS_REMOTE_READ, &twin));
+    EXPECT_RC(softrnic_smr_register(own, pd, 0x100, &twin), SOFTRNIC_ERR_INVALID_ARG);
+    EXPECT_RC(softrnic_nsmr_reregister(own, 0x40, NULL, 0), SOFTRNIC_ERR_INVALID_ARG);
+    EXPECT_RC(softrnic_nsmr_reregister(own, SOFTRNIC_REREG_PD, NULL, 0), SOFTRNIC_ERR_NULL);
+    EXPECT_RC(softrnic_nsmr_reregister(own, SOFTRNIC_REREG_ACCESS, NULL,
+                                       SOFTRNIC_ACCESS_REMOTE_WRITE),
+              SOFTRNIC_ERR_ACCESS);
+    OK(softrnic_deregister_mem(own));
+    OK(softrnic_deregister_mem(twin));
+
     /* Work requests: bad opcode, bad flags, NULL SGL, too many SGEs, an unconnected QP. */
     softrnic_sge sge = {.to = info.base_to, .len = 16, .stag = info.stag};
     softrnic_send_wr wr;
