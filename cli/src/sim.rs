@@ -930,7 +930,7 @@ fn failover_report(
     writeln!(
         out,
         "{:<12} {:>10} {:>9} {:>8} {:>14} {:>6}   {:>9} {:>8}",
-        "mode", "avg Mbit/s", "capacity", "vs MH", "longest zero", "zeros", "seed", "seed/MH"
+        "mode", "avg Mbit/s", "capacity", "vs MH", "longest zero", "zeros", "original", "orig/MH"
     )?;
     for r in runs {
         let avg = r.average();
@@ -963,8 +963,8 @@ fn failover_report(
     )?;
     writeln!(
         out,
-        "seed: the original measurement on two GbE paths (the secondary slower), where \
-         multihoming was at zero for 2-3 s at each failure"
+        "original: the measurement of the design softrnic comes from, on two GbE paths (the \
+         secondary slower), where multihoming was at zero for 2-3 s at each failure"
     )?;
     for r in runs {
         let share: Vec<String> = r
@@ -1104,7 +1104,7 @@ fn bandwidth_report(
     let (one, two) = SEED_BANDWIDTH_1MIB;
     writeln!(
         out,
-        "seed: at 1 MiB, {} Mbit/s over one GbE path and {} Mbit/s over two ({:.2}x)",
+        "original: at 1 MiB, {} Mbit/s over one GbE path and {} Mbit/s over two ({:.2}x)",
         one / 1e6,
         two / 1e6,
         two / one
