@@ -89,6 +89,12 @@ enum Command {
     /// (payload bit flips that only MPA's CRC can catch), corrupt-tcp (bit flips the TCP/IP
     /// checksums catch), linkflap (link down 3 s mid-transfer), gilbert (bursty loss), all.
     ///
+    /// Experiments over multipath SCTP (RDMA Writes through the RNIC's QP engine, tables and
+    /// PNG figures with --out): failover (two paths failing in turn over 120 s; multihoming,
+    /// CMT and CMT-PF, throughput per second), bandwidth (message sizes 64 B to 4 MiB over
+    /// one and two paths) and onesided (MPI-style Put and Get latency, 2 B to 4 MiB, over
+    /// TCP and over SCTP with one and two paths).
+    ///
     /// Exit status: 0 when every byte was verified, 1 when anything was lost or misplaced or
     /// a run did not finish, 2 on bad arguments or I/O errors.
     Sim(Box<softrnic_cli::sim::SimArgs>),

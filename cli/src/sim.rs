@@ -18,7 +18,12 @@ use thiserror::Error;
 pub struct SimArgs {
     /// Scenario: clean, loss, corrupt, corrupt-tcp, linkflap, gilbert, or all (MPA over
     /// smoltcp TCP, one link); sctp-clean, sctp-loss, sctp-failover, sctp-flap, or sctp-all
-    /// (DDP over multihomed SCTP, RFC 5043, two paths).
+    /// (DDP over multihomed SCTP, RFC 5043, two paths). Experiments (RDMA Writes over DDP
+    /// over SCTP through the RNIC's QP engine, printing tables and drawing PNG figures with
+    /// --out): failover (two paths failing in turn over 120 s, with multihoming, CMT and
+    /// CMT-PF: throughput per second), bandwidth (one vs two paths, message sizes 64 B to
+    /// 4 MiB) and onesided (MPI-style Put and Get latency, 2 B to 4 MiB, over TCP and over
+    /// SCTP with one and two paths).
     #[arg(default_value = "loss")]
     pub scenario: String,
     /// Seed of the run (the first seed of a sweep).
@@ -57,10 +62,25 @@ pub struct SimArgs {
     /// Write a pcap of the link (with several runs, `-SCENARIO-SEED` is added to the name).
     #[arg(long, value_name = "FILE.pcap")]
     pub capture: Option<PathBuf>,
-    /// Print every Terminate and failed MPA setup.
+    /// Print every Terminate and failed MPA setup (experiments: the path events).
     #[arg(long, short)]
     pub verbose: bool,
+    /// Experiments: write the figures (failover.png, bandwidth.png, onesided-*.png) into
+    /// this directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Experiments: multiply the link rates by F. At 1 the failover paths run at 1 Gbit/s
+    /// (primary) and 500 Mbit/s (secondary), the bandwidth and onesided links at 1 Gbit/s
+    /// each.
+    #[arg(long, value_name = "F", default_value_t = DEFAULT_SCALE)]
+    pub scale: f64,
+    /// Experiments: frames each link direction holds waiting for the transmitter.
+    #[arg(long, value_name = "FRAMES", default_value_t = 100)]
+    pub queue: usize,
 }
+
+/// The experiments' default rate scale (see [`SimArgs::scale`]).
+pub const DEFAULT_SCALE: f64 = 0.1;
 
 impl Default for SimArgs {
     /// The command-line defaults: scenario `loss`, seed 1, nothing overridden.
@@ -79,6 +99,9 @@ impl Default for SimArgs {
             mix: None,
             capture: None,
             verbose: false,
+            out: None,
+            scale: DEFAULT_SCALE,
+            queue: 100,
         }
     }
 }
@@ -465,6 +488,9 @@ pub fn table_row(r: &RunReport) -> String {
 /// Runs `softrnic sim`: prints the table to `out`; returns the exit status (0 all good, 1
 /// something lost, misplaced or incomplete, 2 bad arguments or I/O error).
 pub fn run_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
+    if EXPERIMENTS.iter().any(|(n, _)| *n == args.scenario) {
+        return run_experiment(args, out);
+    }
     if args.scenario.starts_with("sctp") {
         return run_sctp_command(args, out);
     }
@@ -655,6 +681,556 @@ fn run_sctp_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         }
     }
     status
+}
+
+// ---------------------------------------------------------------------------------------------
+// Experiments: `softrnic sim failover`, `softrnic sim bandwidth`
+// ---------------------------------------------------------------------------------------------
+
+/// The experiments of `softrnic sim`, with a one-line description each.
+pub const EXPERIMENTS: &[(&str, &str)] = &[
+    (
+        "failover",
+        "two paths failing in turn over 120 s: throughput per second with multihoming, CMT, CMT-PF",
+    ),
+    (
+        "bandwidth",
+        "RDMA Write throughput per message size (64 B - 4 MiB), one vs two equal paths",
+    ),
+    (
+        "onesided",
+        "MPI-style Put and Get latency per message size (2 B - 4 MiB) over TCP and SCTP",
+    ),
+];
+
+/// What the design this project comes from measured in its failover experiment on two GbE
+/// paths (the secondary slower): the mean throughput of each mode.
+pub const SEED_FAILOVER: [(Mode, f64); 3] = [
+    (Mode::Multihoming, 911e6),
+    (Mode::Cmt, 1.27e9),
+    (Mode::CmtPf, 1.32e9),
+];
+
+/// What it measured in its bandwidth experiment at 1 MiB messages: one GbE path, two.
+pub const SEED_BANDWIDTH_1MIB: (f64, f64) = (0.98e9, 1.7e9);
+
+use harness::experiments::{Mode, bandwidth, failover, onesided};
+
+/// Runs `f` on every job, on as many threads as the machine has cores (each run is one
+/// single-threaded simulation); results in the order of `jobs`.
+fn in_parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync) -> Vec<R> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len())
+        .max(1);
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else {
+                        break;
+                    };
+                    let r = f(job);
+                    if let Ok(mut v) = results.lock() {
+                        v[i] = Some(r);
+                    }
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+fn mbit(bps: f64) -> String {
+    format!("{:.1}", bps / 1e6)
+}
+
+/// `softrnic sim failover|bandwidth`.
+fn run_experiment(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
+    let refuse = [
+        (args.loss.is_some(), "--loss"),
+        (args.reorder.is_some(), "--reorder"),
+        (args.duplicate.is_some(), "--duplicate"),
+        (args.corrupt.is_some(), "--corrupt"),
+        (args.mix.is_some(), "--mix"),
+        (args.capture.is_some(), "--capture"),
+        (args.seeds.is_some(), "--seeds"),
+        (args.bandwidth.is_some(), "--bandwidth (use --scale)"),
+        (
+            args.bytes.is_some() && args.scenario != "bandwidth",
+            "--bytes (only the bandwidth experiment moves a set amount)",
+        ),
+    ];
+    if let Some((_, o)) = refuse.iter().find(|(given, _)| *given) {
+        eprintln!(
+            "softrnic sim: {o} does not apply to the {} experiment",
+            args.scenario
+        );
+        return 2;
+    }
+    if !(args.scale.is_finite() && args.scale > 0.0 && args.scale <= 100.0) {
+        eprintln!(
+            "softrnic sim: --scale: cannot understand `{}`: expected a factor above 0 and at \
+             most 100, e.g. 0.1 or 1",
+            args.scale
+        );
+        return 2;
+    }
+    let delay = match args.delay.as_deref().map(|d| parse_duration("delay", d)) {
+        Some(Err(e)) => {
+            eprintln!("softrnic sim: {e}");
+            return 2;
+        }
+        Some(Ok(d)) => Some(d),
+        None => None,
+    };
+    let bytes = match args.bytes.as_deref().map(|b| parse_bytes("bytes", b)) {
+        Some(Err(e)) => {
+            eprintln!("softrnic sim: {e}");
+            return 2;
+        }
+        Some(Ok(b)) => Some(b),
+        None => None,
+    };
+    if let Some(dir) = &args.out
+        && let Err(e) = std::fs::create_dir_all(dir)
+    {
+        eprintln!("softrnic sim: --out {}: {e}", dir.display());
+        return 2;
+    }
+    let rate = |r: f64| ((r * args.scale) as u64).max(1_000);
+    if args.scenario == "failover" {
+        let mut setup = failover::Setup::seed([rate(1e9), rate(5e8)]);
+        if let Some(d) = delay {
+            setup.delay = d;
+        }
+        setup.queue = args.queue;
+        failover_command(args, &setup, out)
+    } else if args.scenario == "onesided" {
+        let mut setup = onesided::Setup::new(rate(1e9));
+        if let Some(d) = delay {
+            setup.delay = d;
+        }
+        setup.queue = args.queue;
+        onesided_command(args, &setup, out)
+    } else {
+        let mut setup = bandwidth::Setup::new(rate(1e9), bytes.unwrap_or(64 << 20));
+        if let Some(d) = delay {
+            setup.delay = d;
+        }
+        setup.queue = args.queue;
+        bandwidth_command(args, &setup, out)
+    }
+}
+
+fn failover_command(args: &SimArgs, setup: &failover::Setup, out: &mut dyn std::io::Write) -> u8 {
+    let wall = std::time::Instant::now();
+    let runs: Result<Vec<failover::Run>, _> =
+        in_parallel(&Mode::ALL, |&m| failover::run(setup, m, args.seed))
+            .into_iter()
+            .collect();
+    let runs = match runs {
+        Ok(r) if r.len() == Mode::ALL.len() => r,
+        Ok(_) => {
+            eprintln!("softrnic sim: failover: a run did not finish");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("softrnic sim: failover: {e}");
+            return 2;
+        }
+    };
+    let _ = failover_report(args, setup, &runs, out);
+    let _ = writeln!(
+        out,
+        "{} simulated seconds in {:.1} s of wall-clock time",
+        setup.duration.as_secs_f64() * runs.len() as f64,
+        wall.elapsed().as_secs_f64()
+    );
+    let mut status = 0;
+    if let Some(dir) = &args.out {
+        let file = dir.join("failover.png");
+        match harness::plot::draw_png(&failover::chart(setup, &runs), &file) {
+            Ok(()) => {
+                let _ = writeln!(out, "figure: {}", file.display());
+            }
+            Err(e) => {
+                eprintln!("softrnic sim: {e}");
+                status = 2;
+            }
+        }
+    }
+    if runs
+        .iter()
+        .any(|r| r.failed_completions > 0 || r.terminates > 0)
+    {
+        status = status.max(1);
+    }
+    status
+}
+
+fn failover_report(
+    args: &SimArgs,
+    setup: &failover::Setup,
+    runs: &[failover::Run],
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "failover: RDMA Writes of {} KiB over DDP over SCTP (RFC 5043) through the RNIC's QP \
+         engine, simulated (netsim, virtual time), seed {}",
+        setup.message >> 10,
+        args.seed
+    )?;
+    writeln!(
+        out,
+        "paths: primary {} Mbit/s, secondary {} Mbit/s, {} us one-way, MTU {}, queues of {} \
+         frames; {}",
+        mbit(setup.rates[0] as f64),
+        mbit(setup.rates[1] as f64),
+        setup.delay.as_micros(),
+        setup.mtu,
+        setup.queue,
+        setup.schedule()
+    )?;
+    writeln!(
+        out,
+        "throughput: RDMA Write payload received per second, Mbit/s (row t covers t to t+1 s)"
+    )?;
+    write!(out, "{:>5}", "t")?;
+    for r in runs {
+        write!(out, " {:>12}", r.mode.name())?;
+    }
+    writeln!(out)?;
+    let rates: Vec<Vec<f64>> = runs.iter().map(|r| r.rates()).collect();
+    let rows = rates.iter().map(Vec::len).max().unwrap_or(0);
+    for t in 0..rows {
+        write!(out, "{t:>5}")?;
+        for r in &rates {
+            write!(out, " {:>12}", r.get(t).map_or(String::new(), |&x| mbit(x)))?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(out)?;
+    let capacity = setup.capacity() as f64;
+    let base = runs
+        .iter()
+        .find(|r| r.mode == Mode::Multihoming)
+        .map(|r| r.average());
+    writeln!(
+        out,
+        "{:<12} {:>10} {:>9} {:>8} {:>14} {:>6}   {:>9} {:>8}",
+        "mode", "avg Mbit/s", "capacity", "vs MH", "longest zero", "zeros", "original", "orig/MH"
+    )?;
+    for r in runs {
+        let avg = r.average();
+        let (zeros, at) = r.longest_zero_run();
+        let seed = SEED_FAILOVER
+            .iter()
+            .find(|(m, _)| *m == r.mode)
+            .map(|p| p.1);
+        writeln!(
+            out,
+            "{:<12} {:>10} {:>8.1}% {:>7.2}x {:>14} {:>6}   {:>9} {:>7.2}x",
+            r.mode.name(),
+            mbit(avg),
+            100.0 * avg / capacity,
+            base.map_or(0.0, |b| if b > 0.0 { avg / b } else { 0.0 }),
+            match at {
+                Some(t) => format!("{zeros} s at {t} s"),
+                None => "none".into(),
+            },
+            r.zero_samples(),
+            seed.map_or(String::new(), |s| format!("{} Mbit/s", s / 1e6)),
+            seed.map_or(0.0, |s| s / SEED_FAILOVER[0].1),
+        )?;
+    }
+    writeln!(
+        out,
+        "capacity: the average as a share of the sum of the link rates ({} Mbit/s); vs MH: \
+         over multihoming's average",
+        mbit(capacity)
+    )?;
+    writeln!(
+        out,
+        "original: the measurement of the design softrnic comes from, on two GbE paths (the \
+         secondary slower), where multihoming was at zero for 2-3 s at each failure"
+    )?;
+    for r in runs {
+        let share: Vec<String> = r
+            .path_bytes
+            .iter()
+            .map(|&b| format!("{:.1} MB", b as f64 / 1e6))
+            .collect();
+        write!(
+            out,
+            "{}: sent per path {}",
+            r.mode.name(),
+            share.join(" / ")
+        )?;
+        if r.failed_completions > 0 || r.terminates > 0 {
+            write!(
+                out,
+                "; {} failed completions, {} Terminates",
+                r.failed_completions, r.terminates
+            )?;
+        }
+        writeln!(out)?;
+        if args.verbose {
+            for (t, e) in &r.path_events {
+                writeln!(out, "    {:>8.3} s  {e}", t.as_secs_f64())?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn bandwidth_command(args: &SimArgs, setup: &bandwidth::Setup, out: &mut dyn std::io::Write) -> u8 {
+    let wall = std::time::Instant::now();
+    let jobs: Vec<(usize, usize)> = setup.sizes.iter().flat_map(|&s| [(1, s), (2, s)]).collect();
+    let results: Result<Vec<bandwidth::Sample>, _> = in_parallel(&jobs, |&(paths, size)| {
+        bandwidth::throughput(setup, paths, size, args.seed)
+    })
+    .into_iter()
+    .collect();
+    let points: Vec<bandwidth::Point> = match results {
+        Ok(r) if r.len() == jobs.len() => setup
+            .sizes
+            .iter()
+            .zip(r.chunks(2))
+            .map(|(&size, t)| bandwidth::Point {
+                size,
+                one: t[0],
+                two: t[1],
+            })
+            .collect(),
+        Ok(_) => {
+            eprintln!("softrnic sim: bandwidth: a run did not finish");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("softrnic sim: bandwidth: {e}");
+            return 2;
+        }
+    };
+    let _ = bandwidth_report(args, setup, &points, out);
+    let _ = writeln!(
+        out,
+        "{} runs in {:.1} s of wall-clock time",
+        jobs.len(),
+        wall.elapsed().as_secs_f64()
+    );
+    let mut status = 0;
+    if let Some(dir) = &args.out {
+        let file = dir.join("bandwidth.png");
+        match harness::plot::draw_png(&bandwidth::chart(setup, &points), &file) {
+            Ok(()) => {
+                let _ = writeln!(out, "figure: {}", file.display());
+            }
+            Err(e) => {
+                eprintln!("softrnic sim: {e}");
+                status = 2;
+            }
+        }
+    }
+    if points.iter().any(|p| p.one.bps <= 0.0 || p.two.bps <= 0.0) {
+        status = status.max(1);
+    }
+    status
+}
+
+fn bandwidth_report(
+    args: &SimArgs,
+    setup: &bandwidth::Setup,
+    points: &[bandwidth::Point],
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "bandwidth: RDMA Writes over DDP over SCTP (RFC 5043) through the RNIC's QP engine, \
+         simulated (netsim, virtual time), seed {}",
+        args.seed
+    )?;
+    writeln!(
+        out,
+        "paths: {} Mbit/s each, {} us one-way, MTU {}, queues of {} frames; {}; {} per size",
+        mbit(setup.rate as f64),
+        setup.delay.as_micros(),
+        setup.mtu,
+        setup.queue,
+        setup.mode.name(),
+        harness::plot::size_label(setup.bytes as f64)
+    )?;
+    writeln!(
+        out,
+        "throughput: RDMA Write payload from the first Write posted to the last byte received"
+    )?;
+    writeln!(
+        out,
+        "{:>9} {:>16} {:>17} {:>8} {:>9} {:>16}",
+        "size", "one path Mbit/s", "two paths Mbit/s", "two/one", "capacity", "T3/FR/drops"
+    )?;
+    for p in points {
+        writeln!(
+            out,
+            "{:>9} {:>16} {:>17} {:>7.2}x {:>8.1}% {:>16}",
+            harness::plot::size_label(p.size as f64),
+            mbit(p.one.bps),
+            mbit(p.two.bps),
+            p.ratio(),
+            100.0 * p.two.bps / (2.0 * setup.rate as f64),
+            format!(
+                "{}/{}/{}",
+                p.two.timeouts, p.two.fast_retransmits, p.two.queue_drops
+            )
+        )?;
+    }
+    writeln!(
+        out,
+        "capacity: two paths' throughput as a share of the sum of the link rates; T3/FR/drops: \
+         over two paths, the sender's retransmission timeouts and fast retransmits and the \
+         frames dropped at full link queues"
+    )?;
+    let (one, two) = SEED_BANDWIDTH_1MIB;
+    writeln!(
+        out,
+        "original: at 1 MiB, {} Mbit/s over one GbE path and {} Mbit/s over two ({:.2}x)",
+        one / 1e6,
+        two / 1e6,
+        two / one
+    )
+}
+
+fn onesided_command(args: &SimArgs, setup: &onesided::Setup, out: &mut dyn std::io::Write) -> u8 {
+    use onesided::{Op, Transport};
+    let wall = std::time::Instant::now();
+    let jobs: Vec<(Op, Transport)> = Op::ALL
+        .iter()
+        .flat_map(|&o| Transport::ALL.iter().map(move |&t| (o, t)))
+        .collect();
+    let curves: Result<Vec<onesided::Curve>, _> =
+        in_parallel(&jobs, |&(op, t)| onesided::curve(setup, op, t, args.seed))
+            .into_iter()
+            .collect();
+    let curves = match curves {
+        Ok(c) if c.len() == jobs.len() => c,
+        Ok(_) => {
+            eprintln!("softrnic sim: onesided: a run did not finish");
+            return 2;
+        }
+        Err(e) => {
+            eprintln!("softrnic sim: onesided: {e}");
+            return 2;
+        }
+    };
+    let _ = onesided_report(args, setup, &curves, out);
+    let _ = writeln!(
+        out,
+        "{} runs in {:.1} s of wall-clock time",
+        jobs.len(),
+        wall.elapsed().as_secs_f64()
+    );
+    let mut status = 0;
+    if let Some(dir) = &args.out {
+        for op in Op::ALL {
+            let name = match op {
+                Op::Put => "onesided-put.png",
+                Op::GetRead => "onesided-get-read.png",
+                Op::GetWrite => "onesided-get-write.png",
+            };
+            let file = dir.join(name);
+            match harness::plot::draw_png(&onesided::chart(setup, op, &curves), &file) {
+                Ok(()) => {
+                    let _ = writeln!(out, "figure: {}", file.display());
+                }
+                Err(e) => {
+                    eprintln!("softrnic sim: {e}");
+                    status = 2;
+                }
+            }
+        }
+    }
+    if curves
+        .iter()
+        .any(|c| c.failed_completions > 0 || c.points.len() != setup.sizes.len())
+    {
+        status = status.max(1);
+    }
+    status
+}
+
+fn onesided_report(
+    args: &SimArgs,
+    setup: &onesided::Setup,
+    curves: &[onesided::Curve],
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "onesided: MPI-style one-sided operations through the RNIC's QP engine, simulated \
+         (netsim, virtual time), seed {}",
+        args.seed
+    )?;
+    writeln!(
+        out,
+        "links: {} Mbit/s, {} us one-way, queues of {} frames; TCP: MPA with CRC over one link; \
+         SCTP: DDP over SCTP (RFC 5043), two paths with CMT-PF",
+        mbit(setup.rate as f64),
+        setup.delay.as_micros(),
+        setup.queue
+    )?;
+    writeln!(
+        out,
+        "Put: RDMA Write + notification Send, acknowledged; Get (Read): RDMA Read; Get \
+         (Write): request Send, the target's RDMA Write + notification Send. Each is fenced \
+         (complete at both ends before the next); mean of {} after {} of warm-up, in us",
+        setup.iterations, setup.warmup
+    )?;
+    write!(out, "{:>9}", "size")?;
+    for c in curves {
+        write!(out, " {:>11}", short_name(c))?;
+    }
+    writeln!(out)?;
+    for (i, &size) in setup.sizes.iter().enumerate() {
+        write!(out, "{:>9}", harness::plot::size_label(size as f64))?;
+        for c in curves {
+            match c.points.get(i) {
+                Some(&(_, d)) => write!(out, " {:>11.1}", d.as_secs_f64() * 1e6)?,
+                None => write!(out, " {:>11}", "-")?,
+            }
+        }
+        writeln!(out)?;
+    }
+    writeln!(
+        out,
+        "columns: operation/transport (P Put, GR Get via Read, GW Get via Write; TCP, SCTP1 \
+         one path, SCTP2 two paths)"
+    )
+}
+
+fn short_name(c: &onesided::Curve) -> String {
+    use onesided::{Op, Transport};
+    let op = match c.op {
+        Op::Put => "P",
+        Op::GetRead => "GR",
+        Op::GetWrite => "GW",
+    };
+    let t = match c.transport {
+        Transport::Tcp => "TCP",
+        Transport::Sctp1 => "SCTP1",
+        Transport::Sctp2 => "SCTP2",
+    };
+    format!("{op}/{t}")
 }
 
 #[cfg(test)]

@@ -205,6 +205,121 @@ fn sim_sctp_failover_moves_every_byte() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// `softrnic sim failover`: one row per second of the 120 s schedule with a column per
+/// mode, a summary row per mode, and the figure as a PNG in `--out`; multihoming is at zero
+/// for at least a second when its path fails. Bad options exit 2.
+#[test]
+fn sim_failover_prints_a_row_per_second_and_draws_the_figure() {
+    let dir = std::env::temp_dir().join(format!("softrnic-sim-fo-{}", std::process::id()));
+    let out = bin()
+        .args(["sim", "failover", "--scale", "0.02", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let header = text
+        .lines()
+        .position(|l| {
+            l.split_whitespace().collect::<Vec<_>>() == ["t", "multihoming", "CMT", "CMT-PF"]
+        })
+        .expect("table header");
+    let rows: Vec<Vec<f64>> = text
+        .lines()
+        .skip(header + 1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().map(|f| f.parse().unwrap()).collect())
+        .collect();
+    assert_eq!(rows.len(), 120, "{text}");
+    assert!(
+        rows.iter()
+            .enumerate()
+            .all(|(i, r)| r.len() == 4 && r[0] == i as f64)
+    );
+    // Multihoming: data before the failure at 15 s, none for a while after it, data again.
+    assert!(rows[10][1] > 0.0 && rows[20][1] > 0.0, "{text}");
+    assert!(rows[15..18].iter().any(|r| r[1] == 0.0), "{text}");
+    for mode in ["multihoming", "CMT", "CMT-PF"] {
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{mode} ")) && l.contains('%'))
+            .expect(mode);
+        assert!(row.contains("Mbit/s"), "{row}");
+    }
+    let png = std::fs::read(dir.join("failover.png")).unwrap();
+    assert_eq!(&png[..4], b"\x89PNG");
+    let _ = std::fs::remove_dir_all(&dir);
+    for bad in [["--scale", "0"], ["--loss", "1"]] {
+        let o = bin().args(["sim", "failover"]).args(bad).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad:?}");
+    }
+}
+
+/// `softrnic sim bandwidth`: a row per message size, 64 B to 4 MiB, with one path, two
+/// paths and their ratio; large messages go nearly twice as fast over two paths.
+#[test]
+fn sim_bandwidth_prints_one_and_two_paths_per_size() {
+    let out = bin()
+        .args(["sim", "bandwidth", "--scale", "0.02", "--bytes", "2M"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|f| f.len() == 7 && f[5].ends_with('%'))
+        .collect();
+    let sizes: Vec<String> = rows.iter().map(|f| format!("{} {}", f[0], f[1])).collect();
+    assert_eq!(
+        sizes,
+        [
+            "64 B", "256 B", "1 KiB", "4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB", "4 MiB"
+        ],
+        "{text}"
+    );
+    let ratio = |f: &Vec<&str>| f[4].trim_end_matches('x').parse::<f64>().unwrap();
+    assert!(ratio(&rows[7]) >= 1.9, "{text}");
+}
+
+/// `softrnic sim onesided`: a row per size from 2 B to 4 MiB and a column per operation and
+/// transport, and three figures.
+#[test]
+fn sim_onesided_prints_a_row_per_size_and_draws_three_figures() {
+    let dir = std::env::temp_dir().join(format!("softrnic-sim-os-{}", std::process::id()));
+    let out = bin()
+        .args(["sim", "onesided", "--scale", "0.1", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    let header = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("size"))
+        .expect("header");
+    assert_eq!(header.split_whitespace().count(), 10, "{header}");
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() == 11 && f[2..].iter().all(|x| x.parse::<f64>().is_ok())
+        })
+        .collect();
+    assert_eq!(rows.len(), 22, "{text}");
+    assert!(rows[0].trim_start().starts_with("2 B"), "{text}");
+    assert!(rows[21].trim_start().starts_with("4 MiB"), "{text}");
+    for f in [
+        "onesided-put.png",
+        "onesided-get-read.png",
+        "onesided-get-write.png",
+    ] {
+        let png = std::fs::read(dir.join(f)).unwrap();
+        assert_eq!(&png[..4], b"\x89PNG", "{f}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// RDMA over SCTP in the simulator, captured on both paths (`--capture`): every capture
 /// decodes — SCTP chunks, RFC 5043 session control and DDP/RDMAP segments — with 0 errors.
 #[test]

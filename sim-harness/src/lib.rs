@@ -8,9 +8,15 @@
 //!   (caught by the MPA CRC or by TCP's checksum), link flaps, Gilbert-Elliott bursts.
 //! * [`sctp`] — RDMA over DDP over SCTP (RFC 5043) between two multihomed hosts: links with
 //!   loss, reordering and duplication, and path outages on a schedule.
+//! * [`experiments`] — multipath experiments over RDMA over SCTP: throughput through path
+//!   failures with multihoming, CMT and CMT-PF, and throughput per message size over one
+//!   and two paths.
+//! * [`plot`] — line charts as PNG files for the experiments' figures.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod experiments;
 pub mod mpa;
+pub mod plot;
 pub mod sctp;

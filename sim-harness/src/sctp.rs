@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use netsim::{Dir, Instant, LinkCounters, LinkParams, Sim, SimError};
 use sctp::netsim_host::{App, SctpHost};
-use sctp::{AssocId, Endpoint, EndpointConfig, Event};
+use sctp::{AssocId, AssociationConfig, Endpoint, EndpointConfig, Event};
 use stack::llp::sctp::SctpConfig;
 use stack::{
     Access, Cq, MemTable, MemoryRegion, MrOptions, Pd, QpConfig, QpEngine, QpEvent, QpId, QpState,
@@ -196,21 +196,65 @@ fn count(want: &[u8], got: &[u8]) -> (u64, u64, u64) {
     (v, l, m)
 }
 
-/// One host's RNIC side: the QP engine over the SCTP LLP and its association.
-struct Host {
-    eng: QpEngine,
-    mem: Arc<MemTable>,
-    pd: Pd,
-    cq: Cq,
-    assoc: Option<AssocId>,
-    events: Vec<(Duration, Event)>,
-    terminates: u64,
+/// Bytes of DDP payload (RFC 5041 ULP payload: RDMA Write data, Send data, Read Response
+/// data) a host received from its association, in bins of virtual time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Meter {
+    /// Width of a bin.
+    pub bin: Duration,
+    /// Bytes received in bin `i`, i.e. in `[i * bin, (i + 1) * bin)`.
+    pub bins: Vec<u64>,
+    /// Bytes received in all.
+    pub total: u64,
+    /// When the last byte was received.
+    pub last_at: Option<Duration>,
 }
 
-use std::sync::Arc;
+impl Meter {
+    /// An empty meter with bins of `bin` (at least a nanosecond).
+    pub fn new(bin: Duration) -> Meter {
+        Meter {
+            bin: bin.max(Duration::from_nanos(1)),
+            bins: Vec::new(),
+            total: 0,
+            last_at: None,
+        }
+    }
 
-impl Host {
-    fn new(id: u32, setup: Setup, seed: u64) -> Host {
+    fn record(&mut self, t: Duration, bytes: u64) {
+        let i = (t.as_nanos() / self.bin.as_nanos()) as usize;
+        if self.bins.len() <= i {
+            self.bins.resize(i + 1, 0);
+        }
+        self.bins[i] += bytes;
+        self.total += bytes;
+        self.last_at = Some(t);
+    }
+
+    /// The DDP payload of an SCTP user message with `ppid` (0 for anything else).
+    fn payload(ppid: u32, data: &[u8]) -> u64 {
+        match sctp::ddp_adapt::parse(ppid, data) {
+            Ok(sctp::ddp_adapt::DdpSctpMessage::Segment(s)) => {
+                s.ddp().map_or(0, |(_, p)| p.len() as u64)
+            }
+            _ => 0,
+        }
+    }
+}
+
+/// One host's RNIC: the QP engine, its memory and its CQ.
+pub(crate) struct Rnic {
+    pub(crate) eng: QpEngine,
+    mem: Arc<MemTable>,
+    pd: Pd,
+    pub(crate) cq: Cq,
+    pub(crate) terminates: u64,
+    /// Counts the DDP payload received, when set.
+    pub(crate) meter: Option<Meter>,
+}
+
+impl Rnic {
+    pub(crate) fn new(id: u32, setup: Setup, seed: u64) -> Rnic {
         // Reproducible STags: a run is a function of its seed.
         let mem = MemTable::with_seed(seed ^ u64::from(id));
         let pd = mem.alloc_pd();
@@ -220,18 +264,17 @@ impl Host {
             Ok(e) => e,
             Err(e) => panic!("engine configuration: {e}"),
         };
-        Host {
+        Rnic {
             eng,
             mem,
             pd,
             cq,
-            assoc: None,
-            events: Vec::new(),
             terminates: 0,
+            meter: None,
         }
     }
 
-    fn mr(&self, len: usize) -> MemoryRegion {
+    pub(crate) fn mr(&self, len: usize) -> MemoryRegion {
         let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
         match self.mem.register_new(self.pd, len, MrOptions::new(access)) {
             Ok(m) => m,
@@ -239,37 +282,68 @@ impl Host {
         }
     }
 
-    /// Moves messages between the association and the engine, both ways.
-    fn drive(&mut self, ep: &mut Endpoint, now: sctp::Instant) {
-        let t = Duration::from_nanos(now.as_nanos());
-        while let Some((_, e)) = ep.poll_event() {
-            self.events.push((t, e));
-        }
-        if let Some(id) = self.assoc
-            && let Some(a) = ep.association_mut(id)
-        {
-            while let Some(m) = a.recv() {
-                self.eng.handle_message(t, m.ppid, m.unordered, &m.data);
-            }
-            if self.eng.poll_timeout().is_some_and(|d| d <= t) {
-                self.eng.handle_timeout(t);
-            }
-            if a.state() == sctp::State::Established {
-                while let Some((stream, _, data)) = self.eng.poll_message() {
-                    if a.check_send(stream, data.len()).is_err() {
-                        break;
-                    }
-                    if let Some((stream, ppid, data)) = self.eng.take_message() {
-                        let _ = a.send_owned(stream, ppid, true, data);
-                    }
-                }
-            }
-        }
+    /// Takes the engine's events (counting Terminates sent).
+    pub(crate) fn collect_events(&mut self) {
         while let Some(e) = self.eng.poll_event() {
             if matches!(e, QpEvent::TerminateSent(_)) {
                 self.terminates += 1;
             }
         }
+    }
+}
+
+/// One host's RNIC over the SCTP LLP and its association.
+pub(crate) struct Host {
+    pub(crate) rnic: Rnic,
+    assoc: Option<AssocId>,
+    /// Association events other than readable data, with their virtual time.
+    pub(crate) events: Vec<(Duration, Event)>,
+}
+
+use std::sync::Arc;
+
+impl Host {
+    fn new(id: u32, setup: Setup, seed: u64) -> Host {
+        Host {
+            rnic: Rnic::new(id, setup, seed),
+            assoc: None,
+            events: Vec::new(),
+        }
+    }
+
+    /// Moves messages between the association and the engine, both ways.
+    fn drive(&mut self, ep: &mut Endpoint, now: sctp::Instant) {
+        let t = Duration::from_nanos(now.as_nanos());
+        while let Some((_, e)) = ep.poll_event() {
+            if !matches!(e, Event::DataReadable { .. }) {
+                self.events.push((t, e));
+            }
+        }
+        if let Some(id) = self.assoc
+            && let Some(a) = ep.association_mut(id)
+        {
+            let r = &mut self.rnic;
+            while let Some(m) = a.recv() {
+                if let Some(meter) = &mut r.meter {
+                    meter.record(t, Meter::payload(m.ppid, &m.data));
+                }
+                r.eng.handle_message(t, m.ppid, m.unordered, &m.data);
+            }
+            if r.eng.poll_timeout().is_some_and(|d| d <= t) {
+                r.eng.handle_timeout(t);
+            }
+            if a.state() == sctp::State::Established {
+                while let Some((stream, _, data)) = r.eng.poll_message() {
+                    if a.check_send(stream, data.len()).is_err() {
+                        break;
+                    }
+                    if let Some((stream, ppid, data)) = r.eng.take_message() {
+                        let _ = a.send_owned(stream, ppid, true, data);
+                    }
+                }
+            }
+        }
+        self.rnic.collect_events();
     }
 }
 
@@ -290,7 +364,7 @@ struct Work {
 
 impl Work {
     /// Posts round `self.round`: targets poisoned, sources patterned.
-    fn post(&mut self, a: &mut Host, b: &mut Host) {
+    fn post(&mut self, a: &mut Rnic, b: &mut Rnic) {
         let (Some(src), Some(dst)) = (&self.src, &self.dst) else {
             return;
         };
@@ -345,7 +419,7 @@ impl Work {
         self.round += 1;
     }
 
-    fn step(&mut self, a: &mut Host, b: &mut Host, now: Duration) {
+    fn advance(&mut self, a: &mut Rnic, b: &mut Rnic, now: Duration) {
         if self.src.is_none() {
             if a.eng.state() != QpState::Rts || b.eng.state() != QpState::Rts {
                 return;
@@ -375,16 +449,218 @@ impl Work {
     }
 }
 
-fn ep_config(port: u16, addrs: &[Ipv4Addr], seed: u64, listen: bool, mtu: usize) -> EndpointConfig {
+impl Workload for Work {
+    fn step(&mut self, a: &mut Rnic, b: &mut Rnic, now: Duration, _at_b: bool) {
+        self.advance(a, b, now);
+    }
+
+    fn done(&self) -> bool {
+        self.done_at.is_some()
+    }
+}
+
+/// What runs on a pair of RNICs: called at every step of either host with both.
+pub(crate) trait Workload {
+    /// One step (work completions, new work requests); `now` is virtual time. `at_b`: the
+    /// step runs in B's turn (then B's new work goes out at once; A's waits for A's turn,
+    /// and the other way round).
+    fn step(&mut self, a: &mut Rnic, b: &mut Rnic, now: Duration, at_b: bool);
+    /// The run may end.
+    fn done(&self) -> bool;
+}
+
+/// Two multihomed hosts, the initiator A and the responder B, joined by one link per path.
+pub(crate) struct Pair<'a> {
+    /// Each path's link (both directions).
+    pub(crate) links: Vec<LinkParams>,
+    /// Outages on a schedule.
+    pub(crate) outages: &'a [Outage],
+    /// Both endpoints' association parameters (the PMTU is set from `mtu`, the DDP
+    /// adaptation indication is added).
+    pub(crate) assoc: AssociationConfig,
+    /// Path MTU.
+    pub(crate) mtu: usize,
+    /// Virtual time after which the run ends if the workload has not.
+    pub(crate) deadline: Duration,
+    /// A pcap per path (see [`run_captured`]).
+    pub(crate) capture: Option<&'a std::path::Path>,
+    /// B counts its received DDP payload in bins of this width.
+    pub(crate) meter: Option<Duration>,
+}
+
+/// How a [`Pair`] run ended, handed to the caller's `finish`.
+pub(crate) struct PairEnd<'a, W> {
+    pub(crate) work: &'a W,
+    pub(crate) a: &'a Host,
+    pub(crate) b: &'a Host,
+    /// The workload was done before the deadline.
+    pub(crate) done: bool,
+    /// Virtual time at the end.
+    pub(crate) now: Duration,
+    /// Link counters, per path: (A→B, B→A).
+    pub(crate) counters: Vec<[LinkCounters; 2]>,
+    /// A's association's counters, when it exists.
+    pub(crate) stats: Option<sctp::AssociationStats>,
+}
+
+fn ep_config(
+    port: u16,
+    addrs: &[Ipv4Addr],
+    seed: u64,
+    listen: bool,
+    mtu: usize,
+    assoc: &AssociationConfig,
+) -> EndpointConfig {
     let mut c = EndpointConfig::new(
         port,
         addrs.iter().map(|ip| SctpHost::sock(*ip)).collect(),
         seed,
     );
     c.accept_incoming = listen;
+    c.association = assoc.clone();
     c.association.adaptation_indication = Some(sctp::ddp_adapt::ADAPTATION_DDP);
     c.association.pmtu = mtu;
     c
+}
+
+/// Runs `work` on a [`Pair`] with `seed` until it is done or the deadline passes; `finish`
+/// reads the outcome.
+pub(crate) fn run_pair<W: Workload + 'static, R>(
+    p: &Pair<'_>,
+    seed: u64,
+    work: W,
+    finish: impl FnOnce(PairEnd<'_, W>) -> R,
+) -> Result<R, SimError> {
+    let paths = p.links.len().max(1);
+    let llp = SctpConfig {
+        ird: 16,
+        ord: 16,
+        private_data: Vec::new(),
+        max_segment: sctp::ddp_adapt::max_ddp_segment(p.mtu, 20),
+        enhanced: true,
+        stream: 0,
+    };
+    let a = Rc::new(RefCell::new(Host::new(
+        1,
+        Setup::SctpInitiator(llp.clone()),
+        seed,
+    )));
+    let mut host_b = Host::new(2, Setup::SctpResponder(llp), seed);
+    host_b.rnic.meter = p.meter.map(Meter::new);
+    let b = Rc::new(RefCell::new(host_b));
+    let work = Rc::new(RefCell::new(work));
+    let mut sim = Sim::new(seed);
+    let (ra, rb, w) = (a.clone(), b.clone(), work.clone());
+    let peer: SocketAddr = SctpHost::sock(ips(2, 1)[0]);
+    let app_a: App = Box::new(move |ep, now| {
+        let mut h = ra.borrow_mut();
+        if h.assoc.is_none() {
+            h.assoc = ep.connect(now, peer, 6000).ok();
+        }
+        h.drive(ep, now);
+        if let (Ok(mut hb), Ok(mut w)) = (rb.try_borrow_mut(), w.try_borrow_mut()) {
+            let t = Duration::from_nanos(now.as_nanos());
+            w.step(&mut h.rnic, &mut hb.rnic, t, false);
+            h.drive(ep, now);
+        }
+    });
+    let (rb2, ra2, w2) = (b.clone(), a.clone(), work.clone());
+    let app_b: App = Box::new(move |ep, now| {
+        let mut h = rb2.borrow_mut();
+        if let Some(id) = ep.accept() {
+            h.assoc = Some(id);
+        }
+        h.drive(ep, now);
+        if let (Ok(mut ha), Ok(mut w)) = (ra2.try_borrow_mut(), w2.try_borrow_mut()) {
+            let t = Duration::from_nanos(now.as_nanos());
+            w.step(&mut ha.rnic, &mut h.rnic, t, true);
+            h.drive(ep, now);
+        }
+    });
+    let ha = sim.add_node(SctpHost::new(
+        1,
+        2,
+        ips(1, paths),
+        Endpoint::new(ep_config(
+            5000,
+            &ips(1, paths),
+            seed,
+            false,
+            p.mtu,
+            &p.assoc,
+        )),
+        app_a,
+    ));
+    let hb = sim.add_node(SctpHost::new(
+        2,
+        1,
+        ips(2, paths),
+        Endpoint::new(ep_config(
+            6000,
+            &ips(2, paths),
+            seed ^ 0x5a5a,
+            true,
+            p.mtu,
+            &p.assoc,
+        )),
+        app_b,
+    ));
+    let mut links = Vec::new();
+    for (i, params) in p.links.iter().enumerate() {
+        links.push(sim.link(ha.iface(i), hb.iface(i), params.clone())?);
+    }
+    if let Some(path) = p.capture {
+        // One pcap per path: `FILE` for the first, `FILE.pathN` for the others.
+        for (i, l) in links.iter().enumerate() {
+            let file = if i == 0 {
+                path.to_path_buf()
+            } else {
+                let mut name = path.as_os_str().to_owned();
+                name.push(format!(".path{i}"));
+                name.into()
+            };
+            sim.capture_with(
+                *l,
+                netsim::CaptureSink::File(file),
+                netsim::CapturePoint::Receive,
+            )?;
+        }
+    }
+    for o in p.outages {
+        let Some(&l) = links.get(o.path) else {
+            continue;
+        };
+        sim.link_down_at(l, Instant::from_duration(o.at))?;
+        if let Some(d) = o.down_for {
+            sim.link_up_at(l, Instant::from_duration(o.at + d))?;
+        }
+    }
+    let wd = work.clone();
+    let deadline = Instant::from_duration(p.deadline);
+    let done = sim.run_until_condition(deadline, move |_| wd.try_borrow().is_ok_and(|w| w.done()));
+    let counters = links
+        .iter()
+        .map(|l| {
+            [
+                sim.link_counters(*l, Dir::AtoB),
+                sim.link_counters(*l, Dir::BtoA),
+            ]
+        })
+        .collect();
+    let (w, a, b) = (work.borrow(), a.borrow(), b.borrow());
+    let stats = a
+        .assoc
+        .and_then(|id| sim.node(ha).ep.association(id))
+        .map(|x| x.stats().clone());
+    Ok(finish(PairEnd {
+        work: &w,
+        a: &a,
+        b: &b,
+        done,
+        now: Duration::from_nanos(sim.now().as_nanos()),
+        counters,
+        stats,
+    }))
 }
 
 /// Runs `s` with `seed`.
@@ -399,25 +675,18 @@ pub fn run_captured(
     seed: u64,
     capture: Option<&std::path::Path>,
 ) -> Result<SctpReport, SimError> {
-    let paths = s.paths.max(1);
-    let llp = SctpConfig {
-        ird: 16,
-        ord: 16,
-        private_data: Vec::new(),
-        max_segment: sctp::ddp_adapt::max_ddp_segment(s.mtu, 20),
-        enhanced: true,
-        stream: 0,
+    let pair = Pair {
+        links: vec![s.link.clone(); s.paths.max(1)],
+        outages: &s.outages,
+        assoc: AssociationConfig::default(),
+        mtu: s.mtu,
+        deadline: s.deadline,
+        capture,
+        meter: None,
     };
-    let a = Rc::new(RefCell::new(Host::new(
-        1,
-        Setup::SctpInitiator(llp.clone()),
+    let work = Work {
         seed,
-    )));
-    let b = Rc::new(RefCell::new(Host::new(2, Setup::SctpResponder(llp), seed)));
-    let rounds = s.bytes.div_ceil(ROUND);
-    let work = Rc::new(RefCell::new(Work {
-        seed,
-        total_rounds: rounds,
+        total_rounds: s.bytes.div_ceil(ROUND),
         round: 0,
         in_flight: false,
         src: None,
@@ -427,91 +696,31 @@ pub fn run_captured(
         misplaced: 0,
         failed: 0,
         done_at: None,
-    }));
-    let mut sim = Sim::new(seed);
-    let (ra, rb, w) = (a.clone(), b.clone(), work.clone());
-    let peer: SocketAddr = SctpHost::sock(ips(2, 1)[0]);
-    let app_a: App = Box::new(move |ep, now| {
-        let mut h = ra.borrow_mut();
-        if h.assoc.is_none() {
-            h.assoc = ep.connect(now, peer, 6000).ok();
-        }
-        h.drive(ep, now);
-        if let (Ok(mut hb), Ok(mut w)) = (rb.try_borrow_mut(), w.try_borrow_mut()) {
-            w.step(&mut h, &mut hb, Duration::from_nanos(now.as_nanos()));
-            h.drive(ep, now);
-        }
-    });
-    let (rb2, ra2, w2) = (b.clone(), a.clone(), work.clone());
-    let app_b: App = Box::new(move |ep, now| {
-        let mut h = rb2.borrow_mut();
-        if let Some(id) = ep.accept() {
-            h.assoc = Some(id);
-        }
-        h.drive(ep, now);
-        if let (Ok(mut ha), Ok(mut w)) = (ra2.try_borrow_mut(), w2.try_borrow_mut()) {
-            w.step(&mut ha, &mut h, Duration::from_nanos(now.as_nanos()));
-        }
-    });
-    let ha = sim.add_node(SctpHost::new(
-        1,
-        2,
-        ips(1, paths),
-        Endpoint::new(ep_config(5000, &ips(1, paths), seed, false, s.mtu)),
-        app_a,
-    ));
-    let hb = sim.add_node(SctpHost::new(
-        2,
-        1,
-        ips(2, paths),
-        Endpoint::new(ep_config(6000, &ips(2, paths), seed ^ 0x5a5a, true, s.mtu)),
-        app_b,
-    ));
-    let mut links = Vec::new();
-    for p in 0..paths {
-        links.push(sim.link(ha.iface(p), hb.iface(p), s.link.clone())?);
-    }
-    if let Some(p) = capture {
-        // One pcap per path: `FILE` for the first, `FILE.pathN` for the others.
-        for (i, l) in links.iter().enumerate() {
-            let path = if i == 0 {
-                p.to_path_buf()
-            } else {
-                let mut name = p.as_os_str().to_owned();
-                name.push(format!(".path{i}"));
-                name.into()
-            };
-            sim.capture_with(
-                *l,
-                netsim::CaptureSink::File(path),
-                netsim::CapturePoint::Receive,
-            )?;
-        }
-    }
-    for o in &s.outages {
-        let Some(&l) = links.get(o.path) else {
-            continue;
-        };
-        sim.link_down_at(l, Instant::from_duration(o.at))?;
-        if let Some(d) = o.down_for {
-            sim.link_up_at(l, Instant::from_duration(o.at + d))?;
-        }
-    }
-    let wd = work.clone();
-    let deadline = Instant::from_duration(s.deadline);
-    let completed = sim.run_until_condition(deadline, move |_| {
-        wd.try_borrow().is_ok_and(|w| w.done_at.is_some())
-    });
-    let w = work.borrow();
-    let (a, b) = (a.borrow(), b.borrow());
-    let not_moved = s.bytes.saturating_sub(w.round * ROUND).min(s.bytes);
-    let moved = s.bytes - not_moved;
-    let scale = |x: u64| -> u64 {
-        // Whole rounds are counted; the last round may go past `bytes`.
-        x.min(moved)
     };
-    let path_events = a
-        .events
+    run_pair(&pair, seed, work, |end| {
+        let w = end.work;
+        let not_moved = s.bytes.saturating_sub(w.round * ROUND).min(s.bytes);
+        let moved = s.bytes - not_moved;
+        SctpReport {
+            bytes: s.bytes,
+            // Whole rounds are counted; the last round may go past `bytes`.
+            verified: w.verified.min(moved),
+            lost: w.lost + not_moved,
+            misplaced: w.misplaced,
+            completed: end.done && w.failed == 0,
+            sim_time: w.done_at.unwrap_or(end.now),
+            terminates: end.a.rnic.terminates + end.b.rnic.terminates,
+            failed_completions: w.failed,
+            path_events: path_events(end.a),
+            counters: end.counters,
+        }
+    })
+}
+
+/// The path events (up, down, potentially failed, primary changed) `h`'s association
+/// reported, with their virtual time.
+pub(crate) fn path_events(h: &Host) -> Vec<(Duration, String)> {
+    h.events
         .iter()
         .filter(|(_, e)| {
             matches!(
@@ -523,29 +732,7 @@ pub fn run_captured(
             )
         })
         .map(|(t, e)| (*t, format!("{e:?}")))
-        .collect();
-    Ok(SctpReport {
-        bytes: s.bytes,
-        verified: scale(w.verified),
-        lost: w.lost + not_moved,
-        misplaced: w.misplaced,
-        completed: completed && w.failed == 0,
-        sim_time: w
-            .done_at
-            .unwrap_or(Duration::from_nanos(sim.now().as_nanos())),
-        terminates: a.terminates + b.terminates,
-        failed_completions: w.failed,
-        path_events,
-        counters: links
-            .iter()
-            .map(|l| {
-                [
-                    sim.link_counters(*l, Dir::AtoB),
-                    sim.link_counters(*l, Dir::BtoA),
-                ]
-            })
-            .collect(),
-    })
+        .collect()
 }
 
 #[cfg(test)]
