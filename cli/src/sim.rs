@@ -17,8 +17,9 @@ use thiserror::Error;
 #[derive(clap::Args, Clone, Debug, PartialEq)]
 pub struct SimArgs {
     /// Scenario: clean, loss, corrupt, corrupt-tcp, linkflap, gilbert, or all (MPA over
-    /// smoltcp TCP, one link); sctp-clean, sctp-loss, sctp-failover, sctp-flap, or sctp-all
-    /// (DDP over multihomed SCTP, RFC 5043, two paths). Experiments (RDMA Writes over DDP
+    /// smoltcp TCP, one link); sctp-clean, sctp-loss, sctp-failover, sctp-flap, their
+    /// Concurrent Multipath Transfer variants sctp-cmt-loss, sctp-cmt-failover,
+    /// sctp-cmt-flap, or sctp-all (DDP over multihomed SCTP, RFC 5043, two paths). Experiments (RDMA Writes over DDP
     /// over SCTP through the RNIC's QP engine, printing tables and drawing PNG figures with
     /// --out): failover (two paths failing in turn over 120 s, with multihoming, CMT and
     /// CMT-PF: throughput per second), bandwidth (one vs two paths, message sizes 64 B to
@@ -451,7 +452,7 @@ fn secs(d: Duration) -> String {
 /// The table header line.
 pub fn table_header() -> String {
     format!(
-        "{:<12} {:>6} {:>6} {:>12} {:>12} {:>10} {:>10} {:>5} {:>4} {:>11} {:>10}",
+        "{:<17} {:>6} {:>6} {:>12} {:>12} {:>10} {:>10} {:>5} {:>4} {:>11} {:>10}",
         "scenario",
         "seed",
         "loss%",
@@ -469,7 +470,7 @@ pub fn table_header() -> String {
 /// One table row.
 pub fn table_row(r: &RunReport) -> String {
     format!(
-        "{:<12} {:>6} {:>6.2} {:>12} {:>12} {:>10} {:>10} {:>5} {:>4} {:>11} {:>10}{}",
+        "{:<17} {:>6} {:>6.2} {:>12} {:>12} {:>10} {:>10} {:>5} {:>4} {:>11} {:>10}{}",
         r.scenario,
         r.seed,
         r.loss * 100.0,

@@ -1059,17 +1059,21 @@ impl Association {
     /// the fewest errors; with none of those either (dormant), to the path with the fewest
     /// errors, the primary on a tie.
     fn reselect_data_path(&mut self) {
+        // Among the candidates: the primary if it is one (active paths) or if no other has
+        // fewer errors (Potentially Failed and inactive paths: RFC 7829 §5.1, the one with
+        // the lowest error count).
         let best =
             |pred: &dyn Fn(&Path) -> bool, paths: &[Path], primary: usize| -> Option<usize> {
-                if paths.get(primary).is_some_and(pred) {
-                    return Some(primary);
-                }
-                paths
+                let fewest = paths
                     .iter()
                     .enumerate()
                     .filter(|(_, p)| pred(p))
-                    .min_by_key(|(_, p)| p.errors)
-                    .map(|(i, _)| i)
+                    .min_by_key(|(i, p)| (p.errors, *i != primary))
+                    .map(|(i, _)| i)?;
+                match paths.get(primary) {
+                    Some(p) if pred(p) && p.state == PathState::Active => Some(primary),
+                    _ => Some(fewest),
+                }
             };
         let chosen = best(&|p| p.state == PathState::Active, &self.paths, self.primary)
             .or_else(|| {

@@ -206,3 +206,58 @@ fn set_primary_moves_new_data() {
     assert_eq!(st[0].data_chunks_sent, 0);
     assert!(st[1].data_chunks_sent >= 20);
 }
+
+/// RFC 7829 §5.1: with every path Potentially Failed, data goes to the one with the lowest
+/// error count — the alternate that timed out once, not the primary that has been failing
+/// for seconds — so the transfer goes on as soon as the alternate answers.
+#[test]
+fn rfc7829_5_1_all_paths_pf_picks_the_fewest_errors_not_the_primary() {
+    let mut p = Pair::connected(25, AssociationConfig::default());
+    p.run_for(Duration::from_secs(1));
+    let mut bulk = Bulk::new(200_000, 1000, p.now);
+    assert!(!p.run_until(p.now + Duration::from_millis(100), |p| bulk.step(p)));
+    let primary = addr("10.0.1.2:0");
+    let alt = addr("10.0.2.2:0");
+    // The primary fails for good and keeps failing its heartbeats.
+    p.down = vec![1];
+    assert!(!p.run_until(p.now + Duration::from_secs(3), |p| bulk.step(p)));
+    assert!(
+        has(
+            &p.events_a,
+            &Event::PathPotentiallyFailed { remote: primary }
+        )
+        .is_some()
+    );
+    // The alternate drops out long enough for one timeout, then comes back.
+    p.down = vec![1, 2];
+    let ok = p.run_until(p.now + Duration::from_secs(10), |p| {
+        bulk.step(p);
+        p.events_a
+            .iter()
+            .any(|(_, e)| *e == Event::PathPotentiallyFailed { remote: alt })
+    });
+    assert!(ok, "the alternate never became Potentially Failed");
+    let both_pf = p.now;
+    let before = bulk.received;
+    p.down = vec![1];
+    assert!(!p.run_until(p.now + Duration::from_secs(10), |p| bulk.step(p)));
+    // Data flows again on the alternate (its first heartbeat answered within two RTOs).
+    assert!(
+        bulk.received > before + 1000,
+        "{before} -> {}",
+        bulk.received
+    );
+    let stats = p.assoc_a().path_stats();
+    assert!(
+        stats[1].data_path && stats[1].state == PathState::Active,
+        "{stats:?}"
+    );
+    // Data never went back to the failed primary.
+    assert!(
+        !p.events_a
+            .iter()
+            .any(|(t, e)| *t >= both_pf && *e == Event::PrimaryChanged { remote: primary }),
+        "{:?}",
+        p.events_a
+    );
+}
