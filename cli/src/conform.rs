@@ -34,6 +34,9 @@ pub struct ConformArgs {
     /// Run only cases whose id or RFC clause contains PATTERN (repeatable, case-insensitive).
     #[arg(long = "case", value_name = "PATTERN")]
     pub cases: Vec<String>,
+    /// Leave out cases whose id or RFC clause contains PATTERN (repeatable).
+    #[arg(long = "skip", value_name = "PATTERN")]
+    pub skip: Vec<String>,
     /// List the catalogue (id, clause, requirement) and exit.
     #[arg(long)]
     pub list: bool,
@@ -115,11 +118,12 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
     cfg.request_timeout = Duration::from_secs(a.request_timeout);
     cfg.first_fpdu_delay = Duration::from_millis(a.first_fpdu_delay_ms);
     cfg.select = a.cases.clone();
+    cfg.skip = a.skip.clone();
     let total = conform::selected(&cfg).len();
     if total == 0 {
         eprintln!(
-            "softrnic conform: no case matches {:?} (see --list)",
-            a.cases
+            "softrnic conform: no case left by --case {:?} --skip {:?} (see --list)",
+            a.cases, a.skip
         );
         return ExitCode::from(2);
     }

@@ -202,6 +202,24 @@ static CATALOGUE: &[Case] = &[
         ddp_bounds
     ),
     case!(
+        "ddp-to-wrap",
+        "RFC 5041 §7.1, §7.2",
+        "an RDMA Write whose TO + length wraps 64 bits: Terminate DDP Tagged 'TO wrap' (0x1/0x1/0x03), header copied",
+        ddp_to_wrap
+    ),
+    case!(
+        "ddp-stag-not-associated",
+        "RFC 5041 §7.1, §7.2",
+        "an RDMA Write to a buffer of another connection (another PD): Terminate DDP Tagged 'STag not associated with DDP Stream' (0x1/0x1/0x02), header copied",
+        ddp_stag_not_associated
+    ),
+    case!(
+        "ddp-invalid-mo",
+        "RFC 5041 §7.1, §7.2",
+        "a Send segment at MO 4096 of a 16-octet receive: Terminate DDP Untagged 'Invalid MO' (0x1/0x2/0x04), header copied",
+        ddp_invalid_mo
+    ),
+    case!(
         "ddp-access",
         "RFC 5040 §4.8 (Access rights violation)",
         "an access the STag's rights do not grant: Terminate RDMAP Remote Protection 'Access rights violation' (0x0/0x1/0x02)",
@@ -236,6 +254,18 @@ static CATALOGUE: &[Case] = &[
         "RFC 5040 §4.8, §7.1",
         "a Read Request past the buffer: Terminate RDMAP Remote Protection 'Base or bounds violation' (0x0/0x1/0x01), headers copied",
         rdmap_read_bounds
+    ),
+    case!(
+        "rdmap-read-not-associated",
+        "RFC 5040 §4.8, §7.1",
+        "a Read Request of a buffer of another connection: Terminate RDMAP Remote Protection 'STag not associated with RDMAP Stream' (0x0/0x1/0x03), headers copied",
+        rdmap_read_not_associated
+    ),
+    case!(
+        "rdmap-atomic-access",
+        "RFC 7306 §5.1, RFC 5040 §4.8",
+        "a Fetch and Add on a buffer without remote atomic rights: Terminate RDMAP Remote Protection 'Access rights violation' (0x0/0x1/0x02), header copied",
+        rdmap_atomic_access
     ),
     case!(
         "rdmap-ird",
@@ -1443,6 +1473,95 @@ fn ddp_bounds(ctx: &mut Ctx<'_>) -> Outcome {
     )
 }
 
+fn ddp_to_wrap(ctx: &mut Ctx<'_>) -> Outcome {
+    let (live, read) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let to = u64::MAX - 7;
+    let u = write_ulpdu(read.sink_stag, to, &[0x44u8; 16]);
+    expect_terminate(
+        ctx,
+        live,
+        format!(
+            "RDMA Write of 16 octets to the peer's buffer STag {:#x} at TO {to:#x}",
+            read.sink_stag
+        ),
+        &u,
+        &[ddp_cause(DdpCode::Tagged(TaggedCode::ToWrap))],
+        Copy::Required,
+        None,
+    )
+}
+
+/// Two rping connections: the buffer the first reveals is used on the second. The first is
+/// returned too, to stay open (and its buffer registered) until the case is over.
+fn two_rping(ctx: &mut Ctx<'_>) -> Result<(Live, Live, ReadRequest), Outcome> {
+    let (first, theirs) = rping_live(ctx)?;
+    let (mut live, _) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => {
+            ctx.keep(first.c);
+            return Err(o);
+        }
+    };
+    live.sent.insert(
+        0,
+        format!(
+            "on a first connection, the rping opening (the peer's buffer: STag {:#x} TO {:#x})",
+            theirs.sink_stag, theirs.sink_to
+        ),
+    );
+    Ok((first, live, theirs))
+}
+
+fn ddp_stag_not_associated(ctx: &mut Ctx<'_>) -> Outcome {
+    let (first, live, theirs) = match two_rping(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let u = write_ulpdu(theirs.sink_stag, theirs.sink_to, &[0x44u8; 16]);
+    let o = expect_terminate(
+        ctx,
+        live,
+        format!(
+            "on a second connection, an RDMA Write of 16 octets to the first one's buffer STag {:#x}",
+            theirs.sink_stag
+        ),
+        &u,
+        &[ddp_cause(DdpCode::Tagged(TaggedCode::StagNotAssociated))],
+        Copy::Required,
+        None,
+    );
+    done(ctx, first.c, o)
+}
+
+fn ddp_invalid_mo(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let u = Header::Send {
+        solicited_event: false,
+        invalidate_stag: None,
+        last: true,
+        msn,
+        mo: 4096,
+    }
+    .encode(&[0u8; RPING_RECV_LEN])
+    .unwrap_or_default();
+    expect_terminate(
+        ctx,
+        live,
+        format!("Send MSN {msn} segment of 16 octets at MO 4096"),
+        &u,
+        &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidMo))],
+        Copy::Required,
+        None,
+    )
+}
+
 fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
     match ctx.cfg.app {
         PeerApp::RpingServer | PeerApp::Bare => Outcome::new(NA, "-", "-").because(
@@ -1581,6 +1700,62 @@ fn rdmap_read_bounds(ctx: &mut Ctx<'_>) -> Outcome {
     )
 }
 
+fn rdmap_read_not_associated(ctx: &mut Ctx<'_>) -> Outcome {
+    let (first, mut live, theirs) = match two_rping(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_read_msn();
+    let req = read_of(theirs.sink_stag, theirs.sink_to, 16);
+    let u = read_request_ulpdu(msn, req);
+    let o = expect_terminate(
+        ctx,
+        live,
+        format!(
+            "on a second connection, Read Request MSN {msn}: 16 octets of the first one's buffer STag {:#x}",
+            theirs.sink_stag
+        ),
+        &u,
+        &[protection(ProtectionCode::StagNotAssociated)],
+        Copy::Required,
+        Some(&req),
+    );
+    done(ctx, first.c, o)
+}
+
+fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, peer) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_read_msn();
+    let request = rdmap::AtomicRequest::fetch_add(1, peer.sink_stag, peer.sink_to, 1, 0);
+    let u = Header::AtomicRequest { msn, request }
+        .to_vec()
+        .unwrap_or_default();
+    live.send(
+        format!(
+            "Atomic Request MSN {msn}: Fetch and Add 1 at the peer's buffer STag {:#x} TO {:#x} (no remote atomic right)",
+            peer.sink_stag, peer.sink_to
+        ),
+        &u,
+    );
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) if cause_matches(&t, &[operation(OperationCode::UnexpectedOpcode)]) => {
+            Outcome::new(NA, live.sent(), t.describe())
+                .because("the peer does not speak RFC 7306 Atomic Operations")
+        }
+        Ok(t) => {
+            let allowed = [protection(ProtectionCode::AccessRights)];
+            let (v, why) = judge(&t, &allowed, &u, Copy::Required, None);
+            Outcome::new(v, live.sent(), t.describe()).because(why)
+        }
+        Err(e) => Outcome::new(Fail, live.sent(), e)
+            .because("no Terminate for an access the STag does not grant"),
+    };
+    done(ctx, live.c, o)
+}
+
 fn rdmap_ird(ctx: &mut Ctx<'_>) -> Outcome {
     let (mut live, peer) = match rping_live(ctx) {
         Ok(x) => x,
@@ -1696,4 +1871,92 @@ fn rdmap_after_terminate(ctx: &mut Ctx<'_>) -> Outcome {
         Outcome::new(Pass, live.sent(), seen)
     };
     done(ctx, live.c, o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdmap::Terminate;
+
+    fn peer_terminate(t: Terminate) -> PeerTerminate {
+        let u = Header::Terminate {
+            msn: 1,
+            terminate: t,
+        }
+        .to_vec()
+        .expect("encode");
+        term::read(&u).expect("a Terminate")
+    }
+
+    fn invalid_qn_send() -> Vec<u8> {
+        let mut u = untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, 1, 0);
+        u.extend_from_slice(&[0; 16]);
+        u
+    }
+
+    /// RFC 5040 §4.8, §7.1: the right cause with the DDP header copied passes; a missing or
+    /// different copy fails where the copy is required, and only a different one fails
+    /// where it is optional.
+    #[test]
+    fn rfc5040_4_8_header_copies_are_judged() {
+        let sent = invalid_qn_send();
+        let cause = ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidQn));
+        let full = peer_terminate(Terminate::for_segment(cause, &sent));
+        assert_eq!(judge(&full, &[cause], &sent, Copy::Required, None).0, Pass);
+        let bare = peer_terminate(Terminate::bare(cause));
+        assert_eq!(judge(&bare, &[cause], &sent, Copy::Required, None).0, Fail);
+        assert_eq!(judge(&bare, &[cause], &sent, Copy::Optional, None).0, Pass);
+        let mut other = sent.clone();
+        other[13] ^= 1;
+        let wrong = peer_terminate(Terminate::for_segment(cause, &other));
+        let (v, why) = judge(&wrong, &[cause], &sent, Copy::Optional, None);
+        assert_eq!(v, Fail, "{why}");
+        let too_long = ddp_cause(DdpCode::Untagged(UntaggedCode::TooLong));
+        let (v, why) = judge(&full, &[too_long], &sent, Copy::Required, None);
+        assert_eq!(v, Fail);
+        assert!(why.contains("cause should be"), "{why}");
+    }
+
+    /// RFC 5040 §4.8: a Read Request error must copy the Read Request header with R.
+    #[test]
+    fn rfc5040_4_8_read_request_copy_is_required() {
+        let req = read_of(0x1234, 0, 16);
+        let sent = read_request_ulpdu(1, req);
+        let cause = protection(ProtectionCode::InvalidStag);
+        let t = peer_terminate(Terminate::for_segment(cause, &sent));
+        assert_eq!(
+            judge(&t, &[cause], &sent, Copy::Required, Some(&req)).0,
+            Pass
+        );
+        let other = read_of(0x1234, 8, 16);
+        assert_eq!(
+            judge(&t, &[cause], &sent, Copy::Required, Some(&other)).0,
+            Fail
+        );
+        let mut no_r = Terminate::for_segment(cause, &sent);
+        no_r.r = false;
+        no_r.rdma_header = None;
+        let t = peer_terminate(no_r);
+        assert_eq!(
+            judge(&t, &[cause], &sent, Copy::Required, Some(&req)).0,
+            Fail
+        );
+    }
+
+    /// RFC 5040 §4.8: a control word without M/D/R cannot show its layout, so a cause that
+    /// matches with Layer and Error Type exchanged is accepted; with flags set it is not.
+    #[test]
+    fn rfc5040_4_8_exchanged_layer_and_type_without_flags() {
+        let want = operation(OperationCode::InvalidVersion);
+        let (l, e, c) = want.layer_etype_ecode();
+        let swapped = TermCause::from_wire(e, l, c);
+        let t = peer_terminate(Terminate::bare(swapped));
+        assert!(cause_matches(&t, &[want]));
+        let sent = invalid_qn_send();
+        let mut flagged = Terminate::for_segment(want, &sent);
+        flagged.cause = swapped;
+        let t = peer_terminate(flagged);
+        assert!(t.d);
+        assert!(!cause_matches(&t, &[want]));
+    }
 }

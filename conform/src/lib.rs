@@ -119,6 +119,8 @@ pub struct Config {
     pub first_fpdu_delay: Duration,
     /// Run only the cases whose id or clause contains one of these (all when empty).
     pub select: Vec<String>,
+    /// Leave out the cases whose id or clause contains one of these.
+    pub skip: Vec<String>,
 }
 
 impl Config {
@@ -132,6 +134,7 @@ impl Config {
             request_timeout: Duration::from_secs(8),
             first_fpdu_delay: Duration::ZERO,
             select: Vec::new(),
+            skip: Vec::new(),
         }
     }
 }
@@ -261,12 +264,13 @@ pub struct Ctx<'a> {
     conns: Vec<ConnRecord>,
 }
 
-/// The cases `cfg.select` picks, in catalogue order.
+/// The cases `cfg.select` picks and `cfg.skip` leaves, in catalogue order.
 pub fn selected(cfg: &Config) -> Vec<Case> {
     catalogue()
         .iter()
         .copied()
         .filter(|c| cfg.select.is_empty() || cfg.select.iter().any(|p| c.matches(p)))
+        .filter(|c| !cfg.skip.iter().any(|p| c.matches(p)))
         .collect()
 }
 

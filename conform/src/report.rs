@@ -41,11 +41,13 @@ pub fn table(r: &Report) -> String {
     s
 }
 
-/// The report as one JSON object: peer, application, summary counts and every result.
+/// The report as one JSON object: peer, application, the number of connections opened,
+/// summary counts and every result.
 pub fn json(r: &Report) -> String {
     let v = serde_json::json!({
         "peer": r.peer,
         "app": r.app,
+        "connections": r.connections.len(),
         "summary": {
             "cases": r.results.len(),
             "pass": r.count(Verdict::Pass),
