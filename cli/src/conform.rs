@@ -2,7 +2,7 @@
 //! iWARP peer and prints the report; writes JSON, JUnit XML and the run's capture.
 
 use std::io::Write;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -18,6 +18,8 @@ const DEFAULT_PORT: u16 = 7174;
 pub enum AppArg {
     /// An rping server (`rping -s -P`, `softrnic rping -s -P`).
     RpingServer,
+    /// An rping client connecting once per case (with --listen).
+    RpingClient,
     /// Unknown application: connection setup cases and those that need no buffers only.
     Bare,
 }
@@ -26,11 +28,22 @@ pub enum AppArg {
 #[derive(Args, Clone, Debug)]
 pub struct ConformArgs {
     /// The peer, listening: ADDR or ADDR:PORT (port 7174, rping's, when omitted).
-    #[arg(value_name = "ADDR[:PORT]", required_unless_present = "list")]
+    #[arg(value_name = "ADDR[:PORT]", required_unless_present_any = ["list", "listen"],
+          conflicts_with = "listen")]
     pub peer: Option<String>,
-    /// What the peer's application does (what DDP/RDMAP cases may rely on).
-    #[arg(long, value_enum, default_value_t = AppArg::RpingServer)]
-    pub app: AppArg,
+    /// The peer initiates: listen on [ADDR:]PORT (0: any free port; the address is printed
+    /// on stderr) and take one connection from the peer per case, e.g. from
+    /// `while rping -c -a RUNNER -p PORT -C 1; do :; done`.
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub listen: Option<String>,
+    /// What the peer's application does (what DDP/RDMAP cases may rely on) [default:
+    /// rping-server, with --listen rping-client].
+    #[arg(long, value_enum)]
+    pub app: Option<AppArg>,
+    /// With --listen: seconds each case waits for the peer to connect (1-3600).
+    #[arg(long, value_name = "SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub accept_timeout: u64,
     /// Run only cases whose id or RFC clause contains PATTERN (repeatable, case-insensitive).
     #[arg(long = "case", value_name = "PATTERN")]
     pub cases: Vec<String>,
@@ -85,6 +98,15 @@ fn resolve(peer: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("cannot resolve {peer}"))
 }
 
+/// Binds the listener of --listen: `PORT` (all addresses) or `ADDR:PORT`.
+fn bind(spec: &str) -> Result<TcpListener, String> {
+    let addr = match spec.parse::<u16>() {
+        Ok(port) => SocketAddr::from(([0, 0, 0, 0], port)),
+        Err(_) => resolve(spec)?,
+    };
+    TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
 fn write_file(path: &PathBuf, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
@@ -94,25 +116,56 @@ fn write_file(path: &PathBuf, text: &str) -> Result<(), String> {
 pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
     if a.list {
         for c in conform::catalogue() {
-            let _ = writeln!(out, "{:<26} {:<40} {}", c.id, c.clause, c.requires);
+            let role = if c.peer_initiates {
+                "initiator"
+            } else {
+                "responder"
+            };
+            let _ = writeln!(
+                out,
+                "{:<26} {role:<9} {:<40} {}",
+                c.id, c.clause, c.requires
+            );
         }
         return ExitCode::SUCCESS;
     }
-    let Some(peer) = a.peer.as_deref() else {
-        eprintln!("softrnic conform: give the peer's ADDR[:PORT]");
-        return ExitCode::from(2);
-    };
-    let peer = match resolve(peer) {
-        Ok(p) => p,
-        Err(e) => {
+    let listener = match a.listen.as_deref().map(bind) {
+        None => None,
+        Some(Ok(l)) => Some(l),
+        Some(Err(e)) => {
             eprintln!("softrnic conform: {e}");
             return ExitCode::from(2);
         }
     };
+    let peer = match (&listener, a.peer.as_deref()) {
+        (Some(l), _) => match l.local_addr() {
+            Ok(addr) => addr,
+            Err(e) => {
+                eprintln!("softrnic conform: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, Some(p)) => match resolve(p) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("softrnic conform: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => {
+            eprintln!("softrnic conform: give the peer's ADDR[:PORT] or --listen PORT");
+            return ExitCode::from(2);
+        }
+    };
     let mut cfg = Config::new(peer);
+    cfg.listen = listener.is_some();
+    cfg.accept_timeout = Duration::from_secs(a.accept_timeout);
     cfg.app = match a.app {
-        AppArg::RpingServer => PeerApp::RpingServer,
-        AppArg::Bare => PeerApp::Bare,
+        Some(AppArg::RpingServer) => PeerApp::RpingServer,
+        Some(AppArg::RpingClient) => PeerApp::RpingClient,
+        Some(AppArg::Bare) => PeerApp::Bare,
+        None if cfg.listen => PeerApp::RpingClient,
+        None => PeerApp::RpingServer,
     };
     cfg.step = Duration::from_secs(a.step_timeout);
     cfg.request_timeout = Duration::from_secs(a.request_timeout);
@@ -129,12 +182,20 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
     }
     let mut done = 0;
     let quiet = a.quiet;
-    let report = conform::run(&cfg, |r| {
+    let progress = |r: &conform::CaseResult| {
         done += 1;
         if !quiet {
             eprintln!("[{done:>2}/{total}] {:<26} {}", r.id, r.verdict);
         }
-    });
+    };
+    let report = match &listener {
+        Some(l) => {
+            // Scripts and tests read the port from this line (useful with --listen 0).
+            eprintln!("softrnic conform: listening on {peer}");
+            conform::run_listening(&cfg, l, progress)
+        }
+        None => conform::run(&cfg, progress),
+    };
     let _ = write!(out, "{}", conform::report::table(&report));
     let mut status = 0u8;
     let file = std::fs::File::create(&a.pcap)

@@ -214,6 +214,8 @@ pub enum FaultArg {
     BadCrc,
     /// Do not limit inbound Read Requests by the IRD.
     IrdNotEnforced,
+    /// Send the tagged RTR with STag 0 (initiator).
+    RtrStagZero,
 }
 
 impl From<FaultArg> for stack::Fault {
@@ -224,6 +226,7 @@ impl From<FaultArg> for stack::Fault {
             FaultArg::SiwTerminate => stack::Fault::SiwTerminate,
             FaultArg::BadCrc => stack::Fault::BadCrc,
             FaultArg::IrdNotEnforced => stack::Fault::IrdNotEnforced,
+            FaultArg::RtrStagZero => stack::Fault::RtrStagZero,
         }
     }
 }

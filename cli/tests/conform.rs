@@ -80,13 +80,17 @@ fn text(o: &Output) -> String {
     )
 }
 
-/// The catalogue as `--list` prints it: the case ids.
-fn catalogue() -> Vec<String> {
+/// The catalogue as `--list` prints it: the ids of the cases of the peer in `role`.
+fn catalogue(role: &str) -> Vec<String> {
     let out = bin().args(["conform", "--list"]).output().expect("list");
     assert!(out.status.success(), "{out:?}");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let id = w.next()?;
+            (w.next()? == role).then(|| id.to_string())
+        })
         .collect()
 }
 
@@ -100,7 +104,7 @@ fn clean_softrnic_peer_passes_every_case() {
     let (out, report, v) = conform_json(srv.port, "clean", &["--junit", junit.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
     let ids: Vec<&String> = v.keys().collect();
-    let mut all = catalogue();
+    let mut all = catalogue("responder");
     all.sort();
     assert_eq!(ids, all.iter().collect::<Vec<_>>(), "every case ran");
     assert!(v.len() >= 40, "{v:?}");
@@ -268,6 +272,92 @@ fn bare_peer_runs_only_what_needs_no_application() {
     ] {
         assert_eq!(v[runs_anyway], "PASS", "{}", text(&out));
     }
+}
+
+/// `softrnic conform --listen`: the port of its "softrnic conform: listening on ADDR" line.
+fn listen_port(line: &str) -> Option<u16> {
+    line.strip_prefix("softrnic conform: listening on ")
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+}
+
+/// Runs `softrnic conform --listen` with softrnic rping clients (`client` options) connecting
+/// one after the other until it is done; the exit and the verdict of each case.
+fn listen_run(name: &str, client: &[&str]) -> (common::Exit, BTreeMap<String, String>) {
+    let json = scratch(&format!("{name}.json"));
+    let pcap = scratch(&format!("{name}.pcap"));
+    let args = [
+        "conform",
+        "--listen",
+        "127.0.0.1:0",
+        "--accept-timeout",
+        "20",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ];
+    let mut runner = Server::start(&args, listen_port);
+    let port = runner.port.to_string();
+    let mut clients = 0;
+    while runner.alive() {
+        clients += 1;
+        assert!(clients < 50, "the runner wants too many connections");
+        let _ = bin()
+            .args(["rping", "-c", "-a", "127.0.0.1", "-p", &port, "-C", "1"])
+            .args(["--timeout", "5"])
+            .args(client)
+            .output();
+    }
+    let exit = runner.wait();
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {exit:?}"));
+    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON report");
+    let verdicts = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap_or("").to_string(),
+                r["verdict"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    (exit, verdicts)
+}
+
+/// The peer as initiator (softrnic rping clients in P2P mode): every initiator case passes.
+#[test]
+fn listen_clean_softrnic_initiator_passes_every_case() {
+    let (exit, v) = listen_run("listen-clean", &["--p2p"]);
+    assert!(exit.status.success(), "{}", exit.text());
+    let mut all = catalogue("initiator");
+    all.sort();
+    assert_eq!(v.keys().cloned().collect::<Vec<_>>(), all);
+    assert!(not_passed(&v).is_empty(), "{v:?}\n{}", exit.text());
+}
+
+/// RFC 6581 §9 / RFC 5041 §5.2: an initiator's RTR with STag 0 is a DEVIATION (Chelsio
+/// refuses it) of init-rtr-stag alone; the same peer without P2P makes the RTR cases N/A.
+#[test]
+fn rfc6581_9_rtr_with_stag_0_is_a_deviation_of_the_rtr_stag_case() {
+    let (exit, v) = listen_run("listen-stag0", &["--p2p", "--fault", "rtr-stag-zero"]);
+    assert!(exit.status.success(), "{}", exit.text());
+    assert_eq!(
+        not_passed(&v),
+        BTreeMap::from([("init-rtr-stag", "DEVIATION")]),
+        "{}",
+        exit.text()
+    );
+    let (exit, v) = listen_run("listen-no-p2p", &[]);
+    assert!(exit.status.success(), "{}", exit.text());
+    assert_eq!(
+        not_passed(&v),
+        BTreeMap::from([("init-rtr-stag", "N/A"), ("init-rtr-type", "N/A")]),
+        "{}",
+        exit.text()
+    );
 }
 
 /// Bad arguments exit 2 with a message: no peer, a selection that leaves no case.

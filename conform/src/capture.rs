@@ -44,6 +44,8 @@ pub struct ConnRecord {
     pub peer: SocketAddr,
     /// Time of the connection's opening (since the Unix epoch).
     pub opened: Duration,
+    /// The peer opened the connection (the runner listened).
+    pub peer_opened: bool,
     /// What was exchanged, with the time since the Unix epoch.
     pub items: Vec<(Duration, Item)>,
 }
@@ -56,6 +58,7 @@ impl ConnRecord {
             local,
             peer,
             opened: now(),
+            peer_opened: false,
             items: Vec::new(),
         }
     }
@@ -167,11 +170,24 @@ pub fn write_pcap<W: Write>(conns: &[ConnRecord], w: W) -> Result<(), String> {
             addr: c.peer,
             seq: ISN_PEER,
         };
-        put(c.opened, packet(&l, &p, true, false, None, &[])?)?;
-        l.seq = l.seq.wrapping_add(1);
-        put(c.opened, packet(&p, &l, true, false, Some(l.seq), &[])?)?;
-        p.seq = p.seq.wrapping_add(1);
-        put(c.opened, packet(&l, &p, false, false, Some(p.seq), &[])?)?;
+        {
+            let (opener, other) = if c.peer_opened {
+                (&mut p, &mut l)
+            } else {
+                (&mut l, &mut p)
+            };
+            put(c.opened, packet(opener, other, true, false, None, &[])?)?;
+            opener.seq = opener.seq.wrapping_add(1);
+            put(
+                c.opened,
+                packet(other, opener, true, false, Some(opener.seq), &[])?,
+            )?;
+            other.seq = other.seq.wrapping_add(1);
+            put(
+                c.opened,
+                packet(opener, other, false, false, Some(other.seq), &[])?,
+            )?;
+        }
         for (t, item) in &c.items {
             let (dir, data, fin) = match item {
                 Item::Data(d, b) => (*d, b.as_slice(), false),

@@ -39,6 +39,16 @@ macro_rules! case {
             id: $id,
             clause: $clause,
             requires: $requires,
+            peer_initiates: false,
+            run: $f,
+        }
+    };
+    (initiator $id:literal, $clause:literal, $requires:literal, $f:ident) => {
+        Case {
+            id: $id,
+            clause: $clause,
+            requires: $requires,
+            peer_initiates: true,
             run: $f,
         }
     };
@@ -285,7 +295,55 @@ static CATALOGUE: &[Case] = &[
         "nothing after its Terminate; the stream is closed",
         rdmap_after_terminate
     ),
+    case!(
+        initiator "init-request",
+        "RFC 5044 §7.1.1",
+        "a well-formed Request: the key, Rev 1 or 2, R 0, Res 0, PD_Length at most 512, IRD/ORD with H",
+        init_request
+    ),
+    case!(
+        initiator "init-waits-for-reply",
+        "RFC 5044 §7.1.2",
+        "nothing after the Request until the Reply",
+        init_waits_for_reply
+    ),
+    case!(
+        initiator "init-reject",
+        "RFC 5044 §7.1.1 R, §7.1.2",
+        "after a Reply with R 1 (and private data): no FPDU, the connection closed",
+        init_reject
+    ),
+    case!(
+        initiator "init-first-fpdu",
+        "RFC 5044 §7.1.2",
+        "after the Reply, the initiator's first FPDU: a well-formed ULPDU (with a good CRC when negotiated)",
+        init_first_fpdu
+    ),
+    case!(
+        initiator "init-rtr-type",
+        "RFC 6581 §9 RTR",
+        "in P2P mode the first FPDU is the RTR of the type the Reply selected",
+        init_rtr_type
+    ),
+    case!(
+        initiator "init-rtr-stag",
+        "RFC 6581 §9 RTR, RFC 5041 §5.2",
+        "a tagged RTR (zero-length Write or Read) with a non-zero STag, as Chelsio adapters need",
+        init_rtr_stag
+    ),
+    case!(
+        initiator "init-after-terminate",
+        "RFC 5040 §7.1 (Terminate is the last message)",
+        "after receiving a Terminate: no FPDU (no Terminate in reply), the stream closed",
+        init_after_terminate
+    ),
 ];
+
+mod initiator;
+use initiator::{
+    init_after_terminate, init_first_fpdu, init_reject, init_request, init_rtr_stag, init_rtr_type,
+    init_waits_for_reply,
+};
 
 /// Every case, in the order a run takes them.
 pub fn catalogue() -> &'static [Case] {
@@ -454,7 +512,7 @@ impl Ctx<'_> {
     fn needs_rping(&self) -> Result<(), Outcome> {
         match self.cfg.app {
             PeerApp::RpingServer => Ok(()),
-            PeerApp::Bare => Err(Outcome::new(NA, "-", "-").because(
+            PeerApp::RpingClient | PeerApp::Bare => Err(Outcome::new(NA, "-", "-").because(
                 "needs a peer application that posts receives and exposes a buffer (run with --app rping-server)",
             )),
         }
@@ -707,7 +765,9 @@ fn operation(c: OperationCode) -> TermCause {
 fn live_any(ctx: &mut Ctx<'_>) -> Result<(Live, Option<ReadRequest>), Outcome> {
     match ctx.cfg.app {
         PeerApp::RpingServer => rping_live(ctx).map(|(l, r)| (l, Some(r))),
-        PeerApp::Bare => open_live(ctx, &enhanced_request(1, 1, None)).map(|l| (l, None)),
+        PeerApp::RpingClient | PeerApp::Bare => {
+            open_live(ctx, &enhanced_request(1, 1, None)).map(|l| (l, None))
+        }
     }
 }
 
@@ -1564,7 +1624,7 @@ fn ddp_invalid_mo(ctx: &mut Ctx<'_>) -> Outcome {
 
 fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
     match ctx.cfg.app {
-        PeerApp::RpingServer | PeerApp::Bare => Outcome::new(NA, "-", "-").because(
+        PeerApp::RpingServer | PeerApp::RpingClient | PeerApp::Bare => Outcome::new(NA, "-", "-").because(
             "the application exposes no STag that lacks a remote right (rping's buffer grants read and write)",
         ),
     }

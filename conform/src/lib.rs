@@ -35,7 +35,7 @@ pub mod report;
 pub mod term;
 pub mod wire;
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -88,6 +88,10 @@ pub enum PeerApp {
     /// registered with local write, remote read and remote write rights, so the Read
     /// Request reveals that buffer's STag and address. It never sends first.
     RpingServer,
+    /// An rping client (librdmacm's `rping -c`, `softrnic rping -c`), connecting to the
+    /// runner once per case: its Request has IRD/ORD 1/1 and no private data, and its first
+    /// FPDU (after any peer-to-peer RTR) is a Send of 16 octets advertising its start buffer.
+    RpingClient,
     /// Nothing is known about the application: only connection setup cases run.
     Bare,
 }
@@ -97,6 +101,7 @@ impl PeerApp {
     pub fn name(self) -> &'static str {
         match self {
             PeerApp::RpingServer => "rping-server",
+            PeerApp::RpingClient => "rping-client",
             PeerApp::Bare => "bare",
         }
     }
@@ -105,12 +110,18 @@ impl PeerApp {
 /// Settings of a run.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The peer (listening; the runner connects).
+    /// The peer (listening; the runner connects), or with `listen` the runner's own
+    /// listening address.
     pub peer: SocketAddr,
+    /// The peer initiates: the runner listens ([`run_listening`]) and runs the cases of the
+    /// peer as initiator.
+    pub listen: bool,
     /// What the peer's application does.
     pub app: PeerApp,
     /// How long to wait for each answer of the peer.
     pub step: Duration,
+    /// With `listen`: how long each case waits for the peer to connect.
+    pub accept_timeout: Duration,
     /// How long the MPA Request timeout case waits for the peer to give up on a silent
     /// initiator (Linux siw and softrnic give up after 5 s).
     pub request_timeout: Duration,
@@ -124,13 +135,15 @@ pub struct Config {
 }
 
 impl Config {
-    /// Defaults for `peer` running an rping server: 3 s per step, 8 s for the Request
-    /// timeout, no first-FPDU delay, every case.
+    /// Defaults for `peer` running an rping server: 3 s per step, 30 s for a connection in
+    /// listening mode, 8 s for the Request timeout, no first-FPDU delay, every case.
     pub fn new(peer: SocketAddr) -> Config {
         Config {
             peer,
+            listen: false,
             app: PeerApp::RpingServer,
             step: Duration::from_secs(3),
+            accept_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(8),
             first_fpdu_delay: Duration::ZERO,
             select: Vec::new(),
@@ -148,6 +161,8 @@ pub struct Case {
     pub clause: &'static str,
     /// What the RFC requires of the peer.
     pub requires: &'static str,
+    /// The case needs the peer as initiator (the runner listens).
+    pub peer_initiates: bool,
     run: fn(&mut Ctx<'_>) -> Outcome,
 }
 
@@ -257,26 +272,48 @@ impl Report {
     }
 }
 
-/// A case's view of the run: the settings and the connections it opened.
+/// A case's view of the run: the settings, the listener (peer as initiator) and the
+/// connections it opened.
 pub struct Ctx<'a> {
     cfg: &'a Config,
+    listener: Option<&'a TcpListener>,
     case: &'static str,
     conns: Vec<ConnRecord>,
 }
 
-/// The cases `cfg.select` picks and `cfg.skip` leaves, in catalogue order.
+/// The cases of the run's mode (`cfg.listen`) that `cfg.select` picks and `cfg.skip` leaves,
+/// in catalogue order.
 pub fn selected(cfg: &Config) -> Vec<Case> {
     catalogue()
         .iter()
         .copied()
+        .filter(|c| c.peer_initiates == cfg.listen)
         .filter(|c| cfg.select.is_empty() || cfg.select.iter().any(|p| c.matches(p)))
         .filter(|c| !cfg.skip.iter().any(|p| c.matches(p)))
         .collect()
 }
 
-/// Runs the selected cases one after the other and returns the report; `progress` is
-/// called after each case (the command prints as it goes).
-pub fn run(cfg: &Config, mut progress: impl FnMut(&CaseResult)) -> Report {
+/// Runs the selected cases one after the other against the listening peer and returns the
+/// report; `progress` is called after each case (the command prints as it goes).
+pub fn run(cfg: &Config, progress: impl FnMut(&CaseResult)) -> Report {
+    run_inner(cfg, None, progress)
+}
+
+/// Runs the selected cases of the peer as initiator: each case takes the next connection
+/// the peer opens to `listener` (so the peer must connect once per case).
+pub fn run_listening(
+    cfg: &Config,
+    listener: &TcpListener,
+    progress: impl FnMut(&CaseResult),
+) -> Report {
+    run_inner(cfg, Some(listener), progress)
+}
+
+fn run_inner(
+    cfg: &Config,
+    listener: Option<&TcpListener>,
+    mut progress: impl FnMut(&CaseResult),
+) -> Report {
     let mut report = Report {
         peer: cfg.peer.to_string(),
         app: cfg.app,
@@ -289,6 +326,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&CaseResult)) -> Report {
         let start = Instant::now();
         let mut ctx = Ctx {
             cfg,
+            listener,
             case: case.id,
             conns: Vec::new(),
         };

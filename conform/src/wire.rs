@@ -3,7 +3,7 @@
 //! protocol crates; every byte both ways goes into the connection's [`ConnRecord`].
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use mpa::{ConnFrame, Deframer, FpduEncoder, FrameError, RxConfig, TxConfig};
@@ -69,6 +69,43 @@ impl Conn {
         Ok(Conn {
             stream,
             record: ConnRecord::new(case, local, peer),
+            rx: Vec::new(),
+            closed: false,
+            enc: None,
+            deframer: None,
+            crc: false,
+            raw: Vec::new(),
+            raw_base: 0,
+        })
+    }
+
+    /// Waits up to `timeout` for the peer to connect to `listener`.
+    pub fn accept(case: &str, listener: &TcpListener, timeout: Duration) -> std::io::Result<Conn> {
+        let deadline = Instant::now() + timeout;
+        listener.set_nonblocking(true)?;
+        let (stream, peer) = loop {
+            match listener.accept() {
+                Ok(x) => break x,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        return Err(std::io::Error::new(
+                            ErrorKind::TimedOut,
+                            "no connection from the peer",
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        stream.set_nonblocking(false)?;
+        stream.set_nodelay(true)?;
+        let local = stream.local_addr()?;
+        let mut record = ConnRecord::new(case, local, peer);
+        record.peer_opened = true;
+        Ok(Conn {
+            stream,
+            record,
             rx: Vec::new(),
             closed: false,
             enc: None,

@@ -148,6 +148,34 @@ fn capture_decodes_as_an_mpa_connection() {
     }
 }
 
+/// The capture of a connection the peer opened (the runner listening): the peer's SYN comes
+/// first and the decoder sees the peer as the MPA initiator.
+#[test]
+fn capture_of_a_peer_initiated_connection() {
+    let local: SocketAddr = "10.0.0.1:7174".parse().unwrap();
+    let peer: SocketAddr = "10.0.0.2:40000".parse().unwrap();
+    let mut rec = ConnRecord::new("test", local, peer);
+    rec.peer_opened = true;
+    let req = ConnFrame::new(FrameKind::Request, 2);
+    let mut rep = ConnFrame::new(FrameKind::Reply, 2);
+    rep.reject = true;
+    rec.data(Dir::FromPeer, &req.to_bytes().unwrap());
+    rec.data(Dir::ToPeer, &rep.to_bytes().unwrap());
+    let mut pcap = Vec::new();
+    write_pcap(&[rec], &mut pcap).expect("write");
+    let frames = decode::capture::read_bytes(&pcap, "test").expect("read back");
+    let syn = etherparse::SlicedPacket::from_ip(&frames[0].data).expect("IPv4/TCP");
+    let Some(etherparse::TransportSlice::Tcp(tcp)) = syn.transport else {
+        panic!("not TCP")
+    };
+    assert!(tcp.syn() && !tcp.ack());
+    assert_eq!(tcp.source_port(), peer.port());
+    let report = decode::decode_frames(&frames);
+    let c = report.mpa_connections().next().expect("an MPA connection");
+    assert_eq!((c.initiator, c.responder), (peer, local));
+    assert_eq!(c.status, decode::ConnStatus::Rejected);
+}
+
 fn result(id: &str, verdict: Verdict, reason: &str) -> CaseResult {
     CaseResult {
         id: id.into(),
@@ -216,7 +244,16 @@ fn reports_agree() {
 fn selection_by_id_and_clause() {
     let mut cfg = Config::new("127.0.0.1:7174".parse().unwrap());
     let all = conform::selected(&cfg);
-    assert_eq!(all.len(), conform::catalogue().len());
+    let responder = conform::catalogue()
+        .iter()
+        .filter(|c| !c.peer_initiates)
+        .count();
+    assert_eq!(all.len(), responder);
+    cfg.listen = true;
+    let initiator = conform::selected(&cfg);
+    assert!(initiator.iter().all(|c| c.peer_initiates));
+    assert_eq!(all.len() + initiator.len(), conform::catalogue().len());
+    cfg.listen = false;
     cfg.select = vec!["RFC 6581".into()];
     let p2p = conform::selected(&cfg);
     assert!(!p2p.is_empty() && p2p.iter().all(|c| c.clause.contains("6581")));

@@ -127,6 +127,9 @@ pub enum Fault {
     BadCrc,
     /// Inbound Read Requests are not limited by the IRD (RFC 5040 §6.1).
     IrdNotEnforced,
+    /// The initiator's tagged RTR (zero-length Write or Read Request) carries STag 0, which
+    /// RFC 5041 allows but Chelsio adapters refuse (RFC 6581 §9).
+    RtrStagZero,
 }
 
 impl QpAttr {

@@ -229,9 +229,14 @@ impl MpaLlp {
         }
     }
 
-    /// The ULPDU header as the `SiwTerminate` fault lays it out: a Terminate Control with
-    /// Layer and Error Type exchanged and M/D/R in the three low bits of its third octet.
-    fn fault_header(&self, h: &mut [u8]) {
+    /// The ULPDU header as the `SiwTerminate` fault lays it out (a Terminate Control with
+    /// Layer and Error Type exchanged and M/D/R in the three low bits of its third octet), or
+    /// as the `RtrStagZero` fault does (STag 0 in the first zero-length tagged RTR).
+    fn fault_header(&mut self, h: &mut [u8], payload_len: usize) {
+        if self.fault == Some(crate::Fault::RtrStagZero) {
+            self.fault_rtr_stag(h, payload_len);
+            return;
+        }
         if self.fault != Some(crate::Fault::SiwTerminate) {
             return;
         }
@@ -244,6 +249,29 @@ impl MpaLlp {
             let low = ((mdr >> 2) & 1) | (((mdr >> 1) & 1) << 1) | ((mdr & 1) << 2);
             ctrl[0] = ctrl[0].rotate_left(4);
             ctrl[2] = low;
+        }
+    }
+
+    /// Zeroes the STags of a zero-length Write or Read Request (an RTR), once.
+    fn fault_rtr_stag(&mut self, h: &mut [u8], payload_len: usize) {
+        let opcode = h.get(1).map(|o| o & 0x0f);
+        let tagged = h.first().is_some_and(|c| c & 0x80 != 0);
+        // A Write RTR's STag is at 2; a Read RTR's Data Sink STag at 18, its RDMA Read
+        // Message Size at 30 and its Data Source STag at 34.
+        let stags: &[usize] = if tagged && opcode == Some(0x0) && payload_len == 0 {
+            &[2]
+        } else if !tagged && opcode == Some(0x1) && h.get(30..34) == Some(&[0u8; 4][..]) {
+            &[18, 34]
+        } else {
+            &[]
+        };
+        for &at in stags {
+            if let Some(stag) = h.get_mut(at..at + 4) {
+                stag.fill(0);
+            }
+        }
+        if !stags.is_empty() {
+            self.fault = None;
         }
     }
 
@@ -504,7 +532,7 @@ impl MpaLlp {
     pub(crate) fn send(&mut self, header: &Header, payload: &[u8]) {
         let (mut h, n) = header_bytes(header);
         if self.fault.is_some() {
-            self.fault_header(h.get_mut(..n).unwrap_or(&mut []));
+            self.fault_header(h.get_mut(..n).unwrap_or(&mut []), payload.len());
         }
         if let Some(enc) = self.enc.as_mut() {
             // Segments are cut at the MULPDU, so they always fit the ULPDU_Length field and
