@@ -73,6 +73,10 @@ pub struct ConformArgs {
     /// Hold the first FPDU this many milliseconds after the MPA Reply (50 for Linux siw 6.1).
     #[arg(long = "first-fpdu-delay-ms", value_name = "MS", default_value_t = 0)]
     pub first_fpdu_delay_ms: u64,
+    /// Set C (CRC) in every MPA Request, for peers that refuse a Request without it (one case
+    /// still sends C 0 to find that out).
+    #[arg(long)]
+    pub crc: bool,
     /// Exit non-zero on DEVIATION as well as on FAIL.
     #[arg(long)]
     pub strict: bool,
@@ -170,6 +174,7 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
     cfg.step = Duration::from_secs(a.step_timeout);
     cfg.request_timeout = Duration::from_secs(a.request_timeout);
     cfg.first_fpdu_delay = Duration::from_millis(a.first_fpdu_delay_ms);
+    cfg.crc = a.crc;
     cfg.select = a.cases.clone();
     cfg.skip = a.skip.clone();
     let total = conform::selected(&cfg).len();

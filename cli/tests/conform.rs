@@ -245,6 +245,38 @@ fn rfc5040_6_1_ird_not_enforced_is_found_by_the_ird_case() {
     assert_eq!(code, Some(1), "{out}");
 }
 
+/// RFC 5044 §7.1.1 C: a peer with strict CRC (the t404 profile at revision 2) refuses a
+/// Request without C, which mpa-crc-not-requested reports as a DEVIATION; with --crc in every
+/// other Request the rest pass or are N/A for what that peer declines (markers, P2P).
+#[test]
+fn rfc5044_7_1_1_strict_crc_peer_is_a_deviation_of_the_crc_case() {
+    let srv = Server::rping(&[
+        "-P",
+        "--timeout",
+        "20",
+        "--profile",
+        "t404",
+        "--mpa-rev",
+        "2",
+    ]);
+    let (out, v) = conform(srv.port, "t404", &["--crc", "--skip", "request-timeout"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let deviations: Vec<&str> = not_passed(&v)
+        .into_iter()
+        .filter(|(_, verdict)| *verdict != "N/A")
+        .map(|(id, verdict)| {
+            assert_eq!(verdict, "DEVIATION", "{}", text(&out));
+            id
+        })
+        .collect();
+    assert_eq!(deviations, ["mpa-crc-not-requested"], "{}", text(&out));
+    for declined in ["mpa-markers", "mpa-p2p-echo", "mpa-rtr-write"] {
+        assert_eq!(v[declined], "N/A", "{}", text(&out));
+    }
+    assert_eq!(v["mpa-crc"], "PASS", "{}", text(&out));
+    assert_eq!(v["rdmap-read"], "PASS", "{}", text(&out));
+}
+
 /// With nothing known about the peer's application, the cases that need its buffers are
 /// N/A and the rest still pass.
 #[test]

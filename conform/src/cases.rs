@@ -98,6 +98,12 @@ static CATALOGUE: &[Case] = &[
         mpa_crc
     ),
     case!(
+        "mpa-crc-not-requested",
+        "RFC 5044 §7.1.1 C",
+        "a Request with C 0: accepted (CRC then runs if the Reply sets C)",
+        mpa_crc_not_requested
+    ),
+    case!(
         "mpa-crc-error",
         "RFC 5044 §4.4, §8",
         "an FPDU with a wrong CRC: Terminate LLP/MPA 'MPA CRC Error' (0x2/0x0/0x02) or close, and place nothing",
@@ -505,6 +511,14 @@ impl Ctx<'_> {
         })
     }
 
+    /// A Request with rping's settings (revision 2, H, IRD/ORD `ird`/`ord`, P2P offering
+    /// `rtr`), C set when the run asks for CRC in every Request.
+    fn request(&self, ird: u16, ord: u16, rtr: Option<RtrSet>) -> ConnFrame {
+        let mut f = enhanced_request(ird, ord, rtr);
+        f.crc = self.cfg.crc;
+        f
+    }
+
     fn keep(&mut self, c: Conn) {
         self.conns.push(c.close());
     }
@@ -621,7 +635,7 @@ fn rping_start(live: &mut Live, step: Duration) -> Result<ReadRequest, String> {
 /// Opens a live rping connection (rping's Request) and runs the opening.
 fn rping_live(ctx: &mut Ctx<'_>) -> Result<(Live, ReadRequest), Outcome> {
     ctx.needs_rping()?;
-    let mut live = open_live(ctx, &enhanced_request(1, 1, None))?;
+    let mut live = open_live(ctx, &ctx.request(1, 1, None))?;
     match rping_start(&mut live, ctx.cfg.step) {
         Ok(r) => Ok((live, r)),
         Err(e) => {
@@ -766,7 +780,7 @@ fn live_any(ctx: &mut Ctx<'_>) -> Result<(Live, Option<ReadRequest>), Outcome> {
     match ctx.cfg.app {
         PeerApp::RpingServer => rping_live(ctx).map(|(l, r)| (l, Some(r))),
         PeerApp::RpingClient | PeerApp::Bare => {
-            open_live(ctx, &enhanced_request(1, 1, None)).map(|l| (l, None))
+            open_live(ctx, &ctx.request(1, 1, None)).map(|l| (l, None))
         }
     }
 }
@@ -781,7 +795,7 @@ fn done(ctx: &mut Ctx<'_>, c: Conn, o: Outcome) -> Outcome {
 }
 
 fn mpa_rev2(ctx: &mut Ctx<'_>) -> Outcome {
-    let req = enhanced_request(1, 1, None);
+    let req = ctx.request(1, 1, None);
     let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
         Ok(x) => x,
         Err(o) => return o,
@@ -818,7 +832,8 @@ fn mpa_rev2(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn mpa_rev1(ctx: &mut Ctx<'_>) -> Outcome {
-    let req = ConnFrame::new(FrameKind::Request, 1);
+    let mut req = ConnFrame::new(FrameKind::Request, 1);
+    req.crc = ctx.cfg.crc;
     let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
         Ok(x) => x,
         Err(o) => return o,
@@ -892,7 +907,7 @@ fn mpa_reject_close(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn mpa_reserved_bits(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = enhanced_request(1, 1, None);
+    let mut req = ctx.request(1, 1, None);
     req.reserved = 0x0f;
     let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
         Ok(x) => x,
@@ -966,7 +981,7 @@ fn accept_and_first_fpdu(
 }
 
 fn mpa_markers(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = enhanced_request(1, 1, None);
+    let mut req = ctx.request(1, 1, None);
     req.markers = true;
     let (live, first) = match accept_and_first_fpdu(ctx, &req) {
         Ok(x) => x,
@@ -988,7 +1003,7 @@ fn mpa_markers(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn mpa_crc(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = enhanced_request(1, 1, None);
+    let mut req = ctx.request(1, 1, None);
     req.crc = true;
     let (live, first) = match accept_and_first_fpdu(ctx, &req) {
         Ok(x) => x,
@@ -1016,8 +1031,25 @@ fn mpa_crc(ctx: &mut Ctx<'_>) -> Outcome {
     done(ctx, live.c, o)
 }
 
+fn mpa_crc_not_requested(ctx: &mut Ctx<'_>) -> Outcome {
+    let req = enhanced_request(1, 1, None);
+    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let o = match &r {
+        ReplyOutcome::Frame(f) if f.reject => Outcome::new(Deviation, sent, seen).because(
+            "refuses a Request without C (CRC required and strict, as Chelsio T404 and siw built with mpa_crc_required): RFC 5044 runs CRC when either side sets C",
+        ),
+        ReplyOutcome::Frame(f) if f.kind == FrameKind::Reply => Outcome::new(Pass, sent, seen),
+        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
+    };
+    done(ctx, c, o)
+}
+
 fn mpa_crc_error(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = enhanced_request(1, 1, None);
+    let mut req = ctx.request(1, 1, None);
     req.crc = true;
     // No opening: the FPDU with the bad CRC is the first one.
     let mut live = match accept(ctx, &req) {
@@ -1048,7 +1080,7 @@ fn mpa_crc_error(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn mpa_pd_512(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = enhanced_request(1, 1, None);
+    let mut req = ctx.request(1, 1, None);
     req.private_data = (0..508u32).map(|i| (i % 251) as u8).collect();
     let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
         Ok(x) => x,
@@ -1065,7 +1097,7 @@ fn mpa_pd_512(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn mpa_pd_513(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = enhanced_request(1, 1, None);
+    let mut req = ctx.request(1, 1, None);
     req.private_data = (0..508u32).map(|i| (i % 251) as u8).collect();
     let mut bytes = bytes_of(&req);
     bytes.push(0x5a);
@@ -1089,7 +1121,7 @@ fn mpa_pd_513(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn mpa_ird_ord(ctx: &mut Ctx<'_>) -> Outcome {
-    let req = enhanced_request(2, 8, None);
+    let req = ctx.request(2, 8, None);
     let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
         Ok(x) => x,
         Err(o) => return o,
@@ -1111,7 +1143,7 @@ fn mpa_ird_ord(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn mpa_p2p_echo(ctx: &mut Ctx<'_>) -> Outcome {
-    let req = enhanced_request(1, 1, Some(RtrSet::ALL));
+    let req = ctx.request(1, 1, Some(RtrSet::ALL));
     let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
         Ok(x) => x,
         Err(o) => return o,
@@ -1135,7 +1167,7 @@ fn mpa_p2p_echo(ctx: &mut Ctx<'_>) -> Outcome {
 
 /// Negotiates P2P offering `offer`; the accepted Reply and live connection, or the outcome.
 fn p2p_live(ctx: &mut Ctx<'_>, offer: RtrSet) -> Result<(Live, RtrSet), Outcome> {
-    let req = enhanced_request(1, 1, Some(offer));
+    let req = ctx.request(1, 1, Some(offer));
     let (mut c, r) = ctx.negotiate(&bytes_of(&req))?;
     let (sent, seen) = (describe_frame(&req), describe_reply(&r));
     let f = match r {
@@ -1322,7 +1354,7 @@ fn mpa_rtr_stag0(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn mpa_responder_waits(ctx: &mut Ctx<'_>) -> Outcome {
-    let req = enhanced_request(1, 1, None);
+    let req = ctx.request(1, 1, None);
     let (mut c, r) = match ctx.negotiate(&bytes_of(&req)) {
         Ok(x) => x,
         Err(o) => return o,

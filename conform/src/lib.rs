@@ -128,6 +128,9 @@ pub struct Config {
     /// Hold the first FPDU this long after the MPA Reply (Linux siw 6.1 may leave an FPDU
     /// that arrives right after its Reply unread; 50 ms suffices).
     pub first_fpdu_delay: Duration,
+    /// Set C in every Request (except the case that checks a Request without it), for peers
+    /// that refuse a Request without C.
+    pub crc: bool,
     /// Run only the cases whose id or clause contains one of these (all when empty).
     pub select: Vec<String>,
     /// Leave out the cases whose id or clause contains one of these.
@@ -146,6 +149,7 @@ impl Config {
             accept_timeout: Duration::from_secs(30),
             request_timeout: Duration::from_secs(8),
             first_fpdu_delay: Duration::ZERO,
+            crc: false,
             select: Vec::new(),
             skip: Vec::new(),
         }
