@@ -28,7 +28,7 @@ const FAR: u64 = 1 << 20;
 /// The bit flipped in a real STag to make one the peer never registered (as `softrnic
 /// rping --inject bad-stag` does).
 const STAG_FLIP: u32 = 0x0080_0000;
-/// What [`await_terminate`] reports when the peer closed and sent nothing else.
+/// What the peer did when it closed and sent nothing else.
 const CLOSED_WITHOUT_TERMINATE: &str = "closed the connection without a Terminate";
 /// How long "the peer stays quiet" is watched.
 const QUIET: Duration = Duration::from_millis(400);
@@ -106,7 +106,7 @@ static CATALOGUE: &[Case] = &[
     case!(
         "mpa-crc-error",
         "RFC 5044 §4.4, §8",
-        "an FPDU with a wrong CRC: Terminate LLP/MPA 'MPA CRC Error' (0x2/0x0/0x02) or close, and place nothing",
+        "an FPDU with a wrong CRC: Terminate LLP/MPA 'MPA CRC Error' (0x2/0x0/0x02) or close, before anything else (the FPDU is not taken)",
         mpa_crc_error
     ),
     case!(
@@ -1068,13 +1068,21 @@ fn mpa_crc_error(ctx: &mut Ctx<'_>) -> Outcome {
     ));
     let _ = live.c.send_raw(&fpdu);
     let want = TermCause::Mpa(rdmap::MpaCode::CrcError);
-    let o = match await_terminate(&mut live, ctx.cfg.step) {
-        Ok(t) if cause_matches(&t, &[want]) => Outcome::new(Pass, live.sent(), t.describe()),
-        Ok(t) => Outcome::new(Fail, live.sent(), t.describe())
-            .because(format!("the cause should be {want}")),
-        // Closing without a Terminate is allowed; anything else first means the FPDU was taken.
-        Err(e) if e == CLOSED_WITHOUT_TERMINATE => Outcome::new(Pass, live.sent(), e),
-        Err(e) => Outcome::new(Fail, live.sent(), e).because("a CRC error must end the stream"),
+    // The Terminate (or the close) must come first: anything else means the FPDU was taken.
+    let o = match live.c.recv(ctx.cfg.step) {
+        RxOutcome::Fpdu(f) => match term::read(&f.ulpdu) {
+            Some(t) if cause_matches(&t, &[want]) => Outcome::new(Pass, live.sent(), t.describe()),
+            Some(t) => Outcome::new(Fail, live.sent(), t.describe())
+                .because(format!("the cause should be {want}")),
+            None => Outcome::new(Fail, live.sent(), describe_ulpdu(&f.ulpdu))
+                .because("the FPDU with a wrong CRC was taken"),
+        },
+        RxOutcome::Closed => Outcome::new(Pass, live.sent(), CLOSED_WITHOUT_TERMINATE),
+        RxOutcome::Framing(e) => {
+            Outcome::new(Fail, live.sent(), format!("framing error: {e}")).because("no Terminate")
+        }
+        RxOutcome::Timeout => Outcome::new(Fail, live.sent(), "neither Terminate nor close")
+            .because("a CRC error must end the stream"),
     };
     done(ctx, live.c, o)
 }

@@ -281,6 +281,12 @@ fn rfc5041_7_1_no_terminate_for_an_invalid_segment_fails() {
     assert_fails(Script::Swallow, "ddp-invalid-stag");
 }
 
+/// RFC 5044 §4.4, §8: a responder that takes an FPDU with a wrong CRC in silence fails.
+#[test]
+fn rfc5044_4_4_a_wrong_crc_taken_silently_fails() {
+    assert_fails(Script::Swallow, "mpa-crc-error");
+}
+
 /// DDP Untagged 'Invalid QN' as the peer might send it: `copy` with the header.
 fn invalid_qn(copy: bool, flags: u8, more: usize, linger: bool) -> Script {
     Script::Terminate {
