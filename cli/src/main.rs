@@ -143,6 +143,19 @@ enum Command {
     /// invalid access and our memory is untouched, 5 the peer's Terminate names the expected
     /// error with Layer and Error Type exchanged (Linux siw 6.1 on x86 does this).
     Rping(Box<softrnic_cli::rping::RpingArgs>),
+    /// Conformance test of an iWARP peer: a catalogue of RFC 5044/6581/5041/5040 cases.
+    ///
+    /// The runner connects to the peer (a listening server, e.g. `rping -s -P` on Linux siw
+    /// or `softrnic rping -s -P`) once per case, as a raw MPA/DDP/RDMAP endpoint that sends
+    /// well-formed and deliberately malformed frames, and judges what the peer does: PASS,
+    /// FAIL, DEVIATION (a known, documented deviation) or N/A (a declined feature). Prints a
+    /// table (case, RFC clause, what was sent, what the RFC requires, what the peer did) and
+    /// a summary line; --json and --junit write machine-readable reports, --pcap the capture
+    /// of the run (default softrnic-conform.pcap; `softrnic decode` reads it).
+    ///
+    /// Exit status: 0 no case failed, 1 a case failed (or deviated, with --strict), 2 bad
+    /// arguments or unwritable files.
+    Conform(Box<softrnic_cli::conform::ConformArgs>),
     /// SCTP throughput, iperf-like (-s server, -c client), raw IPv4 or --udp-encap (RFC 6951).
     ///
     /// Multihoming: -B lists local addresses, -c the server's; path events (UP, DOWN,
@@ -232,6 +245,7 @@ fn main() -> ExitCode {
         Command::SendBw(a) => perf(Test::SendBw, &a),
         Command::SendLat(a) => perf(Test::SendLat, &a),
         Command::Rping(a) => softrnic_cli::rping::run_command(&a, &mut std::io::stdout()),
+        Command::Conform(a) => softrnic_cli::conform::run_command(&a, &mut std::io::stdout()),
     }
 }
 

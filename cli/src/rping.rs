@@ -196,6 +196,39 @@ pub struct RpingArgs {
     /// Cap the EMSS (e.g. 1448 for Ethernet-sized FPDUs over loopback; 128-65535).
     #[arg(long, value_parser = clap::value_parser!(u32).range(128..=65_535))]
     pub emss: Option<u32>,
+    /// A deliberate protocol fault, to check that `softrnic conform` finds it (hidden).
+    #[arg(long, value_enum, value_name = "FAULT", hide = true)]
+    pub fault: Option<FaultArg>,
+}
+
+/// The faults `--fault` switches on (see `stack::Fault`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FaultArg {
+    /// Accept P2P without echoing it in the Reply.
+    NoP2pEcho,
+    /// Select an RTR type that was not offered.
+    WrongRtr,
+    /// Lay out the Terminate Control as Linux siw 6.1 does.
+    SiwTerminate,
+    /// Send the first FPDU with CRC negotiated with a wrong CRC.
+    BadCrc,
+    /// Do not limit inbound Read Requests by the IRD.
+    IrdNotEnforced,
+    /// Send the tagged RTR with STag 0 (initiator).
+    RtrStagZero,
+}
+
+impl From<FaultArg> for stack::Fault {
+    fn from(f: FaultArg) -> stack::Fault {
+        match f {
+            FaultArg::NoP2pEcho => stack::Fault::NoP2pEcho,
+            FaultArg::WrongRtr => stack::Fault::WrongRtr,
+            FaultArg::SiwTerminate => stack::Fault::SiwTerminate,
+            FaultArg::BadCrc => stack::Fault::BadCrc,
+            FaultArg::IrdNotEnforced => stack::Fault::IrdNotEnforced,
+            FaultArg::RtrStagZero => stack::Fault::RtrStagZero,
+        }
+    }
 }
 
 /// `struct rping_rdma_info`, big endian on the wire.
@@ -633,6 +666,7 @@ fn new_conn<'a>(a: &RpingArgs, s: &'a Setup) -> Result<(Conn<'a>, stack::Pd), St
     attr.sq_depth = SQ_DEPTH;
     attr.rq_depth = 2;
     attr.first_fpdu_delay = s.first_fpdu_delay;
+    attr.fault = a.fault.map(stack::Fault::from);
     let qp = s
         .rnic
         .create_qp(attr)

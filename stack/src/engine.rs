@@ -127,6 +127,9 @@ pub struct QpConfig {
     /// A shared receive queue of the QP's PD to take receives from (then the QP refuses
     /// receives of its own); see [`crate::srq`].
     pub srq: Option<crate::Srq>,
+    /// A deliberate protocol fault ([`crate::Fault`]; off by default).
+    #[doc(hidden)]
+    pub fault: Option<crate::Fault>,
 }
 
 impl QpConfig {
@@ -144,6 +147,7 @@ impl QpConfig {
             first_fpdu_delay: Duration::ZERO,
             zero_copy_tx: false,
             srq: None,
+            fault: None,
         }
     }
 }
@@ -595,6 +599,8 @@ impl QpEngine {
             });
         }
         let (m, est) = MpaLlp::new(cfg.emss, cfg.first_fpdu_delay, cfg.zero_copy_tx, start, now)?;
+        let mut m = m;
+        m.set_fault(cfg.fault);
         Ok((Llp::Mpa(m), est.map(Session::from)))
     }
 
@@ -1326,8 +1332,13 @@ impl QpEngine {
             "connection established"
         );
         self.mulpdu = self.llp.max_ulpdu();
-        self.ird = Ird::new(u32::from(session.ird));
-        self.zeros = vec![0; usize::from(session.ird).max(usize::from(session.ord))];
+        // The IRD-not-enforced fault admits far more Read Requests than negotiated.
+        let ird = match self.cfg.fault {
+            Some(crate::Fault::IrdNotEnforced) => session.ird.saturating_add(256),
+            _ => session.ird,
+        };
+        self.ird = Ird::new(u32::from(ird));
+        self.zeros = vec![0; usize::from(ird).max(usize::from(session.ord))];
         self.ord = u32::from(session.ord);
         self.awaiting_first_fpdu = session.must_await_first_ulpdu();
         self.rtr_send = session.rtr_to_send();

@@ -100,8 +100,8 @@ pub use mem::{
     RegisteredBuf, Rereg, StreamOwner, TxPart,
 };
 pub use rnic::{
-    AdoptRole, CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Listener, ListenerId,
-    PathChange, ProgressMode, Qp, QpAttr, Rnic, RnicConfig, RnicError, SctpRequest,
+    AdoptRole, CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Fault, Listener,
+    ListenerId, PathChange, ProgressMode, Qp, QpAttr, Rnic, RnicConfig, RnicError, SctpRequest,
 };
 pub use srq::{Srq, SrqId};
 pub use wr::{RecvWr, SendOp, SendWr, Sge};

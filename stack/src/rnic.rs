@@ -117,7 +117,7 @@ use crate::engine::{CloseReason, EngineError, PostError, QpEngine, QpState, Setu
 use crate::llp::Session;
 use crate::mem::{MemTable, Pd};
 pub use crate::shared::{
-    CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, ListenerId, PathChange,
+    CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Fault, ListenerId, PathChange,
     ProgressMode, QpAttr, RnicConfig, RnicError, SctpRequest,
 };
 use crate::shared::{ConnStatus, QpShared, Ring, Slot};

@@ -104,6 +104,32 @@ pub struct QpAttr {
     pub first_fpdu_delay: Duration,
     /// A shared receive queue of the same PD to take receives from ([`crate::srq`]).
     pub srq: Option<crate::Srq>,
+    /// A deliberate protocol fault (conformance testing of test tools; off by default).
+    #[doc(hidden)]
+    pub fault: Option<Fault>,
+}
+
+/// A deliberate protocol fault, for checking that a conformance runner finds it. Each
+/// breaks exactly one rule; none is on unless asked for.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fault {
+    /// The responder accepts a peer-to-peer Request without echoing P2P in its Reply
+    /// (RFC 6581 §9).
+    NoP2pEcho,
+    /// The responder selects an RTR type the initiator did not offer, or several when all
+    /// three were offered (RFC 6581 §9).
+    WrongRtr,
+    /// Terminates go out with the Terminate Control laid out from the low bits, as Linux
+    /// siw 6.1 does on little-endian hosts (RFC 5040 §4.8).
+    SiwTerminate,
+    /// The first FPDU sent with CRC negotiated carries a wrong CRC (RFC 5044 §4.4).
+    BadCrc,
+    /// Inbound Read Requests are not limited by the IRD (RFC 5040 §6.1).
+    IrdNotEnforced,
+    /// The initiator's tagged RTR (zero-length Write or Read Request) carries STag 0, which
+    /// RFC 5041 allows but Chelsio adapters refuse (RFC 6581 §9).
+    RtrStagZero,
 }
 
 impl QpAttr {
@@ -118,6 +144,7 @@ impl QpAttr {
             max_sge: crate::wr::MIN_MAX_SGE,
             first_fpdu_delay: Duration::ZERO,
             srq: None,
+            fault: None,
         }
     }
 }

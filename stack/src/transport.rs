@@ -1597,6 +1597,7 @@ fn qp_config(shared: &Shared, qp: &QpShared, emss: u32) -> QpConfig {
     cfg.zero_copy_tx = shared.cfg.zero_copy_tx;
     cfg.first_fpdu_delay = attr.first_fpdu_delay;
     cfg.srq = attr.srq.clone();
+    cfg.fault = attr.fault;
     cfg
 }
 

@@ -123,6 +123,8 @@ pub(crate) struct MpaLlp {
     tx_gen_consumed: u64,
     /// A registered range copied for [`MpaLlp::poll_transmit`].
     tx_scratch: Vec<u8>,
+    /// A deliberate protocol fault ([`crate::Fault`]); `BadCrc` is cleared once applied.
+    fault: Option<crate::Fault>,
 }
 
 fn header_bytes(h: &Header) -> ([u8; 96], usize) {
@@ -161,6 +163,7 @@ impl MpaLlp {
             tx_ref_bytes: 0,
             tx_gen_consumed: 0,
             tx_scratch: Vec::new(),
+            fault: None,
         };
         let mut established = None;
         match start {
@@ -190,6 +193,98 @@ impl MpaLlp {
             }
         }
         Ok((m, established))
+    }
+
+    /// Switches a deliberate protocol fault on (conformance testing of test tools).
+    pub(crate) fn set_fault(&mut self, fault: Option<crate::Fault>) {
+        self.fault = fault;
+    }
+
+    /// The Reply as the `NoP2pEcho` and `WrongRtr` faults distort it.
+    fn fault_reply(&self, request: &ConnFrame, reply: &mut ConnFrame) {
+        let (Some(req), Some(rep)) = (request.enhanced, reply.enhanced.as_mut()) else {
+            return;
+        };
+        if !req.p2p {
+            return;
+        }
+        match self.fault {
+            Some(crate::Fault::NoP2pEcho) => {
+                rep.p2p = false;
+                rep.rtr = mpa::RtrSet::EMPTY;
+            }
+            Some(crate::Fault::WrongRtr) => {
+                let others = mpa::RtrSet {
+                    send: !req.rtr.send,
+                    write: !req.rtr.write,
+                    read: !req.rtr.read,
+                };
+                rep.rtr = if others.is_empty() {
+                    mpa::RtrSet::ALL
+                } else {
+                    mpa::RtrSet::only(others.iter().next().unwrap_or(mpa::RtrType::Write))
+                };
+            }
+            _ => {}
+        }
+    }
+
+    /// The ULPDU header as the `SiwTerminate` fault lays it out (a Terminate Control with
+    /// Layer and Error Type exchanged and M/D/R in the three low bits of its third octet), or
+    /// as the `RtrStagZero` fault does (STag 0 in the first zero-length tagged RTR).
+    fn fault_header(&mut self, h: &mut [u8], payload_len: usize) {
+        if self.fault == Some(crate::Fault::RtrStagZero) {
+            self.fault_rtr_stag(h, payload_len);
+            return;
+        }
+        if self.fault != Some(crate::Fault::SiwTerminate) {
+            return;
+        }
+        let is_terminate = h.first().is_some_and(|c| c & 0x80 == 0)
+            && h.get(1).is_some_and(|o| o & 0x0f == 0x7)
+            && h.get(6..10) == Some(&ddp::qn::TERMINATE.to_be_bytes()[..]);
+        let at = ddp::UNTAGGED_HEADER_LEN;
+        if let (true, Some(ctrl)) = (is_terminate, h.get_mut(at..at + 4)) {
+            let mdr = ctrl[2] >> 5;
+            let low = ((mdr >> 2) & 1) | (((mdr >> 1) & 1) << 1) | ((mdr & 1) << 2);
+            ctrl[0] = ctrl[0].rotate_left(4);
+            ctrl[2] = low;
+        }
+    }
+
+    /// Zeroes the STags of a zero-length Write or Read Request (an RTR), once.
+    fn fault_rtr_stag(&mut self, h: &mut [u8], payload_len: usize) {
+        let opcode = h.get(1).map(|o| o & 0x0f);
+        let tagged = h.first().is_some_and(|c| c & 0x80 != 0);
+        // A Write RTR's STag is at 2; a Read RTR's Data Sink STag at 18, its RDMA Read
+        // Message Size at 30 and its Data Source STag at 34.
+        let stags: &[usize] = if tagged && opcode == Some(0x0) && payload_len == 0 {
+            &[2]
+        } else if !tagged && opcode == Some(0x1) && h.get(30..34) == Some(&[0u8; 4][..]) {
+            &[18, 34]
+        } else {
+            &[]
+        };
+        for &at in stags {
+            if let Some(stag) = h.get_mut(at..at + 4) {
+                stag.fill(0);
+            }
+        }
+        if !stags.is_empty() {
+            self.fault = None;
+        }
+    }
+
+    /// With the `BadCrc` fault, spoils the CRC of the FPDU just generated (the last octet of
+    /// the transmit buffer) when CRC is on, once.
+    fn fault_crc(&mut self) {
+        if self.fault == Some(crate::Fault::BadCrc)
+            && self.enc.as_ref().is_some_and(|e| e.config().crc)
+            && let Some(last) = self.tx.last_mut()
+        {
+            *last ^= 0xff;
+            self.fault = None;
+        }
     }
 
     /// The MULPDU for an EMSS and marker setting (RFC 5044 §6).
@@ -316,7 +411,8 @@ impl MpaLlp {
         };
         self.deadline = None;
         match mpa::respond(&cfg, &request) {
-            Ok(acc) => {
+            Ok(mut acc) => {
+                self.fault_reply(&request, &mut acc.reply);
                 let before = self.tx.len();
                 let _ = acc.reply.emit(&mut self.tx);
                 self.tx_produced += (self.tx.len() - before) as u64;
@@ -434,7 +530,10 @@ impl MpaLlp {
 
     /// Queues one FPDU carrying `header` and `payload`.
     pub(crate) fn send(&mut self, header: &Header, payload: &[u8]) {
-        let (h, n) = header_bytes(header);
+        let (mut h, n) = header_bytes(header);
+        if self.fault.is_some() {
+            self.fault_header(h.get_mut(..n).unwrap_or(&mut []), payload.len());
+        }
         if let Some(enc) = self.enc.as_mut() {
             // Segments are cut at the MULPDU, so they always fit the ULPDU_Length field and
             // the marker pointer; an error here would be a bug, and emits nothing.
@@ -442,6 +541,9 @@ impl MpaLlp {
                 .encode(&[h.get(..n).unwrap_or(&[]), payload], &mut self.tx)
                 .unwrap_or(0);
             self.tx_produced += written as u64;
+            if self.fault.is_some() {
+                self.fault_crc();
+            }
         }
     }
 
@@ -469,6 +571,9 @@ impl MpaLlp {
                 )
                 .unwrap_or(0);
             self.tx_produced += written as u64;
+            if self.fault.is_some() {
+                self.fault_crc();
+            }
             return;
         }
         let start = self.tx.len();
@@ -498,6 +603,9 @@ impl MpaLlp {
         });
         self.tx_ref_bytes += len;
         self.tx.extend_from_slice(tail.as_bytes());
+        if self.fault.is_some() {
+            self.fault_crc();
+        }
         self.tx_produced += (head_len + len + tail.as_bytes().len()) as u64;
     }
 

@@ -1,0 +1,238 @@
+//! `softrnic conform`: runs the conformance catalogue (the `conform` crate) against a live
+//! iWARP peer and prints the report; writes JSON, JUnit XML and the run's capture.
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use conform::{Config, PeerApp, Verdict};
+
+/// rping's port, the default peer port.
+const DEFAULT_PORT: u16 = 7174;
+
+/// The peer's application, as the cases may assume it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AppArg {
+    /// An rping server (`rping -s -P`, `softrnic rping -s -P`).
+    RpingServer,
+    /// An rping client connecting once per case (with --listen).
+    RpingClient,
+    /// Unknown application: connection setup cases and those that need no buffers only.
+    Bare,
+}
+
+/// Options of `softrnic conform`.
+#[derive(Args, Clone, Debug)]
+pub struct ConformArgs {
+    /// The peer, listening: ADDR or ADDR:PORT (port 7174, rping's, when omitted).
+    #[arg(value_name = "ADDR[:PORT]", required_unless_present_any = ["list", "listen"],
+          conflicts_with = "listen")]
+    pub peer: Option<String>,
+    /// The peer initiates: listen on [ADDR:]PORT (0: any free port; the address is printed
+    /// on stderr) and take one connection from the peer per case, e.g. from
+    /// `while rping -c -a RUNNER -p PORT -C 1; do :; done`.
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub listen: Option<String>,
+    /// What the peer's application does (what DDP/RDMAP cases may rely on) [default:
+    /// rping-server, with --listen rping-client].
+    #[arg(long, value_enum)]
+    pub app: Option<AppArg>,
+    /// With --listen: seconds each case waits for the peer to connect (1-3600).
+    #[arg(long, value_name = "SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub accept_timeout: u64,
+    /// Run only cases whose id or RFC clause contains PATTERN (repeatable, case-insensitive).
+    #[arg(long = "case", value_name = "PATTERN")]
+    pub cases: Vec<String>,
+    /// Leave out cases whose id or RFC clause contains PATTERN (repeatable).
+    #[arg(long = "skip", value_name = "PATTERN")]
+    pub skip: Vec<String>,
+    /// List the catalogue (id, clause, requirement) and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// Write the report as JSON to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the report as JUnit XML to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write the run's capture (every byte both ways, pcap) to FILE.
+    #[arg(long, value_name = "FILE", default_value = "softrnic-conform.pcap")]
+    pub pcap: PathBuf,
+    /// Seconds to wait for each answer of the peer (1-600).
+    #[arg(long, value_name = "SECS", default_value_t = 3,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub step_timeout: u64,
+    /// Seconds the Request-timeout case waits for the peer to give up (1-600).
+    #[arg(long, value_name = "SECS", default_value_t = 8,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub request_timeout: u64,
+    /// Hold the first FPDU this many milliseconds after the MPA Reply (50 for Linux siw 6.1).
+    #[arg(long = "first-fpdu-delay-ms", value_name = "MS", default_value_t = 0)]
+    pub first_fpdu_delay_ms: u64,
+    /// Set C (CRC) in every MPA Request, for peers that refuse a Request without it (one case
+    /// still sends C 0 to find that out).
+    #[arg(long)]
+    pub crc: bool,
+    /// Exit non-zero on DEVIATION as well as on FAIL.
+    #[arg(long)]
+    pub strict: bool,
+    /// No progress lines on stderr.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+fn resolve(peer: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = peer.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let with_port =
+        if peer.contains(':') && !peer.starts_with('[') && peer.matches(':').count() == 1 {
+            peer.to_string()
+        } else {
+            format!("{peer}:{DEFAULT_PORT}")
+        };
+    with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("cannot resolve {peer}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("cannot resolve {peer}"))
+}
+
+/// Binds the listener of --listen: `PORT` (all addresses) or `ADDR:PORT`.
+fn bind(spec: &str) -> Result<TcpListener, String> {
+    let addr = match spec.parse::<u16>() {
+        Ok(port) => SocketAddr::from(([0, 0, 0, 0], port)),
+        Err(_) => resolve(spec)?,
+    };
+    TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))
+}
+
+fn write_file(path: &PathBuf, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Runs `softrnic conform`. Exit status: 0 no case failed, 1 a case failed (or deviated,
+/// with --strict), 2 bad arguments or files that could not be written.
+pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
+    if a.list {
+        for c in conform::catalogue() {
+            let role = if c.peer_initiates {
+                "initiator"
+            } else {
+                "responder"
+            };
+            let _ = writeln!(
+                out,
+                "{:<26} {role:<9} {:<40} {}",
+                c.id, c.clause, c.requires
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
+    let listener = match a.listen.as_deref().map(bind) {
+        None => None,
+        Some(Ok(l)) => Some(l),
+        Some(Err(e)) => {
+            eprintln!("softrnic conform: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let peer = match (&listener, a.peer.as_deref()) {
+        (Some(l), _) => match l.local_addr() {
+            Ok(addr) => addr,
+            Err(e) => {
+                eprintln!("softrnic conform: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, Some(p)) => match resolve(p) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("softrnic conform: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => {
+            eprintln!("softrnic conform: give the peer's ADDR[:PORT] or --listen PORT");
+            return ExitCode::from(2);
+        }
+    };
+    let mut cfg = Config::new(peer);
+    cfg.listen = listener.is_some();
+    cfg.accept_timeout = Duration::from_secs(a.accept_timeout);
+    cfg.app = match a.app {
+        Some(AppArg::RpingServer) => PeerApp::RpingServer,
+        Some(AppArg::RpingClient) => PeerApp::RpingClient,
+        Some(AppArg::Bare) => PeerApp::Bare,
+        None if cfg.listen => PeerApp::RpingClient,
+        None => PeerApp::RpingServer,
+    };
+    cfg.step = Duration::from_secs(a.step_timeout);
+    cfg.request_timeout = Duration::from_secs(a.request_timeout);
+    cfg.first_fpdu_delay = Duration::from_millis(a.first_fpdu_delay_ms);
+    cfg.crc = a.crc;
+    cfg.select = a.cases.clone();
+    cfg.skip = a.skip.clone();
+    let total = conform::selected(&cfg).len();
+    if total == 0 {
+        eprintln!(
+            "softrnic conform: no case left by --case {:?} --skip {:?} (see --list)",
+            a.cases, a.skip
+        );
+        return ExitCode::from(2);
+    }
+    let mut done = 0;
+    let quiet = a.quiet;
+    let progress = |r: &conform::CaseResult| {
+        done += 1;
+        if !quiet {
+            eprintln!("[{done:>2}/{total}] {:<26} {}", r.id, r.verdict);
+        }
+    };
+    let report = match &listener {
+        Some(l) => {
+            // Scripts and tests read the port from this line (useful with --listen 0).
+            eprintln!("softrnic conform: listening on {peer}");
+            conform::run_listening(&cfg, l, progress)
+        }
+        None => conform::run(&cfg, progress),
+    };
+    let _ = write!(out, "{}", conform::report::table(&report));
+    let mut status = 0u8;
+    let file = std::fs::File::create(&a.pcap)
+        .map_err(|e| format!("cannot write {}: {e}", a.pcap.display()))
+        .and_then(|f| {
+            conform::capture::write_pcap(&report.connections, std::io::BufWriter::new(f))
+        });
+    match file {
+        Ok(()) => {
+            let _ = writeln!(out, "capture: {}", a.pcap.display());
+        }
+        Err(e) => {
+            eprintln!("softrnic conform: {e}");
+            status = 2;
+        }
+    }
+    if let Some(p) = &a.json
+        && let Err(e) = write_file(p, &conform::report::json(&report))
+    {
+        eprintln!("softrnic conform: {e}");
+        status = 2;
+    }
+    if let Some(p) = &a.junit
+        && let Err(e) = write_file(p, &conform::report::junit(&report))
+    {
+        eprintln!("softrnic conform: {e}");
+        status = 2;
+    }
+    if status == 0
+        && (report.count(Verdict::Fail) > 0 || (a.strict && report.count(Verdict::Deviation) > 0))
+    {
+        status = 1;
+    }
+    ExitCode::from(status)
+}

@@ -1,0 +1,406 @@
+//! `softrnic conform` against `softrnic rping -s -P --p2p`, two processes over loopback: a
+//! clean peer passes every case, and each deliberate fault of the peer (`--fault`) is found
+//! by the case of the RFC clause it breaks, and by no other.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Output;
+
+use common::{Server, bin};
+
+/// A scratch directory of this test process.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("softrnic-conform-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir.join(name)
+}
+
+/// An rping server (persistent, P2P, every RTR type) with `extra` options.
+fn peer(extra: &[&str]) -> Server {
+    let mut args = vec!["-P", "--p2p", "--timeout", "20"];
+    args.extend_from_slice(extra);
+    Server::rping(&args)
+}
+
+/// Runs `softrnic conform` against `port` with a JSON report; the exit status, the output and
+/// the verdict of each case.
+fn conform(port: u16, name: &str, extra: &[&str]) -> (Output, BTreeMap<String, String>) {
+    let (out, _, v) = conform_json(port, name, extra);
+    (out, v)
+}
+
+/// [`conform`], also returning the whole JSON report.
+fn conform_json(
+    port: u16,
+    name: &str,
+    extra: &[&str],
+) -> (Output, serde_json::Value, BTreeMap<String, String>) {
+    let json = scratch(&format!("{name}.json"));
+    let pcap = scratch(&format!("{name}.pcap"));
+    let out = bin()
+        .args(["conform", &format!("127.0.0.1:{port}"), "-q"])
+        .arg("--json")
+        .arg(&json)
+        .arg("--pcap")
+        .arg(&pcap)
+        .args(extra)
+        .output()
+        .expect("run conform");
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON report");
+    let verdicts = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap_or("").to_string(),
+                r["verdict"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    (out, v, verdicts)
+}
+
+/// The cases that did not pass, with their verdicts.
+fn not_passed(v: &BTreeMap<String, String>) -> BTreeMap<&str, &str> {
+    v.iter()
+        .filter(|(_, verdict)| verdict.as_str() != "PASS")
+        .map(|(id, verdict)| (id.as_str(), verdict.as_str()))
+        .collect()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The catalogue as `--list` prints it: the ids of the cases of the peer in `role`.
+fn catalogue(role: &str) -> Vec<String> {
+    let out = bin().args(["conform", "--list"]).output().expect("list");
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let id = w.next()?;
+            (w.next()? == role).then(|| id.to_string())
+        })
+        .collect()
+}
+
+/// Every case against a clean softrnic peer: all PASS but the access-rights case, which
+/// needs a buffer the rping application does not expose (N/A). Exit 0; the table, the
+/// summary line, the JUnit report and the capture are there, and the capture decodes.
+#[test]
+fn clean_softrnic_peer_passes_every_case() {
+    let srv = peer(&[]);
+    let junit = scratch("clean.xml");
+    let (out, report, v) = conform_json(srv.port, "clean", &["--junit", junit.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let ids: Vec<&String> = v.keys().collect();
+    let mut all = catalogue("responder");
+    all.sort();
+    assert_eq!(ids, all.iter().collect::<Vec<_>>(), "every case ran");
+    assert!(v.len() >= 40, "{v:?}");
+    assert_eq!(
+        not_passed(&v),
+        BTreeMap::from([("ddp-access", "N/A")]),
+        "{}",
+        text(&out)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = format!(
+        "{} cases: {} PASS, 0 FAIL, 0 DEVIATION, 1 N/A",
+        v.len(),
+        v.len() - 1
+    );
+    assert!(stdout.contains(&summary), "{stdout}");
+    assert!(
+        stdout.contains("| PASS | mpa-rev1 | RFC 5044 §7.1.1 Rev |"),
+        "{stdout}"
+    );
+    let xml = std::fs::read_to_string(&junit).expect("JUnit report");
+    assert!(
+        xml.contains(&format!(r#"tests="{}" failures="0" skipped="1""#, v.len())),
+        "{xml}"
+    );
+    // The capture holds every connection the run opened; the decoder reads it.
+    let dec = bin()
+        .args(["decode", "--json"])
+        .arg(scratch("clean.pcap"))
+        .output()
+        .expect("decode");
+    assert_ne!(dec.status.code(), Some(2), "{dec:?}");
+    let summary = String::from_utf8_lossy(&dec.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|j| j["type"] == "summary")
+        .expect("decoder summary");
+    let opened = report["connections"].as_u64().expect("connections");
+    assert!(opened as usize >= v.len(), "{report}");
+    assert_eq!(summary["connections"].as_u64(), Some(opened), "{summary}");
+}
+
+/// Runs the catalogue (without the 5 s Request timer case) against a peer with `fault` and
+/// returns the cases that did not pass, and the exit status.
+fn with_fault(fault: &str, extra: &[&str]) -> (BTreeMap<String, String>, Option<i32>, String) {
+    let srv = peer(&["--fault", fault]);
+    let mut args = vec!["--skip", "request-timeout"];
+    args.extend_from_slice(extra);
+    let (out, v) = conform(srv.port, fault, &args);
+    let failed = v
+        .into_iter()
+        .filter(|(id, verdict)| verdict != "PASS" && id != "ddp-access")
+        .collect();
+    (failed, out.status.code(), text(&out))
+}
+
+fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+/// RFC 6581 §9: a Reply that accepts P2P without echoing it is found by mpa-p2p-echo alone
+/// (FAIL); the RTR cases cannot run without P2P (N/A, pointing there). Exit 1.
+#[test]
+fn rfc6581_9_p2p_not_echoed_is_found_by_the_p2p_echo_case() {
+    let (failed, code, out) = with_fault("no-p2p-echo", &[]);
+    assert_eq!(
+        failed,
+        map(&[
+            ("mpa-p2p-echo", "FAIL"),
+            ("mpa-rtr-choice", "N/A"),
+            ("mpa-rtr-read", "N/A"),
+            ("mpa-rtr-send", "N/A"),
+            ("mpa-rtr-stag0", "N/A"),
+            ("mpa-rtr-write", "N/A"),
+        ]),
+        "{out}"
+    );
+    assert_eq!(code, Some(1), "{out}");
+}
+
+/// RFC 6581 §9: an RTR type that was not offered (or several) is found by the RTR selection
+/// cases, each FAIL, and by nothing else.
+#[test]
+fn rfc6581_9_wrong_rtr_type_is_found_by_the_rtr_cases() {
+    let (failed, code, out) = with_fault("wrong-rtr", &[]);
+    assert_eq!(
+        failed,
+        map(&[
+            ("mpa-rtr-choice", "FAIL"),
+            ("mpa-rtr-read", "FAIL"),
+            ("mpa-rtr-send", "FAIL"),
+            ("mpa-rtr-stag0", "N/A"),
+            ("mpa-rtr-write", "FAIL"),
+        ]),
+        "{out}"
+    );
+    assert_eq!(code, Some(1), "{out}");
+}
+
+/// RFC 5040 §4.8: Terminates in Linux siw 6.1's layout are a DEVIATION of the layout case
+/// alone; every other case still reads their causes and copied headers. Exit 0, or 1 with
+/// --strict.
+#[test]
+fn rfc5040_4_8_siw_terminate_layout_is_a_deviation_of_the_layout_case() {
+    let (failed, code, out) = with_fault("siw-terminate", &[]);
+    assert_eq!(
+        failed,
+        map(&[("rdmap-terminate-layout", "DEVIATION")]),
+        "{out}"
+    );
+    assert_eq!(code, Some(0), "{out}");
+    let (failed, code, out) = with_fault("siw-terminate", &["--strict", "--case", "layout"]);
+    assert_eq!(
+        failed,
+        map(&[("rdmap-terminate-layout", "DEVIATION")]),
+        "{out}"
+    );
+    assert_eq!(code, Some(1), "{out}");
+}
+
+/// RFC 5044 §4.4: a wrong CRC on the peer's first FPDU is found by mpa-crc alone.
+#[test]
+fn rfc5044_4_4_wrong_crc_is_found_by_the_crc_case() {
+    let (failed, code, out) = with_fault("bad-crc", &[]);
+    assert_eq!(failed, map(&[("mpa-crc", "FAIL")]), "{out}");
+    assert_eq!(code, Some(1), "{out}");
+}
+
+/// RFC 5040 §6.1: Read Requests beyond the IRD served instead of refused are found by
+/// rdmap-ird alone.
+#[test]
+fn rfc5040_6_1_ird_not_enforced_is_found_by_the_ird_case() {
+    let (failed, code, out) = with_fault("ird-not-enforced", &[]);
+    assert_eq!(failed, map(&[("rdmap-ird", "FAIL")]), "{out}");
+    assert_eq!(code, Some(1), "{out}");
+}
+
+/// RFC 5044 §7.1.1 C: a peer with strict CRC (the t404 profile at revision 2) refuses a
+/// Request without C, which mpa-crc-not-requested reports as a DEVIATION; with --crc in every
+/// other Request the rest pass or are N/A for what that peer declines (markers, P2P).
+#[test]
+fn rfc5044_7_1_1_strict_crc_peer_is_a_deviation_of_the_crc_case() {
+    let srv = Server::rping(&[
+        "-P",
+        "--timeout",
+        "20",
+        "--profile",
+        "t404",
+        "--mpa-rev",
+        "2",
+    ]);
+    let (out, v) = conform(srv.port, "t404", &["--crc", "--skip", "request-timeout"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let deviations: Vec<&str> = not_passed(&v)
+        .into_iter()
+        .filter(|(_, verdict)| *verdict != "N/A")
+        .map(|(id, verdict)| {
+            assert_eq!(verdict, "DEVIATION", "{}", text(&out));
+            id
+        })
+        .collect();
+    assert_eq!(deviations, ["mpa-crc-not-requested"], "{}", text(&out));
+    for declined in ["mpa-markers", "mpa-p2p-echo", "mpa-rtr-write"] {
+        assert_eq!(v[declined], "N/A", "{}", text(&out));
+    }
+    assert_eq!(v["mpa-crc"], "PASS", "{}", text(&out));
+    assert_eq!(v["rdmap-read"], "PASS", "{}", text(&out));
+}
+
+/// With nothing known about the peer's application, the cases that need its buffers are
+/// N/A and the rest still pass.
+#[test]
+fn bare_peer_runs_only_what_needs_no_application() {
+    let srv = peer(&[]);
+    let (out, v) = conform(
+        srv.port,
+        "bare",
+        &["--app", "bare", "--skip", "request-timeout"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let na: Vec<&str> = not_passed(&v)
+        .into_iter()
+        .inspect(|(_, verdict)| assert_eq!(*verdict, "N/A", "{}", text(&out)))
+        .map(|(id, _)| id)
+        .collect();
+    for needs_buffers in ["ddp-bounds", "ddp-no-buffer", "rdmap-read", "rdmap-ird"] {
+        assert!(na.contains(&needs_buffers), "{na:?}");
+    }
+    for runs_anyway in [
+        "mpa-rev1",
+        "ddp-invalid-qn",
+        "ddp-invalid-stag",
+        "rdmap-opcode",
+    ] {
+        assert_eq!(v[runs_anyway], "PASS", "{}", text(&out));
+    }
+}
+
+/// `softrnic conform --listen`: the port of its "softrnic conform: listening on ADDR" line.
+fn listen_port(line: &str) -> Option<u16> {
+    line.strip_prefix("softrnic conform: listening on ")
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+}
+
+/// Runs `softrnic conform --listen` with softrnic rping clients (`client` options) connecting
+/// one after the other until it is done; the exit and the verdict of each case.
+fn listen_run(name: &str, client: &[&str]) -> (common::Exit, BTreeMap<String, String>) {
+    let json = scratch(&format!("{name}.json"));
+    let pcap = scratch(&format!("{name}.pcap"));
+    let args = [
+        "conform",
+        "--listen",
+        "127.0.0.1:0",
+        "--accept-timeout",
+        "20",
+        "-q",
+        "--json",
+        json.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ];
+    let mut runner = Server::start(&args, listen_port);
+    let port = runner.port.to_string();
+    let mut clients = 0;
+    while runner.alive() {
+        clients += 1;
+        assert!(clients < 50, "the runner wants too many connections");
+        let _ = bin()
+            .args(["rping", "-c", "-a", "127.0.0.1", "-p", &port, "-C", "1"])
+            .args(["--timeout", "5"])
+            .args(client)
+            .output();
+    }
+    let exit = runner.wait();
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{e}: {exit:?}"));
+    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON report");
+    let verdicts = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap_or("").to_string(),
+                r["verdict"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    (exit, verdicts)
+}
+
+/// The peer as initiator (softrnic rping clients in P2P mode): every initiator case passes.
+#[test]
+fn listen_clean_softrnic_initiator_passes_every_case() {
+    let (exit, v) = listen_run("listen-clean", &["--p2p"]);
+    assert!(exit.status.success(), "{}", exit.text());
+    let mut all = catalogue("initiator");
+    all.sort();
+    assert_eq!(v.keys().cloned().collect::<Vec<_>>(), all);
+    assert!(not_passed(&v).is_empty(), "{v:?}\n{}", exit.text());
+}
+
+/// RFC 6581 §9 / RFC 5041 §5.2: an initiator's RTR with STag 0 is a DEVIATION (Chelsio
+/// refuses it) of init-rtr-stag alone; the same peer without P2P makes the RTR cases N/A.
+#[test]
+fn rfc6581_9_rtr_with_stag_0_is_a_deviation_of_the_rtr_stag_case() {
+    let (exit, v) = listen_run("listen-stag0", &["--p2p", "--fault", "rtr-stag-zero"]);
+    assert!(exit.status.success(), "{}", exit.text());
+    assert_eq!(
+        not_passed(&v),
+        BTreeMap::from([("init-rtr-stag", "DEVIATION")]),
+        "{}",
+        exit.text()
+    );
+    let (exit, v) = listen_run("listen-no-p2p", &[]);
+    assert!(exit.status.success(), "{}", exit.text());
+    assert_eq!(
+        not_passed(&v),
+        BTreeMap::from([("init-rtr-stag", "N/A"), ("init-rtr-type", "N/A")]),
+        "{}",
+        exit.text()
+    );
+}
+
+/// Bad arguments exit 2 with a message: no peer, a selection that leaves no case.
+#[test]
+fn conform_refuses_bad_arguments() {
+    let out = bin().arg("conform").output().expect("run");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let out = bin()
+        .args(["conform", "127.0.0.1:9", "--case", "no-such-case"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(text(&out).contains("no case left"), "{}", text(&out));
+}

@@ -1,0 +1,2062 @@
+//! The catalogue: one function per case, each on a connection of its own.
+
+use std::time::Duration;
+
+use ddp::{DdpCode, TaggedCode, UntaggedCode};
+use mpa::{ConnFrame, EnhancedData, FrameKind, RtrSet, RtrType};
+use rdmap::{Header, Message, OperationCode, ProtectionCode, RdmapCode, ReadRequest, TermCause};
+
+use crate::term::{self, Layout, PeerTerminate};
+use crate::wire::{Conn, ReplyOutcome, RxFpdu, RxOutcome};
+use crate::{Case, Ctx, Outcome, PeerApp, Verdict};
+
+use Verdict::{Deviation, Fail, NotApplicable as NA, Pass};
+
+/// The STag and Tagged Offset the runner advertises as its rping start buffer (it holds no
+/// memory: the peer's Read Request is only inspected).
+const RUNNER_STAG: u32 = 0x0000_5a01;
+const RUNNER_TO: u64 = 0x0000_7000_0000_1000;
+/// The STag the runner names as the sink of its own Read Requests.
+const RUNNER_SINK_STAG: u32 = 0x0000_5b01;
+/// rping's default size, what the runner advertises.
+const ADV_SIZE: u32 = 64;
+/// The receive buffer an rping application posts (`struct rping_rdma_info`).
+const RPING_RECV_LEN: usize = 16;
+/// How far past the start of the peer's buffer the bounds cases reach (more than any rping
+/// buffer, which is at most 64 KiB).
+const FAR: u64 = 1 << 20;
+/// The bit flipped in a real STag to make one the peer never registered (as `softrnic
+/// rping --inject bad-stag` does).
+const STAG_FLIP: u32 = 0x0080_0000;
+/// What the peer did when it closed and sent nothing else.
+const CLOSED_WITHOUT_TERMINATE: &str = "closed the connection without a Terminate";
+/// How long "the peer stays quiet" is watched.
+const QUIET: Duration = Duration::from_millis(400);
+
+macro_rules! case {
+    ($id:literal, $clause:literal, $requires:literal, $f:ident) => {
+        Case {
+            id: $id,
+            clause: $clause,
+            requires: $requires,
+            peer_initiates: false,
+            run: $f,
+        }
+    };
+    (initiator $id:literal, $clause:literal, $requires:literal, $f:ident) => {
+        Case {
+            id: $id,
+            clause: $clause,
+            requires: $requires,
+            peer_initiates: true,
+            run: $f,
+        }
+    };
+}
+
+static CATALOGUE: &[Case] = &[
+    case!(
+        "mpa-rev2",
+        "RFC 5044 §7.1.1 Rev, RFC 6581 §7",
+        "accept a revision 2 Request with H: Reply Rev 2, R 0, H 1 with IRD/ORD, Res 0",
+        mpa_rev2
+    ),
+    case!(
+        "mpa-rev1",
+        "RFC 5044 §7.1.1 Rev",
+        "answer revision 1 with revision 1 (accept) or reject it; never a higher revision",
+        mpa_rev1
+    ),
+    case!(
+        "mpa-rev-unknown",
+        "RFC 5044 §7.1.1 Rev",
+        "not accept an unknown revision: Reply with R 1 or close",
+        mpa_rev_unknown
+    ),
+    case!(
+        "mpa-reject-close",
+        "RFC 5044 §7.1.2",
+        "close the TCP connection after a rejecting Reply",
+        mpa_reject_close
+    ),
+    case!(
+        "mpa-reserved-bits",
+        "RFC 5044 §7.1.1 Res",
+        "ignore the Res bits of the Request and send them as 0",
+        mpa_reserved_bits
+    ),
+    case!(
+        "mpa-markers",
+        "RFC 5044 §7.1.1 M, §5",
+        "with M 1 in the Request: reject, or insert a marker every 512 octets pointing at its FPDU",
+        mpa_markers
+    ),
+    case!(
+        "mpa-crc",
+        "RFC 5044 §7.1.1 C, §4.4",
+        "with C 1 in the Request: reject, or use CRC32c on every FPDU it sends",
+        mpa_crc
+    ),
+    case!(
+        "mpa-crc-not-requested",
+        "RFC 5044 §7.1.1 C",
+        "a Request with C 0: accepted (CRC then runs if the Reply sets C)",
+        mpa_crc_not_requested
+    ),
+    case!(
+        "mpa-crc-error",
+        "RFC 5044 §4.4, §8",
+        "an FPDU with a wrong CRC: Terminate LLP/MPA 'MPA CRC Error' (0x2/0x0/0x02) or close, before anything else (the FPDU is not taken)",
+        mpa_crc_error
+    ),
+    case!(
+        "mpa-pd-512",
+        "RFC 5044 §7.1.1 PD_Length",
+        "accept 512 octets of private data (RFC 6581 enhanced data included)",
+        mpa_pd_512
+    ),
+    case!(
+        "mpa-pd-513",
+        "RFC 5044 §7.1.1 PD_Length",
+        "refuse PD_Length above 512: Reply with R 1 or close",
+        mpa_pd_513
+    ),
+    case!(
+        "mpa-ird-ord",
+        "RFC 6581 §7",
+        "Reply ORD not above the initiator's IRD (IRD 2, ORD 8 sent)",
+        mpa_ird_ord
+    ),
+    case!(
+        "mpa-p2p-echo",
+        "RFC 6581 §9 P2P",
+        "accept P2P and echo the P2P flag with one RTR type, or reject (no matching RTR)",
+        mpa_p2p_echo
+    ),
+    case!(
+        "mpa-rtr-write",
+        "RFC 6581 §9 RTR",
+        "offered only the Write RTR: select exactly it (or reject); take the zero-length Write",
+        mpa_rtr_write
+    ),
+    case!(
+        "mpa-rtr-read",
+        "RFC 6581 §9 RTR",
+        "offered only the Read RTR: select exactly it (or reject); answer it with a zero-length Read Response",
+        mpa_rtr_read
+    ),
+    case!(
+        "mpa-rtr-send",
+        "RFC 6581 §9 RTR",
+        "offered only the Send RTR: select exactly it (or reject); take the zero-length Send",
+        mpa_rtr_send
+    ),
+    case!(
+        "mpa-rtr-choice",
+        "RFC 6581 §9 RTR",
+        "offered all three RTR types: select exactly one",
+        mpa_rtr_choice
+    ),
+    case!(
+        "mpa-rtr-stag0",
+        "RFC 5041 §5.2, RFC 6581 §9",
+        "a zero-length Write RTR with STag 0: not checked, the connection goes on",
+        mpa_rtr_stag0
+    ),
+    case!(
+        "mpa-responder-waits",
+        "RFC 5044 §7.1.2",
+        "the responder sends nothing after its Reply until the initiator's first FPDU",
+        mpa_responder_waits
+    ),
+    case!(
+        "mpa-request-timeout",
+        "RFC 5044 §7.1 (Request timer)",
+        "give up on an initiator that never completes its Request: close the connection",
+        mpa_request_timeout
+    ),
+    case!(
+        "ddp-version",
+        "RFC 5041 §4.1 DV, §7.2",
+        "DV 0 on an untagged segment: Terminate DDP Untagged 'Invalid DDP version' (0x1/0x2/0x06); a header copy, if any, is the header sent",
+        ddp_version
+    ),
+    case!(
+        "ddp-invalid-qn",
+        "RFC 5041 §7.1, §7.2",
+        "a Send on QN 5: Terminate DDP Untagged 'Invalid QN' (0x1/0x2/0x01), header copied",
+        ddp_invalid_qn
+    ),
+    case!(
+        "ddp-msn-range",
+        "RFC 5041 §7.1, §7.2",
+        "a Send with MSN far ahead: Terminate DDP Untagged 'MSN range is not valid' (0x1/0x2/0x03), header copied",
+        ddp_msn_range
+    ),
+    case!(
+        "ddp-no-buffer",
+        "RFC 5041 §7.1, §7.2",
+        "a Send beyond the posted receives: Terminate DDP Untagged 'no buffer available' (0x1/0x2/0x02), header copied",
+        ddp_no_buffer
+    ),
+    case!(
+        "ddp-too-long",
+        "RFC 5041 §7.1, §7.2",
+        "a 64-octet Send into a 16-octet receive: Terminate DDP Untagged 'Message too long' (0x1/0x2/0x05), header copied",
+        ddp_too_long
+    ),
+    case!(
+        "ddp-invalid-stag",
+        "RFC 5041 §7.1, §7.2",
+        "an RDMA Write to an STag never advertised: Terminate DDP Tagged 'Invalid STag' (0x1/0x1/0x00), header copied",
+        ddp_invalid_stag
+    ),
+    case!(
+        "ddp-bounds",
+        "RFC 5041 §7.1, §7.2",
+        "an RDMA Write past the advertised buffer: Terminate DDP Tagged 'Base or bounds violation' (0x1/0x1/0x01), header copied",
+        ddp_bounds
+    ),
+    case!(
+        "ddp-to-wrap",
+        "RFC 5041 §7.1, §7.2",
+        "an RDMA Write whose TO + length wraps 64 bits: Terminate DDP Tagged 'TO wrap' (0x1/0x1/0x03), header copied",
+        ddp_to_wrap
+    ),
+    case!(
+        "ddp-stag-not-associated",
+        "RFC 5041 §7.1, §7.2",
+        "an RDMA Write to a buffer of another connection (another PD): Terminate DDP Tagged 'STag not associated with DDP Stream' (0x1/0x1/0x02), header copied",
+        ddp_stag_not_associated
+    ),
+    case!(
+        "ddp-invalid-mo",
+        "RFC 5041 §7.1, §7.2",
+        "a Send segment at MO 4096 of a 16-octet receive: Terminate DDP Untagged 'Invalid MO' (0x1/0x2/0x04), header copied",
+        ddp_invalid_mo
+    ),
+    case!(
+        "ddp-access",
+        "RFC 5040 §4.8 (Access rights violation)",
+        "an access the STag's rights do not grant: Terminate RDMAP Remote Protection 'Access rights violation' (0x0/0x1/0x02)",
+        ddp_access
+    ),
+    case!(
+        "rdmap-version",
+        "RFC 5040 §4.1 RV, §7.2",
+        "RV 0: Terminate RDMAP Remote Operation 'Invalid RDMAP version' (0x0/0x2/0x05); a header copy, if any, is the header sent",
+        rdmap_version
+    ),
+    case!(
+        "rdmap-opcode",
+        "RFC 5040 §4.1 OpCode, §7.2",
+        "reserved opcode 0xC: Terminate RDMAP Remote Operation 'Unexpected OpCode' (0x0/0x2/0x06); a header copy, if any, is the header sent",
+        rdmap_opcode
+    ),
+    case!(
+        "rdmap-read",
+        "RFC 5040 §5.2.1, §5.2.2",
+        "a valid RDMA Read Request: one Read Response to the named sink STag/TO, L set, the size asked",
+        rdmap_read
+    ),
+    case!(
+        "rdmap-read-invalid-stag",
+        "RFC 5040 §4.8, §7.1",
+        "a Read Request for an STag never advertised: Terminate RDMAP Remote Protection 'Invalid STag' (0x0/0x1/0x00), DDP and Read Request headers copied",
+        rdmap_read_invalid_stag
+    ),
+    case!(
+        "rdmap-read-bounds",
+        "RFC 5040 §4.8, §7.1",
+        "a Read Request past the buffer: Terminate RDMAP Remote Protection 'Base or bounds violation' (0x0/0x1/0x01), headers copied",
+        rdmap_read_bounds
+    ),
+    case!(
+        "rdmap-read-not-associated",
+        "RFC 5040 §4.8, §7.1",
+        "a Read Request of a buffer of another connection: Terminate RDMAP Remote Protection 'STag not associated with RDMAP Stream' (0x0/0x1/0x03), headers copied",
+        rdmap_read_not_associated
+    ),
+    case!(
+        "rdmap-atomic-access",
+        "RFC 7306 §5.1, RFC 5040 §4.8",
+        "a Fetch and Add on a buffer without remote atomic rights: Terminate RDMAP Remote Protection 'Access rights violation' (0x0/0x1/0x02), header copied",
+        rdmap_atomic_access
+    ),
+    case!(
+        "rdmap-ird",
+        "RFC 5040 §6.1, RFC 6581 §7 IRD",
+        "more outstanding Read Requests than its IRD: Terminate DDP Untagged 'Invalid MSN' (0x1/0x2/0x02 or 0x03)",
+        rdmap_ird
+    ),
+    case!(
+        "rdmap-terminate-layout",
+        "RFC 5040 §4.8 Terminate Control",
+        "Layer in bits 0-3, Error Type 4-7, M/D/R bits 16-18, reserved bits 0",
+        rdmap_terminate_layout
+    ),
+    case!(
+        "rdmap-after-terminate",
+        "RFC 5040 §7.1 (Terminate is the last message)",
+        "nothing after its Terminate; the stream is closed",
+        rdmap_after_terminate
+    ),
+    case!(
+        initiator "init-request",
+        "RFC 5044 §7.1.1",
+        "a well-formed Request: the key, Rev 1 or 2, R 0, Res 0, PD_Length at most 512, IRD/ORD with H",
+        init_request
+    ),
+    case!(
+        initiator "init-waits-for-reply",
+        "RFC 5044 §7.1.2",
+        "nothing after the Request until the Reply",
+        init_waits_for_reply
+    ),
+    case!(
+        initiator "init-reject",
+        "RFC 5044 §7.1.1 R, §7.1.2",
+        "after a Reply with R 1 (and private data): no FPDU, the connection closed",
+        init_reject
+    ),
+    case!(
+        initiator "init-first-fpdu",
+        "RFC 5044 §7.1.2",
+        "after the Reply, the initiator's first FPDU: a well-formed ULPDU (with a good CRC when negotiated)",
+        init_first_fpdu
+    ),
+    case!(
+        initiator "init-rtr-type",
+        "RFC 6581 §9 RTR",
+        "in P2P mode the first FPDU is the RTR of the type the Reply selected",
+        init_rtr_type
+    ),
+    case!(
+        initiator "init-rtr-stag",
+        "RFC 6581 §9 RTR, RFC 5041 §5.2",
+        "a tagged RTR (zero-length Write or Read) with a non-zero STag, as Chelsio adapters need",
+        init_rtr_stag
+    ),
+    case!(
+        initiator "init-after-terminate",
+        "RFC 5040 §7.1 (Terminate is the last message)",
+        "after receiving a Terminate: no FPDU (no Terminate in reply), the stream closed",
+        init_after_terminate
+    ),
+];
+
+mod initiator;
+use initiator::{
+    init_after_terminate, init_first_fpdu, init_reject, init_request, init_rtr_stag, init_rtr_type,
+    init_waits_for_reply,
+};
+
+/// Every case, in the order a run takes them.
+pub fn catalogue() -> &'static [Case] {
+    CATALOGUE
+}
+
+// ------------------------------------------------------------------------------------------
+// Frames and messages
+// ------------------------------------------------------------------------------------------
+
+/// An enhanced (revision 2, H) Request with IRD/ORD and no private data.
+fn enhanced_request(ird: u16, ord: u16, rtr: Option<RtrSet>) -> ConnFrame {
+    let mut f = ConnFrame::new(FrameKind::Request, 2);
+    f.enhanced_flag = true;
+    f.enhanced = Some(EnhancedData {
+        ird,
+        ord,
+        p2p: rtr.is_some(),
+        rtr: rtr.unwrap_or(RtrSet::EMPTY),
+    });
+    f
+}
+
+fn rtr_name(s: &RtrSet) -> String {
+    let v: Vec<&str> = [(s.write, "Write"), (s.read, "Read"), (s.send, "Send")]
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, n)| *n)
+        .collect();
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join("+")
+    }
+}
+
+/// A frame in words.
+fn describe_frame(f: &ConnFrame) -> String {
+    let kind = match f.kind {
+        FrameKind::Request => "Request",
+        FrameKind::Reply => "Reply",
+    };
+    let mut s = format!(
+        "{kind} Rev {} M{} C{} R{} H{}",
+        f.revision,
+        u8::from(f.markers),
+        u8::from(f.crc),
+        u8::from(f.reject),
+        u8::from(f.enhanced_flag)
+    );
+    if f.reserved != 0 {
+        s.push_str(&format!(" Res {:#x}", f.reserved));
+    }
+    if let Some(e) = f.enhanced {
+        s.push_str(&format!(" IRD {} ORD {}", e.ird, e.ord));
+        if e.p2p {
+            s.push_str(&format!(" P2P RTR {}", rtr_name(&e.rtr)));
+        }
+    }
+    s.push_str(&format!(" PD {}", f.pd_length()));
+    s
+}
+
+fn bytes_of(f: &ConnFrame) -> Vec<u8> {
+    f.to_bytes().unwrap_or_default()
+}
+
+/// A Send message (QN 0) carrying `payload`.
+fn send_ulpdu(msn: u32, payload: &[u8]) -> Vec<u8> {
+    Header::Send {
+        solicited_event: false,
+        invalidate_stag: None,
+        last: true,
+        msn,
+        mo: 0,
+    }
+    .encode(payload)
+    .unwrap_or_default()
+}
+
+/// An untagged header by hand: DDP control `ddp_ctrl` (T 0; L and DV as given), RDMAP
+/// control `rdmap_ctrl`, QN, MSN, MO.
+fn untagged_raw(ddp_ctrl: u8, rdmap_ctrl: u8, qn: u32, msn: u32, mo: u32) -> Vec<u8> {
+    let mut v = vec![ddp_ctrl, rdmap_ctrl, 0, 0, 0, 0];
+    v.extend_from_slice(&qn.to_be_bytes());
+    v.extend_from_slice(&msn.to_be_bytes());
+    v.extend_from_slice(&mo.to_be_bytes());
+    v
+}
+
+/// DDP control octet: untagged, last, DV 1.
+const DDP_UNTAGGED_LAST: u8 = 0x41;
+/// RDMAP control octet of a Send (RV 1).
+const RDMAP_SEND: u8 = 0x43;
+
+fn write_ulpdu(stag: u32, to: u64, payload: &[u8]) -> Vec<u8> {
+    Header::RdmaWrite {
+        last: true,
+        stag,
+        to,
+    }
+    .encode(payload)
+    .unwrap_or_default()
+}
+
+fn read_request_ulpdu(msn: u32, request: ReadRequest) -> Vec<u8> {
+    Header::ReadRequest { msn, request }
+        .to_vec()
+        .unwrap_or_default()
+}
+
+/// The rping advertisement `{u64 buf, u32 rkey, u32 size}`, big endian.
+fn rping_info(buf: u64, rkey: u32, size: u32) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&buf.to_be_bytes());
+    b[8..12].copy_from_slice(&rkey.to_be_bytes());
+    b[12..].copy_from_slice(&size.to_be_bytes());
+    b
+}
+
+/// A received ULPDU in words.
+fn describe_ulpdu(u: &[u8]) -> String {
+    if let Some(t) = term::read(u) {
+        return t.describe();
+    }
+    match Message::parse(u) {
+        Ok(m) => match m.header {
+            Header::RdmaWrite { stag, to, .. } => {
+                format!(
+                    "RDMA Write STag {stag:#x} TO {to:#x}, {} octets",
+                    m.payload.len()
+                )
+            }
+            Header::ReadRequest { msn, request: r } => format!(
+                "Read Request MSN {msn}: {} octets from STag {:#x} TO {:#x} to STag {:#x} TO {:#x}",
+                r.size, r.source_stag, r.source_to, r.sink_stag, r.sink_to
+            ),
+            Header::ReadResponse { last, stag, to } => format!(
+                "Read Response STag {stag:#x} TO {to:#x}{}, {} octets",
+                if last { " L" } else { "" },
+                m.payload.len()
+            ),
+            Header::Send { msn, .. } => format!("Send MSN {msn}, {} octets", m.payload.len()),
+            h => format!("{:?}", h.opcode()),
+        },
+        Err(e) => format!("unparseable ULPDU of {} octets ({e})", u.len()),
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Connections
+// ------------------------------------------------------------------------------------------
+
+impl Ctx<'_> {
+    fn connect(&mut self) -> Result<Conn, Outcome> {
+        Conn::connect(self.case, self.cfg.peer, self.cfg.step).map_err(|e| {
+            Outcome::new(Fail, "TCP SYN", format!("no connection: {e}"))
+                .because("the peer must be listening")
+        })
+    }
+
+    /// A Request with rping's settings (revision 2, H, IRD/ORD `ird`/`ord`, P2P offering
+    /// `rtr`), C set when the run asks for CRC in every Request.
+    fn request(&self, ird: u16, ord: u16, rtr: Option<RtrSet>) -> ConnFrame {
+        let mut f = enhanced_request(ird, ord, rtr);
+        f.crc = self.cfg.crc;
+        f
+    }
+
+    fn keep(&mut self, c: Conn) {
+        self.conns.push(c.close());
+    }
+
+    fn needs_rping(&self) -> Result<(), Outcome> {
+        match self.cfg.app {
+            PeerApp::RpingServer => Ok(()),
+            PeerApp::RpingClient | PeerApp::Bare => Err(Outcome::new(NA, "-", "-").because(
+                "needs a peer application that posts receives and exposes a buffer (run with --app rping-server)",
+            )),
+        }
+    }
+
+    /// Connects, sends `request` and waits for the answer.
+    fn negotiate(&mut self, request: &[u8]) -> Result<(Conn, ReplyOutcome), Outcome> {
+        let mut c = self.connect()?;
+        if let Err(e) = c.send_raw(request) {
+            let o = Outcome::new(Fail, "MPA Request", format!("write failed: {e}"));
+            self.keep(c);
+            return Err(o);
+        }
+        let r = c.read_frame(self.cfg.step);
+        Ok((c, r))
+    }
+}
+
+fn describe_reply(r: &ReplyOutcome) -> String {
+    match r {
+        ReplyOutcome::Frame(f) => describe_frame(f),
+        ReplyOutcome::Malformed(e, _) => format!("malformed frame ({e})"),
+        ReplyOutcome::Closed(n) => format!("closed the connection ({n} octets before)"),
+        ReplyOutcome::Timeout(n) => format!("no Reply in time ({n} octets)"),
+    }
+}
+
+/// A connection in full operation.
+struct Live {
+    c: Conn,
+    reply: ConnFrame,
+    /// Next MSN per queue (Send, Read Request).
+    msn: [u32; 2],
+    sent: Vec<String>,
+}
+
+impl Live {
+    fn send(&mut self, what: String, ulpdu: &[u8]) {
+        let _ = self.c.send_ulpdu(ulpdu);
+        self.sent.push(what);
+    }
+
+    fn next_send_msn(&mut self) -> u32 {
+        let m = self.msn[0];
+        self.msn[0] = m.wrapping_add(1);
+        m
+    }
+
+    fn next_read_msn(&mut self) -> u32 {
+        let m = self.msn[1];
+        self.msn[1] = m.wrapping_add(1);
+        m
+    }
+
+    fn sent(&self) -> String {
+        self.sent.join("; ")
+    }
+}
+
+/// Opens a connection in full operation with `request` (which the peer must accept).
+fn open_live(ctx: &mut Ctx<'_>, request: &ConnFrame) -> Result<Live, Outcome> {
+    let (mut c, r) = ctx.negotiate(&bytes_of(request))?;
+    let reply = match r {
+        ReplyOutcome::Frame(f) if f.kind == FrameKind::Reply && !f.reject => f,
+        other => {
+            let o = Outcome::new(Fail, describe_frame(request), describe_reply(&other))
+                .because("the peer refused a Request with rping's settings (IRD/ORD 1/1)");
+            ctx.keep(c);
+            return Err(o);
+        }
+    };
+    c.start_fpdus(request.crc || reply.crc, reply.markers, request.markers);
+    if !ctx.cfg.first_fpdu_delay.is_zero() {
+        std::thread::sleep(ctx.cfg.first_fpdu_delay);
+    }
+    Ok(Live {
+        c,
+        sent: vec![describe_frame(request)],
+        reply,
+        msn: [1, 1],
+    })
+}
+
+/// The rping opening: the runner advertises its start buffer; the peer's Read Request of it
+/// names the peer's own rdma buffer (sink STag and TO).
+fn rping_start(live: &mut Live, step: Duration) -> Result<ReadRequest, String> {
+    let msn = live.next_send_msn();
+    live.send(
+        format!("Send MSN {msn} {{buf {RUNNER_TO:#x}, rkey {RUNNER_STAG:#x}, size {ADV_SIZE}}}"),
+        &send_ulpdu(msn, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE)),
+    );
+    match live.c.recv(step) {
+        RxOutcome::Fpdu(f) => match Message::parse(&f.ulpdu) {
+            Ok(Message {
+                header: Header::ReadRequest { request, .. },
+                ..
+            }) if request.source_stag == RUNNER_STAG => Ok(request),
+            _ => Err(describe_ulpdu(&f.ulpdu)),
+        },
+        RxOutcome::Framing(e) => Err(format!("framing error: {e}")),
+        RxOutcome::Closed => Err("closed the connection".into()),
+        RxOutcome::Timeout => Err("no RDMA Read Request in time".into()),
+    }
+}
+
+/// Opens a live rping connection (rping's Request) and runs the opening.
+fn rping_live(ctx: &mut Ctx<'_>) -> Result<(Live, ReadRequest), Outcome> {
+    ctx.needs_rping()?;
+    let mut live = open_live(ctx, &ctx.request(1, 1, None))?;
+    match rping_start(&mut live, ctx.cfg.step) {
+        Ok(r) => Ok((live, r)),
+        Err(e) => {
+            let o = Outcome::new(Fail, live.sent(), e).because(
+                "an rping server answers the start advertisement with an RDMA Read Request of it",
+            );
+            ctx.keep(live.c);
+            Err(o)
+        }
+    }
+}
+
+/// Waits for the peer's Terminate (skipping other FPDUs, which are listed).
+fn await_terminate(live: &mut Live, step: Duration) -> Result<PeerTerminate, String> {
+    let mut seen = Vec::new();
+    loop {
+        match live.c.recv(step) {
+            RxOutcome::Fpdu(RxFpdu { ulpdu, .. }) => {
+                if let Some(t) = term::read(&ulpdu) {
+                    return Ok(t);
+                }
+                seen.push(describe_ulpdu(&ulpdu));
+            }
+            RxOutcome::Framing(e) => seen.push(format!("framing error: {e}")),
+            RxOutcome::Closed => {
+                seen.push(CLOSED_WITHOUT_TERMINATE.into());
+                return Err(seen.join("; "));
+            }
+            RxOutcome::Timeout => {
+                seen.push(format!("no Terminate within {} s", step.as_secs_f32()));
+                return Err(seen.join("; "));
+            }
+        }
+        if seen.len() > 64 {
+            return Err(format!("{} FPDUs and no Terminate", seen.len()));
+        }
+    }
+}
+
+/// Whether the Terminate must copy the DDP header of the offending segment.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Copy {
+    /// D set with the header (RFC 5040 §4.8, §7.1: errors in a segment whose layout is
+    /// known).
+    Required,
+    /// The segment's layout is unknown (wrong DDP or RDMAP version, reserved opcode): the
+    /// copy may be left out, but when D is set it must be the header sent.
+    Optional,
+}
+
+/// Judges the peer's Terminate for the segment `sent` (whose DDP header must be copied with
+/// D as `copy` says), against the causes allowed; `read` is the Read Request whose header
+/// must be copied with R. The Terminate Control's layout is not judged here (see
+/// rdmap-terminate-layout).
+fn judge(
+    t: &PeerTerminate,
+    allowed: &[TermCause],
+    sent: &[u8],
+    copy: Copy,
+    read: Option<&ReadRequest>,
+) -> (Verdict, String) {
+    let mut wrong = Vec::new();
+    if !cause_matches(t, allowed) {
+        let want: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+        wrong.push(format!("cause should be {}", want.join(" or ")));
+    }
+    let hlen = if sent.first().is_some_and(|c| c & 0x80 != 0) {
+        ddp::TAGGED_HEADER_LEN
+    } else {
+        ddp::UNTAGGED_HEADER_LEN
+    };
+    match (&t.ddp_header, sent.get(..hlen)) {
+        (Some(h), Some(s)) if h.as_slice() == s => {}
+        (Some(_), _) => wrong.push("the copied DDP header is not the one sent".into()),
+        (None, _) if copy == Copy::Optional => {}
+        (None, _) => wrong.push("D clear: the DDP header of the segment is not copied".into()),
+    }
+    if let Some(r) = read {
+        match &t.rdma_header {
+            Some(h) if h == r => {}
+            Some(_) => wrong.push("the copied Read Request header is not the one sent".into()),
+            None => wrong.push("R clear or no Read Request header copied".into()),
+        }
+    }
+    if wrong.is_empty() {
+        (Pass, String::new())
+    } else {
+        (Fail, wrong.join("; "))
+    }
+}
+
+/// Whether the Terminate's cause is one of `allowed`. A Terminate Control without M, D or R
+/// shows no sign of its layout, so a cause that matches with Layer and Error Type exchanged
+/// is taken as sent in the low-bit-first layout: the layout is judged by one case only
+/// (rdmap-terminate-layout), the cause by the others.
+fn cause_matches(t: &PeerTerminate, allowed: &[TermCause]) -> bool {
+    if allowed.contains(&t.cause) {
+        return true;
+    }
+    let (l, e, c) = t.cause.layer_etype_ecode();
+    let no_flags = t.control[2] == 0 && t.control[3] == 0;
+    no_flags && allowed.contains(&TermCause::from_wire(e, l, c))
+}
+
+/// Sends `ulpdu` on `live` and judges the Terminate it must draw.
+fn expect_terminate(
+    ctx: &mut Ctx<'_>,
+    mut live: Live,
+    what: String,
+    ulpdu: &[u8],
+    allowed: &[TermCause],
+    copy: Copy,
+    read: Option<&ReadRequest>,
+) -> Outcome {
+    live.send(what, ulpdu);
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) => {
+            let (v, why) = judge(&t, allowed, ulpdu, copy, read);
+            Outcome::new(v, live.sent(), t.describe()).because(why)
+        }
+        Err(e) => Outcome::new(Fail, live.sent(), e).because("no Terminate for an invalid segment"),
+    };
+    ctx.keep(live.c);
+    o
+}
+
+fn ddp_cause(c: DdpCode) -> TermCause {
+    TermCause::Ddp(c)
+}
+
+fn protection(c: ProtectionCode) -> TermCause {
+    TermCause::Rdmap(RdmapCode::RemoteProtection(c))
+}
+
+fn operation(c: OperationCode) -> TermCause {
+    TermCause::Rdmap(RdmapCode::RemoteOperation(c))
+}
+
+/// A live connection for cases that need no application knowledge; with an rping server
+/// the opening runs first (so that the peer is in its steady state).
+fn live_any(ctx: &mut Ctx<'_>) -> Result<(Live, Option<ReadRequest>), Outcome> {
+    match ctx.cfg.app {
+        PeerApp::RpingServer => rping_live(ctx).map(|(l, r)| (l, Some(r))),
+        PeerApp::RpingClient | PeerApp::Bare => {
+            open_live(ctx, &ctx.request(1, 1, None)).map(|l| (l, None))
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// MPA cases
+// ------------------------------------------------------------------------------------------
+
+fn done(ctx: &mut Ctx<'_>, c: Conn, o: Outcome) -> Outcome {
+    ctx.keep(c);
+    o
+}
+
+fn mpa_rev2(ctx: &mut Ctx<'_>) -> Outcome {
+    let req = ctx.request(1, 1, None);
+    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let sent = describe_frame(&req);
+    let seen = describe_reply(&r);
+    let o = match &r {
+        ReplyOutcome::Frame(f) => {
+            let mut wrong = Vec::new();
+            if f.kind != FrameKind::Reply {
+                wrong.push("not a Reply (key)");
+            }
+            if f.reject {
+                wrong.push("rejected a valid revision 2 Request");
+            }
+            if f.revision != 2 {
+                wrong.push("revision is not 2");
+            }
+            if !f.enhanced_flag || f.enhanced.is_none() {
+                wrong.push("H not echoed with IRD/ORD");
+            }
+            if f.reserved != 0 {
+                wrong.push("Res bits set");
+            }
+            if wrong.is_empty() {
+                Outcome::new(Pass, sent, seen)
+            } else {
+                Outcome::new(Fail, sent, seen).because(wrong.join("; "))
+            }
+        }
+        _ => Outcome::new(Fail, sent, seen).because("no valid Reply to a valid Request"),
+    };
+    done(ctx, c, o)
+}
+
+fn mpa_rev1(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut req = ConnFrame::new(FrameKind::Request, 1);
+    req.crc = ctx.cfg.crc;
+    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let o = match &r {
+        ReplyOutcome::Frame(f) if f.reject => {
+            Outcome::new(NA, sent, seen).because("the peer declines revision 1")
+        }
+        ReplyOutcome::Frame(f) if f.revision == 1 && f.kind == FrameKind::Reply => {
+            Outcome::new(Pass, sent, seen)
+        }
+        ReplyOutcome::Frame(_) => {
+            Outcome::new(Fail, sent, seen).because("accepted with a revision other than 1")
+        }
+        ReplyOutcome::Closed(_) => {
+            Outcome::new(NA, sent, seen).because("the peer declines revision 1 (closed)")
+        }
+        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
+    };
+    done(ctx, c, o)
+}
+
+fn unknown_rev_request() -> ConnFrame {
+    ConnFrame::new(FrameKind::Request, 3)
+}
+
+fn mpa_rev_unknown(ctx: &mut Ctx<'_>) -> Outcome {
+    let req = unknown_rev_request();
+    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let o = match &r {
+        ReplyOutcome::Frame(f) if f.reject => Outcome::new(Pass, sent, seen),
+        ReplyOutcome::Closed(_) => Outcome::new(Pass, sent, seen),
+        ReplyOutcome::Frame(_) => {
+            Outcome::new(Fail, sent, seen).because("accepted an unknown revision")
+        }
+        _ => Outcome::new(Fail, sent, seen).because("neither refused nor closed"),
+    };
+    done(ctx, c, o)
+}
+
+fn mpa_reject_close(ctx: &mut Ctx<'_>) -> Outcome {
+    let req = unknown_rev_request();
+    let (mut c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let sent = describe_frame(&req);
+    let o = match &r {
+        ReplyOutcome::Frame(f) if f.reject => {
+            if c.wait_close(ctx.cfg.step) {
+                Outcome::new(Pass, sent, format!("{}, then closed", describe_frame(f)))
+            } else {
+                Outcome::new(
+                    Fail,
+                    sent,
+                    format!("{}, connection left open", describe_frame(f)),
+                )
+                .because("a rejecting responder must close the connection")
+            }
+        }
+        ReplyOutcome::Closed(_) => Outcome::new(Pass, sent, describe_reply(&r)),
+        _ => Outcome::new(NA, sent, describe_reply(&r))
+            .because("the peer did not reject (judged by mpa-rev-unknown)"),
+    };
+    done(ctx, c, o)
+}
+
+fn mpa_reserved_bits(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut req = ctx.request(1, 1, None);
+    req.reserved = 0x0f;
+    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let o = match &r {
+        ReplyOutcome::Frame(f) if f.reject => {
+            Outcome::new(Fail, sent, seen).because("reserved bits must not be checked on receipt")
+        }
+        ReplyOutcome::Frame(f) if f.reserved != 0 => {
+            Outcome::new(Fail, sent, seen).because("reserved bits must be sent as 0")
+        }
+        ReplyOutcome::Frame(_) => Outcome::new(Pass, sent, seen),
+        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
+    };
+    done(ctx, c, o)
+}
+
+/// Negotiates `req`, which the peer may decline (N/A) but must answer; the connection in
+/// full operation when accepted.
+fn accept(ctx: &mut Ctx<'_>, req: &ConnFrame) -> Result<Live, Outcome> {
+    let (mut c, r) = ctx.negotiate(&bytes_of(req))?;
+    let reply = match r {
+        ReplyOutcome::Frame(f) if f.kind == FrameKind::Reply && !f.reject => f,
+        ReplyOutcome::Frame(f) if f.reject => {
+            let o = Outcome::new(NA, describe_frame(req), describe_frame(&f))
+                .because("the peer declines the feature");
+            return Err(done(ctx, c, o));
+        }
+        other => {
+            let o = Outcome::new(Fail, describe_frame(req), describe_reply(&other))
+                .because("no valid Reply");
+            return Err(done(ctx, c, o));
+        }
+    };
+    c.start_fpdus(req.crc || reply.crc, reply.markers, req.markers);
+    if !ctx.cfg.first_fpdu_delay.is_zero() {
+        std::thread::sleep(ctx.cfg.first_fpdu_delay);
+    }
+    Ok(Live {
+        c,
+        sent: vec![describe_frame(req)],
+        reply,
+        msn: [1, 1],
+    })
+}
+
+/// Negotiates `req` and, when accepted and the application allows, runs the rping opening
+/// on it: the peer's first FPDU is returned for the caller to judge.
+fn accept_and_first_fpdu(
+    ctx: &mut Ctx<'_>,
+    req: &ConnFrame,
+) -> Result<(Live, Option<Result<RxFpdu, String>>), Outcome> {
+    let mut live = accept(ctx, req)?;
+    if ctx.cfg.app != PeerApp::RpingServer {
+        return Ok((live, None));
+    }
+    let msn = live.next_send_msn();
+    live.send(
+        format!("Send MSN {msn} (rping start advertisement)"),
+        &send_ulpdu(msn, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE)),
+    );
+    let first = match live.c.recv(ctx.cfg.step) {
+        RxOutcome::Fpdu(f) => Ok(f),
+        RxOutcome::Framing(e) => Err(format!("framing error: {e}")),
+        RxOutcome::Closed => Err("closed the connection".into()),
+        RxOutcome::Timeout => Err("no FPDU in time".into()),
+    };
+    Ok((live, Some(first)))
+}
+
+fn mpa_markers(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut req = ctx.request(1, 1, None);
+    req.markers = true;
+    let (live, first) = match accept_and_first_fpdu(ctx, &req) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let reply = describe_frame(&live.reply);
+    let o = match first {
+        None => Outcome::new(Pass, live.sent(), format!("{reply} (accepted)"))
+            .because("markers accepted; not exercised without an application model"),
+        Some(Ok(f)) => Outcome::new(
+            Pass,
+            live.sent(),
+            format!("{reply}; {} with valid markers", describe_ulpdu(&f.ulpdu)),
+        ),
+        Some(Err(e)) => Outcome::new(Fail, live.sent(), format!("{reply}; {e}"))
+            .because("accepted markers but did not send them where RFC 5044 §5 puts them"),
+    };
+    done(ctx, live.c, o)
+}
+
+fn mpa_crc(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut req = ctx.request(1, 1, None);
+    req.crc = true;
+    let (live, first) = match accept_and_first_fpdu(ctx, &req) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let reply = describe_frame(&live.reply);
+    let o = match first {
+        None => Outcome::new(Pass, live.sent(), format!("{reply} (accepted)"))
+            .because("CRC accepted; not exercised without an application model"),
+        Some(Ok(f)) if f.crc_ok == Some(true) => Outcome::new(
+            Pass,
+            live.sent(),
+            format!("{reply}; {} with a good CRC", describe_ulpdu(&f.ulpdu)),
+        ),
+        Some(Ok(f)) => Outcome::new(
+            Fail,
+            live.sent(),
+            format!("{reply}; {} with a wrong CRC", describe_ulpdu(&f.ulpdu)),
+        )
+        .because("the CRC field does not match the FPDU (RFC 5044 §4.4)"),
+        Some(Err(e)) => {
+            Outcome::new(Fail, live.sent(), format!("{reply}; {e}")).because("no FPDU to check")
+        }
+    };
+    done(ctx, live.c, o)
+}
+
+fn mpa_crc_not_requested(ctx: &mut Ctx<'_>) -> Outcome {
+    let req = enhanced_request(1, 1, None);
+    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let o = match &r {
+        ReplyOutcome::Frame(f) if f.reject => Outcome::new(Deviation, sent, seen).because(
+            "refuses a Request without C (CRC required and strict, as Chelsio T404 and siw built with mpa_crc_required): RFC 5044 runs CRC when either side sets C",
+        ),
+        ReplyOutcome::Frame(f) if f.kind == FrameKind::Reply => Outcome::new(Pass, sent, seen),
+        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
+    };
+    done(ctx, c, o)
+}
+
+fn mpa_crc_error(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut req = ctx.request(1, 1, None);
+    req.crc = true;
+    // No opening: the FPDU with the bad CRC is the first one.
+    let mut live = match accept(ctx, &req) {
+        Ok(l) => l,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let ulpdu = send_ulpdu(msn, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE));
+    let mut fpdu = Vec::new();
+    live.c.frame(&ulpdu, &mut fpdu);
+    if let Some(last) = fpdu.last_mut() {
+        *last ^= 0xff;
+    }
+    live.sent.push(format!(
+        "Send MSN {msn} with its CRC field's last octet inverted"
+    ));
+    let _ = live.c.send_raw(&fpdu);
+    let want = TermCause::Mpa(rdmap::MpaCode::CrcError);
+    // The Terminate (or the close) must come first: anything else means the FPDU was taken.
+    let o = match live.c.recv(ctx.cfg.step) {
+        RxOutcome::Fpdu(f) => match term::read(&f.ulpdu) {
+            Some(t) if cause_matches(&t, &[want]) => Outcome::new(Pass, live.sent(), t.describe()),
+            Some(t) => Outcome::new(Fail, live.sent(), t.describe())
+                .because(format!("the cause should be {want}")),
+            None => Outcome::new(Fail, live.sent(), describe_ulpdu(&f.ulpdu))
+                .because("the FPDU with a wrong CRC was taken"),
+        },
+        RxOutcome::Closed => Outcome::new(Pass, live.sent(), CLOSED_WITHOUT_TERMINATE),
+        RxOutcome::Framing(e) => {
+            Outcome::new(Fail, live.sent(), format!("framing error: {e}")).because("no Terminate")
+        }
+        RxOutcome::Timeout => Outcome::new(Fail, live.sent(), "neither Terminate nor close")
+            .because("a CRC error must end the stream"),
+    };
+    done(ctx, live.c, o)
+}
+
+fn mpa_pd_512(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut req = ctx.request(1, 1, None);
+    req.private_data = (0..508u32).map(|i| (i % 251) as u8).collect();
+    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let o = match &r {
+        ReplyOutcome::Frame(f) if !f.reject && f.kind == FrameKind::Reply => {
+            Outcome::new(Pass, sent, seen)
+        }
+        _ => Outcome::new(Fail, sent, seen).because("512 octets of private data are allowed"),
+    };
+    done(ctx, c, o)
+}
+
+fn mpa_pd_513(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut req = ctx.request(1, 1, None);
+    req.private_data = (0..508u32).map(|i| (i % 251) as u8).collect();
+    let mut bytes = bytes_of(&req);
+    bytes.push(0x5a);
+    if let Some(len) = bytes.get_mut(18..20) {
+        len.copy_from_slice(&513u16.to_be_bytes());
+    }
+    let (c, r) = match ctx.negotiate(&bytes) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let sent = "Request Rev 2 H1 IRD 1 ORD 1 PD_Length 513".to_string();
+    let seen = describe_reply(&r);
+    let o = match &r {
+        ReplyOutcome::Frame(f) if f.reject => Outcome::new(Pass, sent, seen),
+        ReplyOutcome::Closed(_) => Outcome::new(Pass, sent, seen),
+        ReplyOutcome::Frame(_) => Outcome::new(Fail, sent, seen)
+            .because("accepted a Request with more than 512 octets of private data"),
+        _ => Outcome::new(Fail, sent, seen).because("neither refused nor closed"),
+    };
+    done(ctx, c, o)
+}
+
+fn mpa_ird_ord(ctx: &mut Ctx<'_>) -> Outcome {
+    let req = ctx.request(2, 8, None);
+    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let o = match &r {
+        ReplyOutcome::Frame(f) if f.reject => {
+            Outcome::new(Fail, sent, seen).because("refused a valid enhanced Request")
+        }
+        ReplyOutcome::Frame(f) => match f.enhanced {
+            Some(e) if e.ord <= 2 => Outcome::new(Pass, sent, seen),
+            Some(e) => Outcome::new(Fail, sent, seen)
+                .because(format!("Reply ORD {} exceeds the initiator's IRD 2", e.ord)),
+            None => Outcome::new(Fail, sent, seen).because("no IRD/ORD in the Reply"),
+        },
+        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
+    };
+    done(ctx, c, o)
+}
+
+fn mpa_p2p_echo(ctx: &mut Ctx<'_>) -> Outcome {
+    let req = ctx.request(1, 1, Some(RtrSet::ALL));
+    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let o = match &r {
+        ReplyOutcome::Frame(f) if f.reject => {
+            Outcome::new(NA, sent, seen).because("the peer declines peer-to-peer mode")
+        }
+        ReplyOutcome::Frame(f) => match f.enhanced {
+            Some(e) if e.p2p => Outcome::new(Pass, sent, seen),
+            Some(_) => Outcome::new(Fail, sent, seen).because(
+                "accepted a P2P Request without echoing P2P (a responder that does not run P2P must reject)",
+            ),
+            None => Outcome::new(Fail, sent, seen).because("no enhanced data in the Reply"),
+        },
+        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
+    };
+    done(ctx, c, o)
+}
+
+/// Negotiates P2P offering `offer`; the accepted Reply and live connection, or the outcome.
+fn p2p_live(ctx: &mut Ctx<'_>, offer: RtrSet) -> Result<(Live, RtrSet), Outcome> {
+    let req = ctx.request(1, 1, Some(offer));
+    let (mut c, r) = ctx.negotiate(&bytes_of(&req))?;
+    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let f = match r {
+        ReplyOutcome::Frame(f) if f.kind == FrameKind::Reply => f,
+        _ => {
+            return Err(done(
+                ctx,
+                c,
+                Outcome::new(Fail, sent, seen).because("no Reply"),
+            ));
+        }
+    };
+    if f.reject {
+        return Err(done(
+            ctx,
+            c,
+            Outcome::new(NA, sent, seen).because("the peer declines this RTR type"),
+        ));
+    }
+    let Some(e) = f.enhanced.filter(|e| e.p2p) else {
+        return Err(done(
+            ctx,
+            c,
+            Outcome::new(NA, sent, seen)
+                .because("the Reply does not run P2P (judged by mpa-p2p-echo)"),
+        ));
+    };
+    c.start_fpdus(f.crc, f.markers, false);
+    if !ctx.cfg.first_fpdu_delay.is_zero() {
+        std::thread::sleep(ctx.cfg.first_fpdu_delay);
+    }
+    Ok((
+        Live {
+            c,
+            sent: vec![sent],
+            reply: f,
+            msn: [1, 1],
+        },
+        e.rtr,
+    ))
+}
+
+/// Checks the selection of `t` and drives its RTR message.
+fn rtr_case(ctx: &mut Ctx<'_>, t: RtrType) -> Outcome {
+    let (mut live, chosen) = match p2p_live(ctx, RtrSet::only(t)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let reply = describe_frame(&live.reply);
+    if chosen != RtrSet::only(t) {
+        let o = Outcome::new(Fail, live.sent(), reply).because(format!(
+            "selected RTR {} when only {} was offered",
+            rtr_name(&chosen),
+            rtr_name(&RtrSet::only(t))
+        ));
+        return done(ctx, live.c, o);
+    }
+    let o = match t {
+        RtrType::Write => {
+            let u = Header::rtr_write().to_vec().unwrap_or_default();
+            live.send("zero-length RDMA Write STag 0x1 TO 0".into(), &u);
+            quiet_after_rtr(ctx, &mut live, &reply)
+        }
+        RtrType::Send => {
+            let msn = live.next_send_msn();
+            let u = Header::rtr_send(msn).to_vec().unwrap_or_default();
+            live.send(format!("zero-length Send MSN {msn}"), &u);
+            quiet_after_rtr(ctx, &mut live, &reply)
+        }
+        RtrType::Read => {
+            let msn = live.next_read_msn();
+            let u = Header::rtr_read(msn).to_vec().unwrap_or_default();
+            live.send(format!("zero-length Read Request MSN {msn} STag 0x1"), &u);
+            match live.c.recv(ctx.cfg.step) {
+                RxOutcome::Fpdu(f) => match Message::parse(&f.ulpdu) {
+                    Ok(Message {
+                        header:
+                            Header::ReadResponse {
+                                last: true, stag, ..
+                            },
+                        payload,
+                    }) if payload.is_empty() && stag == rdmap::RTR_STAG => Outcome::new(
+                        Pass,
+                        live.sent(),
+                        format!("{reply}; {}", describe_ulpdu(&f.ulpdu)),
+                    ),
+                    _ => Outcome::new(
+                        Fail,
+                        live.sent(),
+                        format!("{reply}; {}", describe_ulpdu(&f.ulpdu)),
+                    )
+                    .because(
+                        "a Read RTR is answered with a zero-length Read Response to its sink STag",
+                    ),
+                },
+                other => Outcome::new(Fail, live.sent(), format!("{reply}; {other:?}"))
+                    .because("no zero-length Read Response"),
+            }
+        }
+    };
+    done(ctx, live.c, o)
+}
+
+/// After an RTR the peer must not Terminate; quiet (or a non-Terminate FPDU) passes.
+fn quiet_after_rtr(ctx: &Ctx<'_>, live: &mut Live, reply: &str) -> Outcome {
+    let _ = ctx;
+    match live.c.recv(QUIET) {
+        RxOutcome::Timeout => Outcome::new(Pass, live.sent(), format!("{reply}; quiet")),
+        RxOutcome::Fpdu(f) if term::read(&f.ulpdu).is_none() => Outcome::new(
+            Pass,
+            live.sent(),
+            format!("{reply}; {}", describe_ulpdu(&f.ulpdu)),
+        ),
+        RxOutcome::Fpdu(f) => Outcome::new(
+            Fail,
+            live.sent(),
+            format!("{reply}; {}", describe_ulpdu(&f.ulpdu)),
+        )
+        .because("the negotiated RTR drew a Terminate"),
+        other => Outcome::new(Fail, live.sent(), format!("{reply}; {other:?}"))
+            .because("the connection did not survive the RTR"),
+    }
+}
+
+fn mpa_rtr_write(ctx: &mut Ctx<'_>) -> Outcome {
+    rtr_case(ctx, RtrType::Write)
+}
+
+fn mpa_rtr_read(ctx: &mut Ctx<'_>) -> Outcome {
+    rtr_case(ctx, RtrType::Read)
+}
+
+fn mpa_rtr_send(ctx: &mut Ctx<'_>) -> Outcome {
+    rtr_case(ctx, RtrType::Send)
+}
+
+fn mpa_rtr_choice(ctx: &mut Ctx<'_>) -> Outcome {
+    let (live, chosen) = match p2p_live(ctx, RtrSet::ALL) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let reply = describe_frame(&live.reply);
+    let o = if chosen.single().is_some() {
+        Outcome::new(Pass, live.sent(), reply)
+    } else {
+        Outcome::new(Fail, live.sent(), reply).because(format!(
+            "selected {} RTR types ({}); exactly one is required",
+            chosen.len(),
+            rtr_name(&chosen)
+        ))
+    };
+    done(ctx, live.c, o)
+}
+
+fn mpa_rtr_stag0(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, chosen) = match p2p_live(ctx, RtrSet::only(RtrType::Write)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let reply = describe_frame(&live.reply);
+    if chosen != RtrSet::only(RtrType::Write) {
+        let o = Outcome::new(NA, live.sent(), reply)
+            .because("the Write RTR was not selected (judged by mpa-rtr-write)");
+        return done(ctx, live.c, o);
+    }
+    let u = write_ulpdu(0, 0, &[]);
+    live.send("zero-length RDMA Write STag 0 TO 0".into(), &u);
+    let o = match live.c.recv(QUIET) {
+        RxOutcome::Timeout => Outcome::new(Pass, live.sent(), format!("{reply}; quiet")),
+        RxOutcome::Fpdu(f) => match term::read(&f.ulpdu) {
+            Some(t) if t.cause == ddp_cause(DdpCode::Tagged(TaggedCode::InvalidStag)) => {
+                Outcome::new(Deviation, live.sent(), t.describe()).because(
+                    "refuses a tagged RTR with STag 0 as Chelsio adapters do (RFC 5041 §5.2 forbids checking it)",
+                )
+            }
+            Some(t) => Outcome::new(Fail, live.sent(), t.describe())
+                .because("an RTR with STag 0 must not be checked"),
+            None => Outcome::new(Pass, live.sent(), describe_ulpdu(&f.ulpdu)),
+        },
+        other => Outcome::new(Fail, live.sent(), format!("{other:?}"))
+            .because("the connection did not survive the RTR"),
+    };
+    done(ctx, live.c, o)
+}
+
+fn mpa_responder_waits(ctx: &mut Ctx<'_>) -> Outcome {
+    let req = ctx.request(1, 1, None);
+    let (mut c, r) = match ctx.negotiate(&bytes_of(&req)) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let sent = describe_frame(&req);
+    let o = match &r {
+        ReplyOutcome::Frame(f) if !f.reject => {
+            let early = c.pending() + c.quiet_for(QUIET);
+            if early == 0 {
+                Outcome::new(
+                    Pass,
+                    sent,
+                    format!(
+                        "{}; nothing for {} ms",
+                        describe_frame(f),
+                        QUIET.as_millis()
+                    ),
+                )
+            } else {
+                Outcome::new(
+                    Fail,
+                    sent,
+                    format!("{}; then {early} octets unprompted", describe_frame(f)),
+                )
+                .because("a responder must wait for the initiator's first FPDU")
+            }
+        }
+        _ => Outcome::new(Fail, sent, describe_reply(&r)).because("no accepting Reply"),
+    };
+    done(ctx, c, o)
+}
+
+fn mpa_request_timeout(ctx: &mut Ctx<'_>) -> Outcome {
+    let mut c = match ctx.connect() {
+        Ok(c) => c,
+        Err(o) => return o,
+    };
+    let partial = mpa::frame::REQUEST_KEY.get(..10).unwrap_or(&[]);
+    let _ = c.send_raw(partial);
+    let sent = "the first 10 octets of an MPA Request, then nothing".to_string();
+    let start = std::time::Instant::now();
+    let closed = c.wait_close(ctx.cfg.request_timeout);
+    let o = if closed {
+        Outcome::new(
+            Pass,
+            sent,
+            format!("closed after {:.1} s", start.elapsed().as_secs_f32()),
+        )
+    } else {
+        Outcome::new(
+            Fail,
+            sent,
+            format!("still open after {} s", ctx.cfg.request_timeout.as_secs()),
+        )
+        .because("a responder must not wait forever for the MPA Request")
+    };
+    done(ctx, c, o)
+}
+
+// ------------------------------------------------------------------------------------------
+// DDP and RDMAP cases
+// ------------------------------------------------------------------------------------------
+
+fn ddp_version(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match live_any(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let mut u = untagged_raw(0x40, RDMAP_SEND, 0, msn, 0);
+    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
+    expect_terminate(
+        ctx,
+        live,
+        format!("Send MSN {msn} with DV 0"),
+        &u,
+        &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidVersion))],
+        Copy::Optional,
+        None,
+    )
+}
+
+fn ddp_invalid_qn(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match live_any(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let mut u = untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, msn, 0);
+    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
+    expect_terminate(
+        ctx,
+        live,
+        format!("Send on QN 5 MSN {msn}"),
+        &u,
+        &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidQn))],
+        Copy::Required,
+        None,
+    )
+}
+
+fn ddp_msn_range(ctx: &mut Ctx<'_>) -> Outcome {
+    let (live, _) = match live_any(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = 0x0100_0000;
+    let u = send_ulpdu(msn, &[0u8; RPING_RECV_LEN]);
+    expect_terminate(
+        ctx,
+        live,
+        format!("Send MSN {msn:#x}"),
+        &u,
+        &[ddp_cause(DdpCode::Untagged(UntaggedCode::MsnRange))],
+        Copy::Required,
+        None,
+    )
+}
+
+fn ddp_no_buffer(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    // The server keeps one receive posted: the first Send takes it, the second has none.
+    let m1 = live.next_send_msn();
+    let m2 = live.next_send_msn();
+    let first = send_ulpdu(m1, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE));
+    let second = send_ulpdu(m2, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE));
+    let mut both = Vec::new();
+    live.c.frame(&first, &mut both);
+    live.c.frame(&second, &mut both);
+    let _ = live.c.send_raw(&both);
+    live.sent
+        .push(format!("Send MSN {m1} and Send MSN {m2} in one segment"));
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) => {
+            let (v, why) = judge(
+                &t,
+                &[ddp_cause(DdpCode::Untagged(UntaggedCode::NoBuffer))],
+                &second,
+                Copy::Required,
+                None,
+            );
+            Outcome::new(v, live.sent(), t.describe()).because(why)
+        }
+        Err(e) => {
+            Outcome::new(Fail, live.sent(), e).because("no Terminate for a Send without a receive")
+        }
+    };
+    done(ctx, live.c, o)
+}
+
+fn ddp_too_long(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let u = send_ulpdu(msn, &[0x33u8; 64]);
+    expect_terminate(
+        ctx,
+        live,
+        format!("Send MSN {msn} of 64 octets"),
+        &u,
+        &[ddp_cause(DdpCode::Untagged(UntaggedCode::TooLong))],
+        Copy::Required,
+        None,
+    )
+}
+
+fn ddp_invalid_stag(ctx: &mut Ctx<'_>) -> Outcome {
+    let (live, read) = match live_any(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (stag, to) = read.map_or((0x00ff_ff00, 0), |r| (r.sink_stag ^ STAG_FLIP, r.sink_to));
+    let u = write_ulpdu(stag, to, &[0x44u8; 16]);
+    expect_terminate(
+        ctx,
+        live,
+        format!("RDMA Write of 16 octets to STag {stag:#x} TO {to:#x}"),
+        &u,
+        &[ddp_cause(DdpCode::Tagged(TaggedCode::InvalidStag))],
+        Copy::Required,
+        None,
+    )
+}
+
+fn ddp_bounds(ctx: &mut Ctx<'_>) -> Outcome {
+    let (live, read) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let to = read.sink_to.wrapping_add(FAR);
+    let u = write_ulpdu(read.sink_stag, to, &[0x44u8; 16]);
+    expect_terminate(
+        ctx,
+        live,
+        format!(
+            "RDMA Write of 16 octets to the peer's buffer STag {:#x} at TO {to:#x} (1 MiB in)",
+            read.sink_stag
+        ),
+        &u,
+        &[ddp_cause(DdpCode::Tagged(TaggedCode::BaseOrBounds))],
+        Copy::Required,
+        None,
+    )
+}
+
+fn ddp_to_wrap(ctx: &mut Ctx<'_>) -> Outcome {
+    let (live, read) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let to = u64::MAX - 7;
+    let u = write_ulpdu(read.sink_stag, to, &[0x44u8; 16]);
+    expect_terminate(
+        ctx,
+        live,
+        format!(
+            "RDMA Write of 16 octets to the peer's buffer STag {:#x} at TO {to:#x}",
+            read.sink_stag
+        ),
+        &u,
+        &[ddp_cause(DdpCode::Tagged(TaggedCode::ToWrap))],
+        Copy::Required,
+        None,
+    )
+}
+
+/// Two rping connections: the buffer the first reveals is used on the second. The first is
+/// returned too, to stay open (and its buffer registered) until the case is over.
+fn two_rping(ctx: &mut Ctx<'_>) -> Result<(Live, Live, ReadRequest), Outcome> {
+    let (first, theirs) = rping_live(ctx)?;
+    let (mut live, _) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => {
+            ctx.keep(first.c);
+            return Err(o);
+        }
+    };
+    live.sent.insert(
+        0,
+        format!(
+            "on a first connection, the rping opening (the peer's buffer: STag {:#x} TO {:#x})",
+            theirs.sink_stag, theirs.sink_to
+        ),
+    );
+    Ok((first, live, theirs))
+}
+
+fn ddp_stag_not_associated(ctx: &mut Ctx<'_>) -> Outcome {
+    let (first, live, theirs) = match two_rping(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let u = write_ulpdu(theirs.sink_stag, theirs.sink_to, &[0x44u8; 16]);
+    let o = expect_terminate(
+        ctx,
+        live,
+        format!(
+            "on a second connection, an RDMA Write of 16 octets to the first one's buffer STag {:#x}",
+            theirs.sink_stag
+        ),
+        &u,
+        &[ddp_cause(DdpCode::Tagged(TaggedCode::StagNotAssociated))],
+        Copy::Required,
+        None,
+    );
+    done(ctx, first.c, o)
+}
+
+fn ddp_invalid_mo(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let u = Header::Send {
+        solicited_event: false,
+        invalidate_stag: None,
+        last: true,
+        msn,
+        mo: 4096,
+    }
+    .encode(&[0u8; RPING_RECV_LEN])
+    .unwrap_or_default();
+    expect_terminate(
+        ctx,
+        live,
+        format!("Send MSN {msn} segment of 16 octets at MO 4096"),
+        &u,
+        &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidMo))],
+        Copy::Required,
+        None,
+    )
+}
+
+fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
+    match ctx.cfg.app {
+        PeerApp::RpingServer | PeerApp::RpingClient | PeerApp::Bare => Outcome::new(NA, "-", "-").because(
+            "the application exposes no STag that lacks a remote right (rping's buffer grants read and write)",
+        ),
+    }
+}
+
+fn rdmap_version(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match live_any(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let mut u = untagged_raw(DDP_UNTAGGED_LAST, 0x03, 0, msn, 0);
+    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
+    expect_terminate(
+        ctx,
+        live,
+        format!("Send MSN {msn} with RV 0"),
+        &u,
+        &[operation(OperationCode::InvalidVersion)],
+        Copy::Optional,
+        None,
+    )
+}
+
+fn rdmap_opcode(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match live_any(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let mut u = untagged_raw(DDP_UNTAGGED_LAST, 0x4c, 0, msn, 0);
+    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
+    expect_terminate(
+        ctx,
+        live,
+        format!("untagged message on QN 0 MSN {msn} with opcode 0xC"),
+        &u,
+        &[operation(OperationCode::UnexpectedOpcode)],
+        Copy::Optional,
+        None,
+    )
+}
+
+fn read_of(source_stag: u32, source_to: u64, size: u32) -> ReadRequest {
+    ReadRequest {
+        sink_stag: RUNNER_SINK_STAG,
+        sink_to: 0,
+        size,
+        source_stag,
+        source_to,
+    }
+}
+
+fn rdmap_read(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, peer) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_read_msn();
+    let req = read_of(peer.sink_stag, peer.sink_to, 16);
+    live.send(
+        format!(
+            "Read Request MSN {msn}: 16 octets of the peer's buffer STag {:#x} TO {:#x}",
+            peer.sink_stag, peer.sink_to
+        ),
+        &read_request_ulpdu(msn, req),
+    );
+    let o = match live.c.recv(ctx.cfg.step) {
+        RxOutcome::Fpdu(f) => {
+            let seen = describe_ulpdu(&f.ulpdu);
+            match Message::parse(&f.ulpdu) {
+                Ok(Message {
+                    header: Header::ReadResponse { last, stag, to },
+                    payload,
+                }) => {
+                    if last && stag == RUNNER_SINK_STAG && to == 0 && payload.len() == 16 {
+                        Outcome::new(Pass, live.sent(), seen)
+                    } else {
+                        Outcome::new(Fail, live.sent(), seen).because(
+                            "the Read Response must carry the sink STag/TO, L, the 16 octets",
+                        )
+                    }
+                }
+                _ => Outcome::new(Fail, live.sent(), seen).because("not a Read Response"),
+            }
+        }
+        other => Outcome::new(Fail, live.sent(), format!("{other:?}")).because("no Read Response"),
+    };
+    done(ctx, live.c, o)
+}
+
+fn rdmap_read_invalid_stag(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, peer) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_read_msn();
+    let req = read_of(peer.sink_stag ^ STAG_FLIP, peer.sink_to, 16);
+    let u = read_request_ulpdu(msn, req);
+    expect_terminate(
+        ctx,
+        live,
+        format!(
+            "Read Request MSN {msn}: 16 octets from STag {:#x} (never advertised)",
+            req.source_stag
+        ),
+        &u,
+        &[protection(ProtectionCode::InvalidStag)],
+        Copy::Required,
+        Some(&req),
+    )
+}
+
+fn rdmap_read_bounds(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, peer) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_read_msn();
+    let req = read_of(peer.sink_stag, peer.sink_to.wrapping_add(FAR), 16);
+    let u = read_request_ulpdu(msn, req);
+    expect_terminate(
+        ctx,
+        live,
+        format!(
+            "Read Request MSN {msn}: 16 octets of STag {:#x} at TO {:#x} (1 MiB in)",
+            req.source_stag, req.source_to
+        ),
+        &u,
+        &[protection(ProtectionCode::BaseOrBounds)],
+        Copy::Required,
+        Some(&req),
+    )
+}
+
+fn rdmap_read_not_associated(ctx: &mut Ctx<'_>) -> Outcome {
+    let (first, mut live, theirs) = match two_rping(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_read_msn();
+    let req = read_of(theirs.sink_stag, theirs.sink_to, 16);
+    let u = read_request_ulpdu(msn, req);
+    let o = expect_terminate(
+        ctx,
+        live,
+        format!(
+            "on a second connection, Read Request MSN {msn}: 16 octets of the first one's buffer STag {:#x}",
+            theirs.sink_stag
+        ),
+        &u,
+        &[protection(ProtectionCode::StagNotAssociated)],
+        Copy::Required,
+        Some(&req),
+    );
+    done(ctx, first.c, o)
+}
+
+fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, peer) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_read_msn();
+    let request = rdmap::AtomicRequest::fetch_add(1, peer.sink_stag, peer.sink_to, 1, 0);
+    let u = Header::AtomicRequest { msn, request }
+        .to_vec()
+        .unwrap_or_default();
+    live.send(
+        format!(
+            "Atomic Request MSN {msn}: Fetch and Add 1 at the peer's buffer STag {:#x} TO {:#x} (no remote atomic right)",
+            peer.sink_stag, peer.sink_to
+        ),
+        &u,
+    );
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) if cause_matches(&t, &[operation(OperationCode::UnexpectedOpcode)]) => {
+            Outcome::new(NA, live.sent(), t.describe())
+                .because("the peer does not speak RFC 7306 Atomic Operations")
+        }
+        Ok(t) => {
+            let allowed = [protection(ProtectionCode::AccessRights)];
+            let (v, why) = judge(&t, &allowed, &u, Copy::Required, None);
+            Outcome::new(v, live.sent(), t.describe()).because(why)
+        }
+        Err(e) => Outcome::new(Fail, live.sent(), e)
+            .because("no Terminate for an access the STag does not grant"),
+    };
+    done(ctx, live.c, o)
+}
+
+fn rdmap_ird(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, peer) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let ird = live.reply.enhanced.map_or(1, |e| e.ird);
+    let n = u32::from(ird) + 1;
+    let mut batch = Vec::new();
+    let mut last = Vec::new();
+    for _ in 0..n {
+        let msn = live.next_read_msn();
+        let u = read_request_ulpdu(msn, read_of(peer.sink_stag, peer.sink_to, 16));
+        live.c.frame(&u, &mut batch);
+        last = u;
+    }
+    let _ = live.c.send_raw(&batch);
+    live.sent.push(format!(
+        "{n} Read Requests of 16 octets in one segment (the peer's IRD is {ird})"
+    ));
+    let allowed = [
+        ddp_cause(DdpCode::Untagged(UntaggedCode::NoBuffer)),
+        ddp_cause(DdpCode::Untagged(UntaggedCode::MsnRange)),
+    ];
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) => {
+            let (v, why) = judge(&t, &allowed, &last, Copy::Required, None);
+            Outcome::new(v, live.sent(), t.describe()).because(why)
+        }
+        Err(e) => Outcome::new(Fail, live.sent(), e)
+            .because("Read Requests beyond the IRD must be refused"),
+    };
+    done(ctx, live.c, o)
+}
+
+fn rdmap_terminate_layout(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, read) = match live_any(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let (stag, to) = read.map_or((0x00ff_ff00, 0), |r| (r.sink_stag ^ STAG_FLIP, r.sink_to));
+    let u = write_ulpdu(stag, to, &[0x44u8; 16]);
+    live.send(
+        format!("RDMA Write to STag {stag:#x} (never advertised)"),
+        &u,
+    );
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) => {
+            let seen = format!("control word {:02x?}: {}", t.control, t.describe());
+            match t.layout {
+                Layout::Rfc => Outcome::new(Pass, live.sent(), seen),
+                Layout::LowBitFirst => Outcome::new(Deviation, live.sent(), seen).because(
+                    "Linux siw 6.1's layout: Layer and Error Type exchanged, M/D/R in reserved bits",
+                ),
+                Layout::ReservedBitsSet => Outcome::new(Fail, live.sent(), seen)
+                    .because("reserved bits of the Terminate Control are set"),
+            }
+        }
+        Err(e) => Outcome::new(Fail, live.sent(), e).because("no Terminate to inspect"),
+    };
+    done(ctx, live.c, o)
+}
+
+fn rdmap_after_terminate(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match live_any(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let mut u = untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, msn, 0);
+    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
+    live.send(format!("Send on QN 5 MSN {msn}"), &u);
+    let t = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) => t,
+        Err(e) => {
+            let o = Outcome::new(NA, live.sent(), e)
+                .because("no Terminate to follow (judged by ddp-invalid-qn)");
+            return done(ctx, live.c, o);
+        }
+    };
+    let m = live.next_send_msn();
+    live.send(
+        format!("then a valid Send MSN {m}"),
+        &send_ulpdu(m, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE)),
+    );
+    let mut after = Vec::new();
+    let closed = loop {
+        match live.c.recv(ctx.cfg.step) {
+            RxOutcome::Fpdu(f) => after.push(describe_ulpdu(&f.ulpdu)),
+            RxOutcome::Closed => break true,
+            RxOutcome::Framing(e) => after.push(format!("framing error: {e}")),
+            RxOutcome::Timeout => break false,
+        }
+        if after.len() > 16 {
+            break false;
+        }
+    };
+    let seen = format!(
+        "{}; after it: {}{}",
+        t.describe(),
+        if after.is_empty() {
+            "nothing".to_string()
+        } else {
+            after.join(", ")
+        },
+        if closed { "; closed" } else { "; still open" }
+    );
+    let o = if !after.is_empty() {
+        Outcome::new(Fail, live.sent(), seen).because("FPDUs followed the Terminate")
+    } else if !closed {
+        Outcome::new(Fail, live.sent(), seen)
+            .because("the stream was not closed after the Terminate")
+    } else {
+        Outcome::new(Pass, live.sent(), seen)
+    };
+    done(ctx, live.c, o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rdmap::Terminate;
+
+    fn peer_terminate(t: Terminate) -> PeerTerminate {
+        let u = Header::Terminate {
+            msn: 1,
+            terminate: t,
+        }
+        .to_vec()
+        .expect("encode");
+        term::read(&u).expect("a Terminate")
+    }
+
+    fn invalid_qn_send() -> Vec<u8> {
+        let mut u = untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, 1, 0);
+        u.extend_from_slice(&[0; 16]);
+        u
+    }
+
+    /// RFC 5040 §4.8, §7.1: the right cause with the DDP header copied passes; a missing or
+    /// different copy fails where the copy is required, and only a different one fails
+    /// where it is optional.
+    #[test]
+    fn rfc5040_4_8_header_copies_are_judged() {
+        let sent = invalid_qn_send();
+        let cause = ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidQn));
+        let full = peer_terminate(Terminate::for_segment(cause, &sent));
+        assert_eq!(judge(&full, &[cause], &sent, Copy::Required, None).0, Pass);
+        let bare = peer_terminate(Terminate::bare(cause));
+        assert_eq!(judge(&bare, &[cause], &sent, Copy::Required, None).0, Fail);
+        assert_eq!(judge(&bare, &[cause], &sent, Copy::Optional, None).0, Pass);
+        let mut other = sent.clone();
+        other[13] ^= 1;
+        let wrong = peer_terminate(Terminate::for_segment(cause, &other));
+        let (v, why) = judge(&wrong, &[cause], &sent, Copy::Optional, None);
+        assert_eq!(v, Fail, "{why}");
+        let too_long = ddp_cause(DdpCode::Untagged(UntaggedCode::TooLong));
+        let (v, why) = judge(&full, &[too_long], &sent, Copy::Required, None);
+        assert_eq!(v, Fail);
+        assert!(why.contains("cause should be"), "{why}");
+    }
+
+    /// RFC 5040 §4.8: a Read Request error must copy the Read Request header with R.
+    #[test]
+    fn rfc5040_4_8_read_request_copy_is_required() {
+        let req = read_of(0x1234, 0, 16);
+        let sent = read_request_ulpdu(1, req);
+        let cause = protection(ProtectionCode::InvalidStag);
+        let t = peer_terminate(Terminate::for_segment(cause, &sent));
+        assert_eq!(
+            judge(&t, &[cause], &sent, Copy::Required, Some(&req)).0,
+            Pass
+        );
+        let other = read_of(0x1234, 8, 16);
+        assert_eq!(
+            judge(&t, &[cause], &sent, Copy::Required, Some(&other)).0,
+            Fail
+        );
+        let mut no_r = Terminate::for_segment(cause, &sent);
+        no_r.r = false;
+        no_r.rdma_header = None;
+        let t = peer_terminate(no_r);
+        assert_eq!(
+            judge(&t, &[cause], &sent, Copy::Required, Some(&req)).0,
+            Fail
+        );
+    }
+
+    /// RFC 5040 §4.8: a control word without M/D/R cannot show its layout, so a cause that
+    /// matches with Layer and Error Type exchanged is accepted; with flags set it is not.
+    #[test]
+    fn rfc5040_4_8_exchanged_layer_and_type_without_flags() {
+        let want = operation(OperationCode::InvalidVersion);
+        let (l, e, c) = want.layer_etype_ecode();
+        let swapped = TermCause::from_wire(e, l, c);
+        let t = peer_terminate(Terminate::bare(swapped));
+        assert!(cause_matches(&t, &[want]));
+        let sent = invalid_qn_send();
+        let mut flagged = Terminate::for_segment(want, &sent);
+        flagged.cause = swapped;
+        let t = peer_terminate(flagged);
+        assert!(t.d);
+        assert!(!cause_matches(&t, &[want]));
+    }
+}
