@@ -197,20 +197,7 @@ fn sctp_perf_client_honours_its_time_when_the_peer_freezes() {
 /// packets), every byte verified by the server.
 #[test]
 fn sctp_perf_cmt_stripes_over_two_loopback_paths() {
-    let args = [
-        "sctp-perf",
-        "-s",
-        "--udp-encap",
-        "--udp-local-port",
-        "0",
-        "-i",
-        "0",
-        "-p",
-        "5806",
-        "-B",
-        "127.0.0.1,127.0.0.2",
-    ];
-    let srv = Server::start(&args, common::sctp_perf_port);
+    let srv = Server::sctp_perf_with(5806, &["-B", "127.0.0.1,127.0.0.2"]);
     let udp = srv.port;
     let out = bin()
         .args(["sctp-perf", "-c", "127.0.0.1,127.0.0.2", "--udp-encap"])

@@ -2985,16 +2985,8 @@ impl Association {
             }
             c.misses += 1;
             if c.misses >= 3 {
-                c.rtx = Rtx::Fast;
-                c.fast_retransmitted = true;
-                c.in_flight = false;
+                mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
                 self.rtx_fast += 1;
-                let p = &mut self.paths[c.path];
-                p.flight = p.flight.saturating_sub(c.size());
-                p.stats.fast_retransmits += 1;
-                if !newly_marked.contains(&c.path) {
-                    newly_marked.push(c.path);
-                }
             }
         }
         if newly_marked.is_empty() {
@@ -3070,16 +3062,8 @@ impl Association {
                 c.misses += 1;
             }
             if c.misses >= 3 {
-                c.rtx = Rtx::Fast;
-                c.fast_retransmitted = true;
-                c.in_flight = false;
+                mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
                 self.rtx_fast += 1;
-                let p = &mut self.paths[c.path];
-                p.flight = p.flight.saturating_sub(c.size());
-                p.stats.fast_retransmits += 1;
-                if !newly_marked.contains(&c.path) {
-                    newly_marked.push(c.path);
-                }
             }
         }
         if newly_marked.is_empty() {
@@ -3226,6 +3210,21 @@ impl Association {
     /// transport addresses. Used by the endpoint to demultiplex by address.
     pub(crate) fn peer_matches(&self, remote: SocketAddr, peer_port: u16) -> bool {
         self.peer_port == peer_port && self.path_index(remote).is_some()
+    }
+}
+
+/// Marks `c` for fast retransmission (§7.2.4): out of its path's flight, counted there, and
+/// its path among those `newly_marked`.
+fn mark_fast_retransmit(c: &mut Sent, paths: &mut [Path], newly_marked: &mut Vec<usize>) {
+    c.rtx = Rtx::Fast;
+    c.fast_retransmitted = true;
+    c.in_flight = false;
+    if let Some(p) = paths.get_mut(c.path) {
+        p.flight = p.flight.saturating_sub(c.size());
+        p.stats.fast_retransmits += 1;
+    }
+    if !newly_marked.contains(&c.path) {
+        newly_marked.push(c.path);
     }
 }
 

@@ -540,7 +540,18 @@ impl Rnic {
             p => p,
         };
         let id = ListenerId(self.shared.next_listener.fetch_add(1, Ordering::Relaxed));
-        self.shared.command(Cmd::ListenDev(id, dev, port));
+        // The listening sockets open now, before the caller can connect to the port.
+        let mut socks = Vec::new();
+        {
+            let mut dv = crate::device::lock(&dev);
+            for _ in 0..crate::transport::DEV_BACKLOG {
+                match dv.listen(port) {
+                    Ok(h) => socks.push(h),
+                    Err(e) => tracing::warn!(port, error = %e, "device listen failed"),
+                }
+            }
+        }
+        self.shared.command(Cmd::ListenDev(id, dev, port, socks));
         self.kick();
         let mut bound = d.clone();
         bound.addr.set_port(port);

@@ -310,7 +310,7 @@ pub(crate) struct Core {
 }
 
 /// Listening sockets a device listener keeps ready (connections arriving together).
-const DEV_BACKLOG: usize = 4;
+pub(crate) const DEV_BACKLOG: usize = 4;
 
 /// How long a device listener's socket may sit in a TCP handshake (a SYN that nobody
 /// completes, e.g. from a spoofed address) before it listens again.
@@ -557,7 +557,7 @@ impl Core {
         match cmd {
             Cmd::Listen(id, l) => self.listen_tcp(shared, id, l),
             Cmd::CloseListener(id) => self.close_listener(id),
-            Cmd::ListenDev(id, dev, port) => self.listen_dev(shared, id, dev, port),
+            Cmd::ListenDev(id, dev, port, socks) => self.listen_dev(shared, id, dev, port, socks),
             Cmd::ConnectDev(qp, dev, peer, local, cfg) => {
                 self.connect_dev(shared, qp, dev, peer, local, cfg)
             }
@@ -1382,18 +1382,16 @@ impl Core {
         self.devs.push((t, dev.clone()));
     }
 
-    fn listen_dev(&mut self, shared: &Shared, id: ListenerId, dev: SharedDev, port: u16) {
+    fn listen_dev(
+        &mut self,
+        shared: &Shared,
+        id: ListenerId,
+        dev: SharedDev,
+        port: u16,
+        socks: Vec<SocketHandle>,
+    ) {
         self.watch_dev(&dev);
-        let mut backlog = Vec::new();
-        {
-            let mut d = device::lock(&dev);
-            for _ in 0..DEV_BACKLOG {
-                match d.listen(port) {
-                    Ok(h) => backlog.push((h, None)),
-                    Err(e) => tracing::warn!(port, error = %e, "device listen failed"),
-                }
-            }
-        }
+        let backlog = socks.into_iter().map(|h| (h, None)).collect();
         let t = self.token();
         self.conns.insert(
             t,
@@ -1705,8 +1703,10 @@ pub(crate) enum Cmd {
     /// stacks: its SCTP association or its TCP connection on a device (`None`: no such
     /// connection; kernel sockets are asked through `SocketInode`).
     StackUnacked(Arc<QpShared>, std::sync::mpsc::SyncSender<Option<u64>>),
-    /// Listen on a device's TCP port.
-    ListenDev(ListenerId, crate::device::SharedDev, u16),
+    /// Listen on a device's TCP port with the listening sockets the caller opened (so that
+    /// the port is open when `listen_on` returns: a SYN that came before the core took the
+    /// command would otherwise be refused).
+    ListenDev(ListenerId, crate::device::SharedDev, u16, Vec<SocketHandle>),
     /// Connect over a device's TCP to the peer, from a local address of the device.
     ConnectDev(
         Arc<QpShared>,

@@ -55,7 +55,7 @@ fn perf_port(line: &str) -> Option<u16> {
 }
 
 /// `sctp-perf -s --udp-encap`: the UDP port of its "local UDP port PORT," line.
-pub fn sctp_perf_port(line: &str) -> Option<u16> {
+fn sctp_perf_port(line: &str) -> Option<u16> {
     line.split("local UDP port ")
         .nth(1)
         .and_then(|r| r.split(',').next())
@@ -172,8 +172,13 @@ impl Server {
     /// `sctp-perf -s` over UDP encapsulation (RFC 6951) on SCTP port `sctp_port`; its
     /// [`port`](Server::port) is the UDP port, an ephemeral one.
     pub fn sctp_perf(sctp_port: u16) -> Server {
+        Server::sctp_perf_with(sctp_port, &[])
+    }
+
+    /// [`Server::sctp_perf`] with further options.
+    pub fn sctp_perf_with(sctp_port: u16, extra: &[&str]) -> Server {
         let sctp_port = sctp_port.to_string();
-        let args = [
+        let mut args = vec![
             "sctp-perf",
             "-s",
             "--udp-encap",
@@ -184,6 +189,7 @@ impl Server {
             "-p",
             &sctp_port,
         ];
+        args.extend_from_slice(extra);
         Server::start(&args, sctp_perf_port)
     }
 
