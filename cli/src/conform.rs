@@ -116,7 +116,8 @@ fn write_file(path: &PathBuf, text: &str) -> Result<(), String> {
 }
 
 /// Runs `softrnic conform`. Exit status: 0 no case failed, 1 a case failed (or deviated,
-/// with --strict), 2 bad arguments or files that could not be written.
+/// with --strict), 2 bad arguments, no connection at all, or files that could not be
+/// written.
 pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
     if a.list {
         for c in conform::catalogue() {
@@ -228,6 +229,17 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
     {
         eprintln!("softrnic conform: {e}");
         status = 2;
+    }
+    if report.connections.is_empty() && report.count(Verdict::Fail) > 0 {
+        eprintln!(
+            "softrnic conform: no connection {} {peer}: nothing was tested",
+            if cfg.listen {
+                "came to"
+            } else {
+                "could be made to"
+            }
+        );
+        return ExitCode::from(2);
     }
     if status == 0
         && (report.count(Verdict::Fail) > 0 || (a.strict && report.count(Verdict::Deviation) > 0))

@@ -154,7 +154,7 @@ enum Command {
     /// of the run (default softrnic-conform.pcap; `softrnic decode` reads it).
     ///
     /// Exit status: 0 no case failed, 1 a case failed (or deviated, with --strict), 2 bad
-    /// arguments or unwritable files.
+    /// arguments, no connection at all, or unwritable files.
     Conform(Box<softrnic_cli::conform::ConformArgs>),
     /// SCTP throughput, iperf-like (-s server, -c client), raw IPv4 or --udp-encap (RFC 6951).
     ///

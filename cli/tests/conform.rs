@@ -392,7 +392,8 @@ fn rfc6581_9_rtr_with_stag_0_is_a_deviation_of_the_rtr_stag_case() {
     );
 }
 
-/// Bad arguments exit 2 with a message: no peer, a selection that leaves no case.
+/// Bad arguments exit 2 with a message: no peer, a selection that leaves no case, a peer
+/// that cannot be reached.
 #[test]
 fn conform_refuses_bad_arguments() {
     let out = bin().arg("conform").output().expect("run");
@@ -403,4 +404,23 @@ fn conform_refuses_bad_arguments() {
         .expect("run");
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(text(&out).contains("no case left"), "{}", text(&out));
+    // A peer that is not there: nothing was tested, which is not a verdict on anything.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let out = bin()
+        .args([
+            "conform",
+            &format!("127.0.0.1:{port}"),
+            "-q",
+            "--case",
+            "mpa-rev",
+        ])
+        .arg("--pcap")
+        .arg(scratch("unreachable.pcap"))
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("nothing was tested"), "{}", text(&out));
 }

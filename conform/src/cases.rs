@@ -284,6 +284,18 @@ static CATALOGUE: &[Case] = &[
         rdmap_atomic_access
     ),
     case!(
+        "rdmap-invalidate",
+        "RFC 5040 §5.3 (Send with Invalidate)",
+        "a Send with Invalidate of the peer's buffer STag, then an RDMA Write to it: Terminate DDP Tagged 'Invalid STag' (0x1/0x1/0x00)",
+        rdmap_invalidate
+    ),
+    case!(
+        "rdmap-invalidate-invalid",
+        "RFC 5040 §5.3, §7.2",
+        "a Send with Invalidate of an STag never advertised: Terminate RDMAP 'STag cannot be Invalidated' (0x0/0x2/0x09 or 0x0/0x1/0x09), header copied",
+        rdmap_invalidate_invalid
+    ),
+    case!(
         "rdmap-ird",
         "RFC 5040 §6.1, RFC 6581 §7 IRD",
         "more outstanding Read Requests than its IRD: Terminate DDP Untagged 'Invalid MSN' (0x1/0x2/0x02 or 0x03)",
@@ -1854,6 +1866,78 @@ fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
             .because("no Terminate for an access the STag does not grant"),
     };
     done(ctx, live.c, o)
+}
+
+/// A Send with Invalidate of `stag` carrying an rping advertisement.
+fn send_invalidate_ulpdu(msn: u32, stag: u32) -> Vec<u8> {
+    Header::Send {
+        solicited_event: false,
+        invalidate_stag: Some(stag),
+        last: true,
+        msn,
+        mo: 0,
+    }
+    .encode(&rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE))
+    .unwrap_or_default()
+}
+
+fn cannot_invalidate() -> [TermCause; 2] {
+    [
+        operation(OperationCode::CannotInvalidate),
+        protection(ProtectionCode::CannotInvalidate),
+    ]
+}
+
+fn rdmap_invalidate(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, peer) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    // Both in one segment: the RNIC handles them before the application can react to the
+    // extra Send.
+    let msn = live.next_send_msn();
+    let inv = send_invalidate_ulpdu(msn, peer.sink_stag);
+    let write = write_ulpdu(peer.sink_stag, peer.sink_to, &[0x44u8; 16]);
+    let mut both = Vec::new();
+    live.c.frame(&inv, &mut both);
+    live.c.frame(&write, &mut both);
+    let _ = live.c.send_raw(&both);
+    live.sent.push(format!(
+        "Send with Invalidate MSN {msn} of the peer's buffer STag {:#x} and an RDMA Write of 16 octets to it, in one segment",
+        peer.sink_stag
+    ));
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) if cause_matches(&t, &cannot_invalidate()) => {
+            Outcome::new(NA, live.sent(), t.describe())
+                .because("the peer does not let the buffer's STag be invalidated remotely")
+        }
+        Ok(t) => {
+            let allowed = [ddp_cause(DdpCode::Tagged(TaggedCode::InvalidStag))];
+            let (v, why) = judge(&t, &allowed, &write, Copy::Required, None);
+            Outcome::new(v, live.sent(), t.describe()).because(why)
+        }
+        Err(e) => Outcome::new(Fail, live.sent(), e)
+            .because("the Write to an invalidated STag was not refused"),
+    };
+    done(ctx, live.c, o)
+}
+
+fn rdmap_invalidate_invalid(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, peer) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let msn = live.next_send_msn();
+    let stag = peer.sink_stag ^ STAG_FLIP;
+    expect_terminate(
+        ctx,
+        live,
+        format!("Send with Invalidate MSN {msn} of STag {stag:#x} (never advertised)"),
+        &send_invalidate_ulpdu(msn, stag),
+        &cannot_invalidate(),
+        Copy::Required,
+        None,
+    )
 }
 
 fn rdmap_ird(ctx: &mut Ctx<'_>) -> Outcome {

@@ -28,6 +28,9 @@ enum Script {
     NoP2pEcho,
     /// Accepts, then takes every FPDU without a word.
     Swallow,
+    /// Accepts, answers the first Send (an rping start advertisement) with an RDMA Read
+    /// Request of it, as an rping server does, then takes every FPDU without a word.
+    RpingSwallow,
     /// Accepts, then answers the first FPDU with a Terminate (control word as given, the
     /// DDP header of the FPDU copied when `copy`), then closes unless `linger`, after
     /// sending `more` further FPDUs.
@@ -130,7 +133,10 @@ fn serve(mut s: TcpStream, script: Script) {
     let mut reply = echo_reply(&raw);
     let mut after: &[u8] = &[];
     match script {
-        Script::AcceptAnything | Script::Swallow | Script::Terminate { .. } => {}
+        Script::AcceptAnything
+        | Script::Swallow
+        | Script::RpingSwallow
+        | Script::Terminate { .. } => {}
         Script::ReservedBits => reply.reserved = 0x3,
         Script::OrdAboveIrd => {
             if let Some(e) = reply.enhanced.as_mut() {
@@ -153,6 +159,28 @@ fn serve(mut s: TcpStream, script: Script) {
     let mut out = reply.to_bytes().unwrap_or_default();
     out.extend_from_slice(after);
     let _ = s.write_all(&out);
+    if let Script::RpingSwallow = script {
+        let Some(adv) = read_fpdu(&mut s) else {
+            return;
+        };
+        let field = |r: std::ops::Range<usize>| adv.get(r).unwrap_or(&[]).to_vec();
+        let buf = u64::from_be_bytes(field(18..26).try_into().unwrap_or([0; 8]));
+        let rkey = u32::from_be_bytes(field(26..30).try_into().unwrap_or([0; 4]));
+        let size = u32::from_be_bytes(field(30..34).try_into().unwrap_or([0; 4]));
+        let read = rdmap::Header::ReadRequest {
+            msn: 1,
+            request: rdmap::ReadRequest {
+                sink_stag: 0x1234_5601,
+                sink_to: 0x1000,
+                size,
+                source_stag: rkey,
+                source_to: buf,
+            },
+        }
+        .to_vec()
+        .unwrap_or_default();
+        let _ = s.write_all(&fpdu(&read));
+    }
     if let Script::Terminate {
         control,
         copy,
@@ -285,6 +313,23 @@ fn rfc5041_7_1_no_terminate_for_an_invalid_segment_fails() {
 #[test]
 fn rfc5044_4_4_a_wrong_crc_taken_silently_fails() {
     assert_fails(Script::Swallow, "mpa-crc-error");
+}
+
+/// RFC 5041 §7.1, RFC 5040 §5.2.1, §6.1, §5.3: an rping server whose RNIC takes everything
+/// in silence fails every case that needs its buffers.
+#[test]
+fn rfc5041_5040_an_rnic_that_refuses_nothing_fails() {
+    let mut cfg = Config::new(peer(Script::RpingSwallow));
+    cfg.step = Duration::from_millis(500);
+    cfg.select = ["ddp-", "rdmap-"].map(String::from).to_vec();
+    // ddp-access needs a buffer rping does not expose; rdmap-after-terminate needs a
+    // Terminate to follow.
+    cfg.skip = vec!["ddp-access".into(), "rdmap-after-terminate".into()];
+    let report = conform::run(&cfg, |_| {});
+    assert!(report.results.len() >= 18, "{report:?}");
+    for r in &report.results {
+        assert_eq!(r.verdict, Verdict::Fail, "{r:?}");
+    }
 }
 
 /// DDP Untagged 'Invalid QN' as the peer might send it: `copy` with the header.
