@@ -33,6 +33,7 @@ use crate::shared::{
 };
 
 pub(crate) mod sctp;
+mod timers;
 
 use sctp::{SctpConnect, SctpListen};
 
@@ -45,6 +46,10 @@ const LINGER: Duration = Duration::from_secs(2);
 
 /// How often a busy-polling core looks at its timers.
 const TIMER_GRANULARITY: Duration = Duration::from_millis(1);
+
+/// How often every connection's deadline is asked for, touched or not: a guard for a
+/// deadline moved outside the core's view (the core marks every connection it touches).
+const FULL_RESCAN: Duration = Duration::from_millis(100);
 
 /// Largest EMSS used: an FPDU's ULPDU_Length is 16 bits.
 const MAX_EMSS: u32 = 65_535;
@@ -294,12 +299,11 @@ pub(crate) struct Core {
     read_closed: bool,
     /// When the timers were last looked at.
     timers_checked: Duration,
-    /// The earliest timer of any connection (time since `start`) as of `deadlines_checked`
-    /// (`None` in that: never looked, or timers fired since). Looking means visiting every
-    /// connection, so it happens at most once per [`TIMER_GRANULARITY`]: one busy QP among
-    /// thousands of idle ones does not pay for them on every wake-up.
-    earliest_timer: Option<Duration>,
-    deadlines_checked: Option<Duration>,
+    /// Every connection's next deadline, asked for again only of the connections touched
+    /// since: one busy QP among thousands of idle ones does not pay for them.
+    timerq: timers::TimerQueue,
+    /// When every connection's deadline was last asked for (see [`FULL_RESCAN`]).
+    rescanned: Duration,
     /// Connections that found their socket full (set when they are serviced), so that
     /// [`Core::write_blocked`] need not visit every connection.
     write_waiting: std::collections::HashSet<Token>,
@@ -380,6 +384,28 @@ fn is_transient(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::Interrupted
 }
 
+/// A connection's next deadline (time since the core's start). A QP whose engine is locked
+/// by an application thread right now counts as due: its timers are looked at once the
+/// lock is free.
+fn deadline_of(c: &Conn, now: Duration) -> Option<Duration> {
+    match c {
+        Conn::Incoming { deadline, .. } => *deadline,
+        Conn::Rejecting { deadline, .. } => Some(*deadline),
+        Conn::Active(a) => {
+            let e = match a.qp.slot.try_lock() {
+                Ok(s) => s.engine.as_ref().and_then(|e| e.poll_timeout()),
+                Err(_) => Some(now),
+            };
+            match (a.shut, e) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            }
+        }
+        Conn::Sctp(e) => e.next_deadline(now),
+        Conn::Listener { .. } | Conn::Connecting { .. } | Conn::DevListener { .. } => None,
+    }
+}
+
 impl Core {
     pub(crate) fn new(poll: mio::Poll, read_chunk: usize) -> Core {
         Core {
@@ -393,8 +419,8 @@ impl Core {
             ready: Vec::new(),
             read_closed: false,
             timers_checked: Duration::ZERO,
-            earliest_timer: None,
-            deadlines_checked: None,
+            timerq: timers::TimerQueue::default(),
+            rescanned: Duration::ZERO,
             write_waiting: std::collections::HashSet::new(),
             aliases: HashMap::new(),
             devs: Vec::new(),
@@ -417,52 +443,46 @@ impl Core {
         })
     }
 
-    /// The time until the next timer, if any. Within [`TIMER_GRANULARITY`] of the last
-    /// look at every connection the earliest timer found then is used, and the wait ends
-    /// by the time the next look is due (work done since may have set an earlier timer).
+    /// The time until the next timer of any connection or device, if any.
     pub(crate) fn next_timeout(&mut self) -> Option<Duration> {
         let now = self.now();
-        if let Some(at) = self.deadlines_checked
-            && now.saturating_sub(at) < TIMER_GRANULARITY
-        {
-            let rescan = (at + TIMER_GRANULARITY).saturating_sub(now);
-            let known = self.earliest_timer.map(|d| d.saturating_sub(now));
-            return Some(known.map_or(rescan, |k| k.min(rescan)));
+        self.refresh_timers(now);
+        let mut next = self.timerq.earliest();
+        for (_, d) in &self.devs {
+            if let Some(at) = device::lock(d).poll_at(now) {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
         }
-        let next = self.earliest_deadline(now);
-        self.earliest_timer = next;
-        self.deadlines_checked = Some(now);
         next.map(|d| d.saturating_sub(now))
     }
 
-    /// The earliest timer of every connection and device (time since `start`).
-    fn earliest_deadline(&self, now: Duration) -> Option<Duration> {
-        let mut next: Option<Duration> = None;
-        let mut consider = |d: Option<Duration>| {
-            if let Some(d) = d {
-                next = Some(next.map_or(d, |n| n.min(d)));
-            }
+    /// Asks the connections touched since the last call for their next deadline (and every
+    /// connection once per [`FULL_RESCAN`]).
+    fn refresh_timers(&mut self, now: Duration) {
+        let tokens: Vec<Token> = if now.saturating_sub(self.rescanned) >= FULL_RESCAN {
+            self.rescanned = now;
+            self.timerq.take_dirty();
+            self.conns.keys().copied().collect()
+        } else if self.timerq.has_dirty() {
+            self.timerq.take_dirty()
+        } else {
+            return;
         };
-        for c in self.conns.values() {
-            match c {
-                Conn::Incoming { deadline, .. } => consider(*deadline),
-                Conn::Rejecting { deadline, .. } => consider(Some(*deadline)),
-                Conn::Active(a) => {
-                    consider(a.shut);
-                    if let Ok(s) = a.qp.slot.try_lock() {
-                        consider(s.engine.as_ref().and_then(|e| e.poll_timeout()));
-                    } else {
-                        consider(Some(now));
-                    }
+        for t in tokens {
+            match self.conns.get(&t) {
+                Some(c) => {
+                    let d = deadline_of(c, now);
+                    self.timerq.set(t, d);
                 }
-                Conn::Sctp(e) => consider(e.next_deadline(now)),
-                _ => {}
+                None => self.timerq.forget(t),
             }
         }
-        for (_, d) in &self.devs {
-            consider(device::lock(d).poll_at(now));
-        }
-        next
+    }
+
+    /// Adds (or puts back) a connection; its deadline is asked for before the next sleep.
+    fn add_conn(&mut self, t: Token, c: Conn) {
+        self.conns.insert(t, c);
+        self.timerq.mark(t);
     }
 
     /// Runs queued commands and transmits for rung doorbells, without asking the kernel
@@ -526,12 +546,7 @@ impl Core {
         let now = self.now();
         if now.saturating_sub(self.timers_checked) >= TIMER_GRANULARITY {
             self.timers_checked = now;
-            let fired = self.timers(shared);
-            if fired > 0 {
-                // Their new timers are not known yet.
-                self.deadlines_checked = None;
-            }
-            work += fired;
+            work += self.timers(shared);
         }
         // Frames in and out of the devices, and the connections they concern (after the
         // timers, so what they queued goes out in the same pass).
@@ -584,7 +599,7 @@ impl Core {
             .register(&mut sock, t, Interest::READABLE)
             .is_ok()
         {
-            self.conns.insert(t, Conn::Listener { id, sock });
+            self.add_conn(t, Conn::Listener { id, sock });
             // Connections may have queued before registration.
             self.accept_all(shared, t);
         }
@@ -624,7 +639,7 @@ impl Core {
                 tracing::debug!(qp = qp.id.0, %peer, "connecting over a device's TCP");
                 let t = self.token();
                 let sock = Stream::Dev(DevSock::new(dev, h));
-                self.conns.insert(t, Conn::Connecting { sock, qp, cfg });
+                self.add_conn(t, Conn::Connecting { sock, qp, cfg });
                 self.pump_devs(shared);
             }
             Err(e) => fail_connect(shared, &qp, CmError::Tcp(e)),
@@ -650,7 +665,7 @@ impl Core {
                 ) {
                     Ok(()) => {
                         let sock = Stream::Kernel(sock);
-                        self.conns.insert(t, Conn::Connecting { sock, qp, cfg });
+                        self.add_conn(t, Conn::Connecting { sock, qp, cfg });
                     }
                     Err(e) => fail_connect(shared, &qp, CmError::Tcp(e.to_string())),
                 }
@@ -700,7 +715,7 @@ impl Core {
             }
         }
         let deadline = self.now() + LINGER;
-        self.conns.insert(
+        self.add_conn(
             t,
             Conn::Rejecting {
                 sock,
@@ -810,7 +825,7 @@ impl Core {
                 fail_connect(shared, &qp, CmError::Aborted);
             }
             Some((t, other)) => {
-                self.conns.insert(t, other);
+                self.add_conn(t, other);
             }
             None => {
                 self.destroy_sctp(shared, &qp);
@@ -871,6 +886,7 @@ impl Core {
 
     fn remove(&mut self, t: Token) {
         self.write_waiting.remove(&t);
+        self.timerq.forget(t);
         if let Some(c) = self.conns.remove(&t) {
             let r = self.poll.registry();
             match c {
@@ -888,7 +904,7 @@ impl Core {
                 | Conn::Rejecting { mut sock, .. } => sock.deregister(r),
                 Conn::Active(mut a) => a.sock.deregister(r),
                 Conn::Sctp(e) => {
-                    self.conns.insert(t, Conn::Sctp(e));
+                    self.add_conn(t, Conn::Sctp(e));
                     self.remove_sctp(t);
                 }
             }
@@ -937,7 +953,7 @@ impl Core {
         );
         span.in_scope(|| tracing::debug!("TCP connection up, MPA setup starts"));
         qp.token.store(t.0, Ordering::SeqCst);
-        self.conns.insert(
+        self.add_conn(
             t,
             Conn::Active(Active {
                 sock,
@@ -982,6 +998,7 @@ impl Core {
 
     fn service(&mut self, shared: &Shared, t: Token, readable: bool, writable: bool) {
         let t = self.aliases.get(&t).copied().unwrap_or(t);
+        self.timerq.mark(t);
         let Some(kind) = self.conns.get(&t).map(|c| match c {
             Conn::Listener { .. } => 0,
             Conn::Incoming { .. } => 1,
@@ -1285,28 +1302,11 @@ impl Core {
 
     fn timers(&mut self, shared: &Shared) -> usize {
         let now = self.now();
-        let mut due = Vec::new();
-        for (t, c) in &self.conns {
-            let d = match c {
-                Conn::Incoming { deadline, .. } => *deadline,
-                Conn::Rejecting { deadline, .. } => Some(*deadline),
-                Conn::Active(a) => {
-                    let e =
-                        a.qp.slot
-                            .try_lock()
-                            .ok()
-                            .and_then(|s| s.engine.as_ref().and_then(|e| e.poll_timeout()));
-                    match (a.shut, e) {
-                        (Some(x), Some(y)) => Some(x.min(y)),
-                        (x, y) => x.or(y),
-                    }
-                }
-                Conn::Sctp(e) => e.next_deadline(now),
-                _ => None,
-            };
-            if d.is_some_and(|d| d <= now) {
-                due.push(*t);
-            }
+        self.refresh_timers(now);
+        let due = self.timerq.pop_due(now);
+        for &t in &due {
+            // Firing moves (or ends) the deadline.
+            self.timerq.mark(t);
         }
         let n = due.len();
         for t in due {
@@ -1356,7 +1356,7 @@ impl Core {
                     sock.shutdown(Shutdown::Write);
                 }
                 Some(c @ Conn::Sctp(_)) => {
-                    self.conns.insert(t, c);
+                    self.add_conn(t, c);
                     self.shutdown_sctp(shared, t);
                 }
                 _ => {}
@@ -1393,7 +1393,7 @@ impl Core {
         self.watch_dev(&dev);
         let backlog = socks.into_iter().map(|h| (h, None)).collect();
         let t = self.token();
-        self.conns.insert(
+        self.add_conn(
             t,
             Conn::DevListener {
                 id,
@@ -1479,7 +1479,7 @@ impl Core {
         peer: SocketAddr,
     ) {
         let deadline = Some(self.now() + shared.cfg.mpa_request_timeout);
-        self.conns.insert(
+        self.add_conn(
             t,
             Conn::Incoming {
                 sock,

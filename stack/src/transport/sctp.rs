@@ -479,12 +479,13 @@ impl Core {
             self.aliases.insert(*t, key);
         }
         e.tokens = tokens;
-        self.conns.insert(key, Conn::Sctp(Box::new(e)));
+        self.add_conn(key, Conn::Sctp(Box::new(e)));
         Ok(key)
     }
 
     /// Drops an endpoint (its associations are gone or aborted).
     pub(super) fn remove_sctp(&mut self, key: Token) {
+        self.timerq.forget(key);
         if let Some(Conn::Sctp(e)) = self.conns.remove(&key) {
             for fd in e.io.fds() {
                 let _ = self
@@ -800,6 +801,7 @@ impl Core {
 
     /// Services the endpoint with key `key`: packets, timers, associations, QPs.
     pub(super) fn service_sctp(&mut self, shared: &Shared, key: Token) {
+        self.timerq.mark(key);
         let now = self.now();
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
             return;
