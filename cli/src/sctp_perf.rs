@@ -258,10 +258,7 @@ fn plain_params() -> Params {
     }
 }
 
-/// The big-endian `u64` at `b[at..]`, `None` if `b` ends before it.
-fn be64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(*b.get(at..)?.first_chunk()?))
-}
+use ddp::be::be64;
 
 /// The pattern byte at `offset` of message `seq` on `stream` (after the header).
 fn pattern_byte(stream: u16, seq: u64, offset: usize) -> u8 {

@@ -9,6 +9,7 @@
 //!   construction sit beside plain values ([`TaggedRepr`], [`UntaggedRepr`], [`Header`]) that
 //!   `parse` and `emit`. [`Segment::parse`] dispatches on the T bit. The RsvdULP field is kept
 //!   raw: RDMAP gives it meaning (the `rdmap` crate).
+//! * [`be`] — big-endian field readers, shared with the protocols built on DDP.
 //! * [`segmentation`] — cutting a message into segments that fit the MULPDU
 //!   (RFC 5041 §5.2), with TO or MO advancing per segment.
 //! * [`check`] — the Data Sink's validation before Placement (RFC 5041 §7.1) as pure functions
@@ -33,6 +34,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod be;
 pub mod check;
 pub mod delivery;
 pub mod error;

@@ -56,23 +56,8 @@ pub const fn control_byte(tagged: bool, last: bool) -> u8 {
     b
 }
 
-/// The big-endian `u32` at `b[at..]` of a segment whose header `new_checked` validated.
-fn be32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(
-        *b[at..]
-            .first_chunk()
-            .expect("field inside the checked header"),
-    )
-}
-
-/// The big-endian `u64` at `b[at..]` of a segment whose header `new_checked` validated.
-fn be64(b: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(
-        *b[at..]
-            .first_chunk()
-            .expect("field inside the checked header"),
-    )
-}
+// Fields of a segment whose header `new_checked` validated.
+use crate::be::{field32 as be32, field64 as be64};
 
 /// Validate the control byte and length of a segment: version first (the header layout is
 /// unknown under another version), then length.

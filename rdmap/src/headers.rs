@@ -28,15 +28,8 @@ fn take<'a, const N: usize>(
     })
 }
 
-/// The big-endian `u32` at `h[at..]` of a header whose length `take` checked.
-fn be32(h: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes(*h[at..].first_chunk().expect("field inside the header"))
-}
-
-/// The big-endian `u64` at `h[at..]` of a header whose length `take` checked.
-fn be64(h: &[u8], at: usize) -> u64 {
-    u64::from_be_bytes(*h[at..].first_chunk().expect("field inside the header"))
-}
+// Fields of a header whose length `take` checked.
+use ddp::be::{field32 as be32, field64 as be64};
 
 /// RDMA Read Request Header (RFC 5040 §4.4, Figure 6), 28 octets.
 ///

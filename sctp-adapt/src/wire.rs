@@ -161,23 +161,7 @@ pub enum WireError {
     },
 }
 
-/// The big-endian `u16` at `b[at..]`, `None` if `b` ends before it.
-#[inline]
-pub(crate) fn be16(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_be_bytes(*b.get(at..)?.first_chunk()?))
-}
-
-/// The big-endian `u32` at `b[at..]`, `None` if `b` ends before it.
-#[inline]
-pub(crate) fn be32(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(*b.get(at..)?.first_chunk()?))
-}
-
-/// The big-endian `u64` at `b[at..]`, `None` if `b` ends before it.
-#[inline]
-pub(crate) fn be64(b: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_be_bytes(*b.get(at..)?.first_chunk()?))
-}
+pub(crate) use ddp::be::{be16, be32, be64};
 
 /// `n` rounded up to a multiple of 4 (saturating).
 #[inline]
