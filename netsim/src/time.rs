@@ -94,6 +94,14 @@ impl AddAssign<Duration> for Instant {
     }
 }
 
+impl Sub<Duration> for Instant {
+    type Output = Instant;
+    /// Saturating subtraction: never before [`Instant::ZERO`].
+    fn sub(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_sub(duration_nanos(d)))
+    }
+}
+
 impl Sub<Instant> for Instant {
     type Output = Duration;
     /// Saturating difference: zero if `rhs` is later than `self`.
@@ -122,6 +130,14 @@ pub fn duration_nanos(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn subtracting_a_duration_saturates_at_zero() {
+        let t = Instant::from_millis(5);
+        assert_eq!(t - Duration::from_millis(2), Instant::from_millis(3));
+        assert_eq!(t - Duration::from_secs(1), Instant::ZERO);
+        assert_eq!(Instant::MAX - Duration::MAX, Instant::ZERO);
+    }
 
     #[test]
     fn arithmetic_saturates() {

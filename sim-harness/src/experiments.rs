@@ -963,7 +963,7 @@ pub mod onesided {
 
     impl<W: Workload + 'static> TcpEnd<W> {
         fn pump(&mut self, cx: &mut TcpCtx<'_>, h: SocketHandle) {
-            let t = cx.now().since_start();
+            let t = cx.now();
             let Ok(mut r) = self.me.try_borrow_mut() else {
                 return;
             };
@@ -1028,7 +1028,7 @@ pub mod onesided {
 
         fn poll_at(&self) -> Option<Instant> {
             let r = self.me.try_borrow().ok()?;
-            r.eng.poll_timeout().map(Instant::from_duration)
+            r.eng.poll_timeout()
         }
     }
 

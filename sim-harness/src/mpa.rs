@@ -308,7 +308,7 @@ impl Conn {
             return false;
         }
         let cfg = QpConfig::new(QpId(self.qp), pd, self.scq.clone(), self.rcq.clone());
-        match QpEngine::new(cfg, mem.clone(), setup(), cx.now().since_start()) {
+        match QpEngine::new(cfg, mem.clone(), setup(), cx.now()) {
             Ok(e) => {
                 self.eng = Some(e);
                 true
@@ -325,7 +325,7 @@ impl Conn {
     /// Moves bytes both ways, follows the transport's state and collects engine events.
     fn pump(&mut self, cx: &mut TcpCtx<'_>, stats: &mut EngineStats) {
         let now = cx.now();
-        let t = now.since_start();
+        let t = now;
         let s = cx.socket(self.h);
         let Some(e) = self.eng.as_mut() else {
             return;
@@ -386,18 +386,14 @@ impl Conn {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        self.eng
-            .as_ref()
-            .and_then(|e| e.poll_timeout())
-            .map(Instant::from_duration)
+        self.eng.as_ref().and_then(|e| e.poll_timeout())
     }
 
     fn handle_timeout(&mut self, now: Instant) {
         if let Some(e) = self.eng.as_mut()
-            && e.poll_timeout()
-                .is_some_and(|d| Instant::from_duration(d) <= now)
+            && e.poll_timeout().is_some_and(|d| d <= now)
         {
-            e.handle_timeout(now.since_start());
+            e.handle_timeout(now);
         }
     }
 }

@@ -282,7 +282,7 @@ impl Rnic {
         let pd = mem.alloc_pd();
         let cq = Cq::new(4096);
         let cfg = QpConfig::new(QpId(id), pd, cq.clone(), cq.clone());
-        let eng = match QpEngine::new(cfg, mem.clone(), setup, Duration::ZERO) {
+        let eng = match QpEngine::new(cfg, mem.clone(), setup, Instant::ZERO) {
             Ok(e) => e,
             Err(e) => panic!("engine configuration: {e}"),
         };
@@ -349,10 +349,10 @@ impl Host {
                 if let Some(meter) = &mut r.meter {
                     meter.record(t, Meter::payload(m.ppid, &m.data));
                 }
-                r.eng.handle_message(t, m.ppid, m.unordered, &m.data);
+                r.eng.handle_message(now, m.ppid, m.unordered, &m.data);
             }
-            if r.eng.poll_timeout().is_some_and(|d| d <= t) {
-                r.eng.handle_timeout(t);
+            if r.eng.poll_timeout().is_some_and(|d| d <= now) {
+                r.eng.handle_timeout(now);
             }
             if a.state() == sctp::State::Established {
                 while let Some((stream, _, data)) = r.eng.poll_message() {

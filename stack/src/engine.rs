@@ -14,8 +14,9 @@
 //!   [`QpEngine::should_close_transport`] (close the TCP connection once the transmit
 //!   buffer is written).
 //!
-//! Time is a [`Duration`] since any origin the driver picks (virtual time in the simulator,
-//! a monotonic clock's elapsed time on real sockets); it is only used for MPA setup timeouts.
+//! Time is an [`Instant`] on a time line the driver picks (virtual time in the simulator,
+//! the time since the RNIC started on real sockets); it is used for the setup timeouts and
+//! the first-FPDU hold.
 //!
 //! # Behaviour
 //!
@@ -52,6 +53,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
+
+use crate::Instant;
 
 use ddp::{
     Access, DdpCode, DdpError, Progress, QueueState, Reassembly, StagProblem, TaggedRepr,
@@ -436,7 +439,7 @@ pub struct QpEngine {
     session: Option<Session>,
     mulpdu: usize,
     /// The latest time the driver passed in.
-    last_now: Duration,
+    last_now: Instant,
 
     sq: VecDeque<SqEntry>,
     next_seq: u64,
@@ -517,7 +520,7 @@ impl QpEngine {
         cfg: QpConfig,
         mem: Arc<MemTable>,
         setup: Setup,
-        now: Duration,
+        now: Instant,
     ) -> Result<QpEngine, EngineError> {
         if cfg.max_sge < MIN_MAX_SGE {
             return Err(EngineError::MaxSgeTooSmall(cfg.max_sge));
@@ -588,7 +591,7 @@ impl QpEngine {
     fn mpa_llp(
         cfg: &QpConfig,
         start: MpaStart,
-        now: Duration,
+        now: Instant,
     ) -> Result<(Llp, Option<Session>), EngineError> {
         // Both setup paths and the direct one need a usable MULPDU.
         let m = MpaLlp::mulpdu_for(cfg.emss, start.markers_tx());
@@ -654,7 +657,7 @@ impl QpEngine {
     }
 
     /// The next deadline at which [`QpEngine::handle_timeout`] must be called.
-    pub fn poll_timeout(&self) -> Option<Duration> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.llp.poll_timeout()
     }
 
@@ -884,7 +887,7 @@ impl QpEngine {
     // ----------------------------------------------------------------------------------
 
     /// Bytes read from the TCP connection, in order, in chunks of any size.
-    pub fn handle_stream(&mut self, now: Duration, data: &[u8]) {
+    pub fn handle_stream(&mut self, now: Instant, data: &[u8]) {
         self.last_now = self.last_now.max(now);
         self.stream_in(data, false);
     }
@@ -894,7 +897,7 @@ impl QpEngine {
     /// untaken bytes again, followed by the next ones read. Whole FPDUs are then placed
     /// straight from `data` into registered memory, without an intermediate copy. At most
     /// one FPDU (under 70 000 bytes) is left untaken.
-    pub fn handle_stream_partial(&mut self, now: Duration, data: &[u8]) -> usize {
+    pub fn handle_stream_partial(&mut self, now: Instant, data: &[u8]) -> usize {
         self.last_now = self.last_now.max(now);
         self.stream_in(data, true)
     }
@@ -936,7 +939,7 @@ impl QpEngine {
 
     /// A message received on the SCTP association carrying this QP's DDP stream (any
     /// order; `unordered`: the U flag it arrived with). Ignored by a stream LLP.
-    pub fn handle_message(&mut self, now: Duration, ppid: u32, unordered: bool, data: &[u8]) {
+    pub fn handle_message(&mut self, now: Instant, ppid: u32, unordered: bool, data: &[u8]) {
         self.last_now = self.last_now.max(now);
         if self.rx_stopped {
             return;
@@ -1030,7 +1033,7 @@ impl QpEngine {
     }
 
     /// The transport closed (or was reset).
-    pub fn handle_closed(&mut self, now: Duration, reason: CloseReason) {
+    pub fn handle_closed(&mut self, now: Instant, reason: CloseReason) {
         let _ = now;
         self.events.push_back(QpEvent::TransportClosed(reason));
         if self.llp.abandon_setup() {
@@ -1046,7 +1049,7 @@ impl QpEngine {
     }
 
     /// Timer expiry; call at or after [`QpEngine::poll_timeout`].
-    pub fn handle_timeout(&mut self, now: Duration) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         self.last_now = self.last_now.max(now);
         if let Some(what) = self.llp.handle_timeout(now) {
             self.setup_failed(SetupError::Timeout(what));

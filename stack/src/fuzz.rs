@@ -13,7 +13,7 @@
 //! responses RFC 5040 §7 and RFC 5043 §6 prescribe, or the peer closing the stream (its own
 //! Session Terminate).
 
-use std::time::Duration;
+use crate::Instant;
 
 use sctp::ddp_adapt::{FunctionCode, PPID_DDP_STREAM_SESSION_CONTROL, SessionControl};
 
@@ -69,7 +69,7 @@ pub fn hostile_peer(data: &[u8]) {
             peer_private_data: Vec::new(),
         })
     };
-    let Ok(mut eng) = QpEngine::new(cfg, mem.clone(), setup, Duration::ZERO) else {
+    let Ok(mut eng) = QpEngine::new(cfg, mem.clone(), setup, Instant::ZERO) else {
         return;
     };
     let mut session_terminated = false;
@@ -81,7 +81,7 @@ pub fn hostile_peer(data: &[u8]) {
             private_data: vec![0, 4, 0, 4],
         };
         if let Ok(m) = accept.emit() {
-            eng.handle_message(Duration::ZERO, PPID_DDP_STREAM_SESSION_CONTROL, true, &m);
+            eng.handle_message(Instant::ZERO, PPID_DDP_STREAM_SESSION_CONTROL, true, &m);
         }
     }
     for i in 0..4u64 {
@@ -110,7 +110,7 @@ pub fn hostile_peer(data: &[u8]) {
                 msg[8..16].copy_from_slice(&to.to_be_bytes());
             }
             let ppid = if flags & 2 != 0 { 17 } else { 16 };
-            eng.handle_message(Duration::ZERO, ppid, flags & 1 != 0, &msg);
+            eng.handle_message(Instant::ZERO, ppid, flags & 1 != 0, &msg);
             while let Some((_, ppid, d)) = eng.poll_message() {
                 if ppid == PPID_DDP_STREAM_SESSION_CONTROL
                     && SessionControl::parse(d).is_ok_and(|c| c.function == FunctionCode::Terminate)
@@ -124,7 +124,7 @@ pub fn hostile_peer(data: &[u8]) {
         let chunk = usize::from(mode >> 3).max(1) * 7;
         let mut sink = Vec::new();
         for piece in input.chunks(chunk) {
-            eng.handle_stream(Duration::ZERO, piece);
+            eng.handle_stream(Instant::ZERO, piece);
             sink.clear();
             eng.transmit_all(&mut sink);
         }

@@ -51,11 +51,12 @@
 //!
 //! **netsim** (deterministic simulation over smoltcp): the engine is the state of a
 //! `netsim::tcp::TcpApp`. In `poll(cx)` the app connects or listens on its socket, feeds
-//! `socket.recv(..)` data to `handle_stream(cx.now().since_start(), ..)`, offers
+//! `socket.recv(..)` data to `handle_stream(cx.now(), ..)`, offers
 //! `poll_transmit()` to `socket.send_slice(..)` and reports the accepted count with
 //! `transmit_done`, calls `socket.close()` when `should_close_transport()`, and reports
 //! `handle_closed` when the socket leaves the established states; `poll_at` returns the
-//! engine's `poll_timeout()` mapped to a `netsim::Instant`. The same engine thus runs in
+//! engine's `poll_timeout()`. Every engine of the stack takes its time as [`Instant`] (the
+//! simulator's type, which the SCTP engine takes too), so the same engine runs in
 //! virtual time, with loss and reordering below TCP, byte-identically per seed.
 //!
 //! # Choices
@@ -108,5 +109,8 @@ pub use wr::{RecvWr, SendOp, SendWr, Sge};
 
 pub use ddp;
 pub use mpa;
+/// The time every engine of the stack takes as `now`: a point on the driver's time line
+/// (the simulator's virtual time, or the runtime's time since the RNIC started).
+pub use netsim::Instant;
 pub use rdmap;
 pub use sctp;

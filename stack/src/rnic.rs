@@ -407,7 +407,7 @@ impl Rnic {
                 why: "a device of that name is attached already".into(),
             }));
         }
-        let stack = crate::device::DevStack::new(name, link, cfg, Duration::ZERO);
+        let stack = crate::device::DevStack::new(name, link, cfg, crate::Instant::ZERO);
         devs.insert(name.to_string(), Arc::new(Mutex::new(stack)));
         Ok(())
     }
@@ -480,7 +480,7 @@ impl Rnic {
             &d.device,
             link,
             &cfg,
-            Duration::ZERO,
+            crate::Instant::ZERO,
         )));
         devs.insert(d.device.clone(), dev.clone());
         Ok(dev)

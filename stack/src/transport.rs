@@ -15,7 +15,7 @@ use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mio::net::{TcpListener, TcpStream};
 use mio::{Interest, Token};
@@ -23,6 +23,7 @@ use mpa::{ConnFrame, FrameError};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::tcp;
 
+use crate::Instant;
 use crate::device::{self, DevSock, SharedDev};
 
 use crate::engine::{CloseReason, QpConfig, QpEngine, QpEvent, QpState, Setup};
@@ -176,7 +177,7 @@ struct Active {
     /// The socket accepted our last write without blocking.
     writable: bool,
     /// Our write half is shut; reading until EOF or `linger`.
-    shut: Option<Duration>,
+    shut: Option<Instant>,
     /// `handle_closed` was reported to the engine.
     closed: bool,
     /// Bytes read but not yet taken by the engine (an incomplete FPDU) and room for more.
@@ -250,7 +251,7 @@ enum Conn {
         port: u16,
         /// Listening sockets, each with when it took a SYN (its handshake has until
         /// [`DEV_HANDSHAKE`] after that).
-        backlog: Vec<(SocketHandle, Option<Duration>)>,
+        backlog: Vec<(SocketHandle, Option<Instant>)>,
     },
     /// Passive side: reading the MPA Request.
     Incoming {
@@ -258,7 +259,7 @@ enum Conn {
         listener: ListenerId,
         peer: SocketAddr,
         buf: Vec<u8>,
-        deadline: Option<Duration>,
+        deadline: Option<Instant>,
         req: Option<ConnReqId>,
     },
     /// Active side: TCP connect in progress.
@@ -271,8 +272,8 @@ enum Conn {
     Rejecting {
         sock: Stream,
         out: Vec<u8>,
-        shut: Option<Duration>,
-        deadline: Duration,
+        shut: Option<Instant>,
+        deadline: Instant,
     },
     Active(Active),
     /// An SCTP endpoint (a listener's, or an active connection's), under the token of its
@@ -287,7 +288,7 @@ pub(crate) struct Core {
     events: mio::Events,
     conns: HashMap<Token, Conn>,
     next_token: usize,
-    start: Instant,
+    start: std::time::Instant,
     /// Read size.
     read_chunk: usize,
     /// The read buffer connections borrow while they are serviced: a connection keeps one
@@ -298,12 +299,12 @@ pub(crate) struct Core {
     /// `EAGAIN` even after a short read (the FIN may have come with the data).
     read_closed: bool,
     /// When the timers were last looked at.
-    timers_checked: Duration,
+    timers_checked: Instant,
     /// Every connection's next deadline, asked for again only of the connections touched
     /// since: one busy QP among thousands of idle ones does not pay for them.
     timerq: timers::TimerQueue,
     /// When every connection's deadline was last asked for (see [`FULL_RESCAN`]).
-    rescanned: Duration,
+    rescanned: Instant,
     /// Connections that found their socket full (set when they are serviced), so that
     /// [`Core::write_blocked`] need not visit every connection.
     write_waiting: std::collections::HashSet<Token>,
@@ -327,12 +328,12 @@ pub(crate) fn run_thread(shared: &Shared) {
         return;
     };
     let busy = shared.cfg.busy_poll;
-    let mut last_work = Instant::now();
+    let mut last_work = std::time::Instant::now();
     let mut idle_spins = 0u32;
     while !shared.stop.load(Ordering::SeqCst) {
         let done = core.turn(shared, Some(Duration::ZERO)).unwrap_or(0);
         if done > 0 {
-            last_work = Instant::now();
+            last_work = std::time::Instant::now();
             idle_spins = 0;
             continue;
         }
@@ -355,7 +356,7 @@ pub(crate) fn run_thread(shared: &Shared) {
         let timeout = core.next_timeout();
         let _ = core.turn(shared, Some(timeout.unwrap_or(Duration::from_secs(1))));
         shared.sleeping.store(false, Ordering::SeqCst);
-        last_work = Instant::now();
+        last_work = std::time::Instant::now();
     }
 }
 
@@ -384,10 +385,10 @@ fn is_transient(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::Interrupted
 }
 
-/// A connection's next deadline (time since the core's start). A QP whose engine is locked
+/// A connection's next deadline. A QP whose engine is locked
 /// by an application thread right now counts as due: its timers are looked at once the
 /// lock is free.
-fn deadline_of(c: &Conn, now: Duration) -> Option<Duration> {
+fn deadline_of(c: &Conn, now: Instant) -> Option<Instant> {
     match c {
         Conn::Incoming { deadline, .. } => *deadline,
         Conn::Rejecting { deadline, .. } => Some(*deadline),
@@ -413,22 +414,22 @@ impl Core {
             events: mio::Events::with_capacity(256),
             conns: HashMap::new(),
             next_token: 1,
-            start: Instant::now(),
+            start: std::time::Instant::now(),
             read_chunk: read_chunk.max(4096),
             spare_rx: Vec::new(),
             ready: Vec::new(),
             read_closed: false,
-            timers_checked: Duration::ZERO,
+            timers_checked: Instant::ZERO,
             timerq: timers::TimerQueue::default(),
-            rescanned: Duration::ZERO,
+            rescanned: Instant::ZERO,
             write_waiting: std::collections::HashSet::new(),
             aliases: HashMap::new(),
             devs: Vec::new(),
         }
     }
 
-    fn now(&self) -> Duration {
-        self.start.elapsed()
+    fn now(&self) -> Instant {
+        Instant::from_duration(self.start.elapsed())
     }
 
     fn token(&mut self) -> Token {
@@ -453,13 +454,13 @@ impl Core {
                 next = Some(next.map_or(at, |n| n.min(at)));
             }
         }
-        next.map(|d| d.saturating_sub(now))
+        next.map(|d| d.saturating_duration_since(now))
     }
 
     /// Asks the connections touched since the last call for their next deadline (and every
     /// connection once per [`FULL_RESCAN`]).
-    fn refresh_timers(&mut self, now: Duration) {
-        let tokens: Vec<Token> = if now.saturating_sub(self.rescanned) >= FULL_RESCAN {
+    fn refresh_timers(&mut self, now: Instant) {
+        let tokens: Vec<Token> = if now.saturating_duration_since(self.rescanned) >= FULL_RESCAN {
             self.rescanned = now;
             self.timerq.take_dirty();
             self.conns.keys().copied().collect()
@@ -544,7 +545,7 @@ impl Core {
         // Timers have millisecond granularity at most; look at them that often (each look
         // visits every connection).
         let now = self.now();
-        if now.saturating_sub(self.timers_checked) >= TIMER_GRANULARITY {
+        if now.saturating_duration_since(self.timers_checked) >= TIMER_GRANULARITY {
             self.timers_checked = now;
             work += self.timers(shared);
         }
@@ -1430,7 +1431,7 @@ impl Core {
                     tcp::State::Listen => false,
                     tcp::State::SynReceived => {
                         let t0 = since.unwrap_or(now);
-                        if now.saturating_sub(t0) < DEV_HANDSHAKE {
+                        if now.saturating_duration_since(t0) < DEV_HANDSHAKE {
                             kept.push((h, Some(t0)));
                             continue;
                         }
@@ -1834,7 +1835,7 @@ impl Shared {
         mut done: impl FnMut() -> Option<T>,
         mut wait: impl FnMut(Duration),
     ) -> Result<T, RnicError> {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = std::time::Instant::now().checked_add(timeout);
         loop {
             if let Some(v) = done() {
                 return Ok(v);
@@ -1843,7 +1844,7 @@ impl Shared {
                 return Err(RnicError::Closed);
             }
             let left = deadline.map_or(Duration::from_secs(3600), |d| {
-                d.saturating_duration_since(Instant::now())
+                d.saturating_duration_since(std::time::Instant::now())
             });
             if left.is_zero() {
                 return Err(RnicError::Timeout);

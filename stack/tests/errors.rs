@@ -4,8 +4,6 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::{Opts, Pair, Side, all_access, session, wire_terminates};
 use stack::mpa::{FpduEncoder, Role, RxConfig, TxConfig};
 use stack::rdmap::terminate::TerminatedDdpHeader;
@@ -543,7 +541,7 @@ fn lone(ird: u16) -> (Side, FpduEncoder) {
 fn feed(side: &mut Side, enc: &mut FpduEncoder, ulpdu: &[u8]) -> Vec<Terminate> {
     let mut bytes = Vec::new();
     enc.encode(&[ulpdu], &mut bytes).expect("encode");
-    side.eng.handle_stream(Duration::ZERO, &bytes);
+    side.eng.handle_stream(stack::Instant::ZERO, &bytes);
     let mut out = Vec::new();
     side.eng.transmit_all(&mut out);
     wire_terminates(&out, rx(), false)
@@ -681,7 +679,7 @@ fn terminate_state_refuses_posts() {
     .expect("emit");
     let mut bytes = Vec::new();
     enc.encode(&[&bad], &mut bytes).expect("encode");
-    side.eng.handle_stream(Duration::ZERO, &bytes);
+    side.eng.handle_stream(stack::Instant::ZERO, &bytes);
     assert_eq!(side.eng.state(), QpState::Terminate);
     assert_eq!(
         side.eng.post_send(SendWr::send(1, vec![])),
@@ -712,8 +710,13 @@ fn cq_overflow_fails_the_qp() {
     let scq = Cq::new(16);
     let cfg = QpConfig::new(QpId(9), pd, scq.clone(), rcq.clone());
     let s = session(Role::Initiator, true, false, false, 1, 1);
-    let mut eng =
-        QpEngine::new(cfg, mem.clone(), Setup::Established(s), Duration::ZERO).expect("engine");
+    let mut eng = QpEngine::new(
+        cfg,
+        mem.clone(),
+        Setup::Established(s),
+        stack::Instant::ZERO,
+    )
+    .expect("engine");
     let buf = mem
         .register_new(pd, 64, MrOptions::new(Access::LOCAL_WRITE))
         .expect("register");
@@ -737,7 +740,7 @@ fn cq_overflow_fails_the_qp() {
         enc.encode(&[&h.encode(b"x").expect("emit")], &mut bytes)
             .expect("encode");
     }
-    eng.handle_stream(Duration::ZERO, &bytes);
+    eng.handle_stream(stack::Instant::ZERO, &bytes);
     assert!(rcq.overflowed());
     assert_eq!(
         rcq.poll_async(),

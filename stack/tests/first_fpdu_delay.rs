@@ -13,6 +13,11 @@ use stack::{RecvWr, SendWr, Setup};
 
 const MS: Duration = Duration::from_millis(1);
 
+/// The point `n` milliseconds into the test's time line.
+fn at(n: u64) -> stack::Instant {
+    stack::Instant::from_millis(n)
+}
+
 /// Runs MPA setup with the Reply arriving at 10 ms, posts a Send on the initiator and
 /// returns it, ready to transmit.
 fn after_reply(delay: Duration) -> (Side, Side) {
@@ -22,10 +27,10 @@ fn after_reply(delay: Duration) -> (Side, Side) {
     let mut b = Side::new(2, Setup::Responder(mpa::Config::default()), |_| {});
     let req = a.eng.poll_transmit().expect("MPA Request").to_vec();
     a.eng.transmit_done(req.len());
-    b.eng.handle_stream(Duration::ZERO, &req);
+    b.eng.handle_stream(stack::Instant::ZERO, &req);
     let rep = b.eng.poll_transmit().expect("MPA Reply").to_vec();
     b.eng.transmit_done(rep.len());
-    a.eng.handle_stream(10 * MS, &rep);
+    a.eng.handle_stream(at(10), &rep);
     let src = a.mr(100);
     src.buf().write_at(0, &pattern(100, 3)).expect("fits");
     let dst = b.mr(100);
@@ -45,10 +50,10 @@ fn after_reply(delay: Duration) -> (Side, Side) {
 fn rfc5044_7_1_2_first_fpdu_held_until_delay_after_reply() {
     let (mut a, mut b) = after_reply(50 * MS);
     assert!(a.eng.poll_transmit().is_none(), "first FPDU must be held");
-    assert_eq!(a.eng.poll_timeout(), Some(60 * MS));
-    a.eng.handle_timeout(59 * MS);
+    assert_eq!(a.eng.poll_timeout(), Some(at(60)));
+    a.eng.handle_timeout(at(59));
     assert!(a.eng.poll_transmit().is_none(), "still held 1 ms early");
-    a.eng.handle_timeout(60 * MS);
+    a.eng.handle_timeout(at(60));
     assert_eq!(a.eng.poll_timeout(), None);
     let fpdu = a
         .eng
@@ -56,7 +61,7 @@ fn rfc5044_7_1_2_first_fpdu_held_until_delay_after_reply() {
         .expect("released at the deadline")
         .to_vec();
     a.eng.transmit_done(fpdu.len());
-    b.eng.handle_stream(60 * MS, &fpdu);
+    b.eng.handle_stream(at(60), &fpdu);
     let wcs = b.recv_wcs();
     assert_eq!(wcs.len(), 1);
     assert!(wcs[0].status.is_success());

@@ -28,7 +28,7 @@ struct DevHost {
     side: Rc<RefCell<Side>>,
     sock: SocketHandle,
     closed: bool,
-    last: Duration,
+    last: Instant,
 }
 
 impl DevHost {
@@ -47,12 +47,12 @@ impl DevHost {
             side,
             sock,
             closed: false,
-            last: Duration::ZERO,
+            last: Instant::ZERO,
         }
     }
 
     /// Runs the stack, moves bytes between the socket and the engine, runs it again.
-    fn step(&mut self, now: Duration) {
+    fn step(&mut self, now: Instant) {
         self.last = now;
         self.dev.poll(now);
         {
@@ -93,7 +93,7 @@ impl Node for DevHost {
 
     fn handle_frame(&mut self, now: Instant, _iface: usize, frame: Vec<u8>) {
         self.dev.receive(frame);
-        self.step(now.since_start());
+        self.step(now);
     }
 
     fn poll_transmit(&mut self, _now: Instant) -> Option<(usize, Vec<u8>)> {
@@ -103,17 +103,12 @@ impl Node for DevHost {
     fn poll_timeout(&mut self) -> Option<Instant> {
         let dev = self.dev.poll_at(self.last);
         let eng = self.side.borrow().eng.poll_timeout();
-        [dev, eng]
-            .into_iter()
-            .flatten()
-            .min()
-            .map(Instant::from_duration)
+        [dev, eng].into_iter().flatten().min()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        let d = now.since_start();
-        self.side.borrow_mut().eng.handle_timeout(d);
-        self.step(d);
+        self.side.borrow_mut().eng.handle_timeout(now);
+        self.step(now);
     }
 }
 

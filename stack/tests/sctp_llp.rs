@@ -65,7 +65,7 @@ fn rfc5043_6_6_no_segment_before_accept() {
         .post_recv(RecvWr::new(9, vec![dst.sge(0, 64)]))
         .expect("recv");
     p.b.eng
-        .handle_message(std::time::Duration::ZERO, first[0].1, true, &first[0].2);
+        .handle_message(stack::Instant::ZERO, first[0].1, true, &first[0].2);
     p.pump();
     assert_eq!(p.b.recv_wcs().len(), 1);
 }
@@ -305,7 +305,7 @@ fn rfc6581_7_enhanced_initiate_without_ird_ord_fails_setup() {
     let mut b = Side::new(2, Setup::SctpResponder(cfg(8, 8, b"")), |_| {});
     let bad = [0u8, 0, 0, 5, 0, 1];
     b.eng.handle_message(
-        std::time::Duration::ZERO,
+        stack::Instant::ZERO,
         PPID_DDP_STREAM_SESSION_CONTROL,
         true,
         &bad,
@@ -335,7 +335,7 @@ fn rfc5043_6_3_reject_reaches_the_initiator_with_private_data() {
     .emit()
     .expect("emit");
     a.eng.handle_message(
-        std::time::Duration::ZERO,
+        stack::Instant::ZERO,
         PPID_DDP_STREAM_SESSION_CONTROL,
         true,
         &reject,
@@ -369,7 +369,7 @@ fn rfc5043_10_ordered_message_ends_the_session() {
     let msgs = SctpPair::take(&mut p.a);
     let (_, ppid, d) = &msgs[0];
     p.b.eng
-        .handle_message(std::time::Duration::ZERO, *ppid, false, d);
+        .handle_message(stack::Instant::ZERO, *ppid, false, d);
     assert_eq!(p.b.eng.state(), QpState::Error);
     assert!(dst.buf().to_vec().iter().all(|&x| x == 0));
     let out = SctpPair::take(&mut p.b);
@@ -391,8 +391,7 @@ fn payload_len(d: &[u8]) -> usize {
 /// Delivers `msgs` to `to` (in the given order).
 fn deliver(to: &mut common::Side, msgs: &[(u16, u32, Vec<u8>)]) {
     for (_, ppid, d) in msgs {
-        to.eng
-            .handle_message(std::time::Duration::ZERO, *ppid, true, d);
+        to.eng.handle_message(stack::Instant::ZERO, *ppid, true, d);
     }
 }
 

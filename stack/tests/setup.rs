@@ -242,7 +242,7 @@ fn rfc6581_insufficient_ird_terminate() {
     if let Some(e) = reply.enhanced.as_mut() {
         e.ord = 8;
     }
-    a_eng.handle_stream(Duration::ZERO, &reply.to_bytes().expect("emit"));
+    a_eng.handle_stream(stack::Instant::ZERO, &reply.to_bytes().expect("emit"));
     let mut out = Vec::new();
     a_eng.transmit_all(&mut out);
     let terms = common::wire_terminates(&out, mpa::RxConfig::new(false, false), false);
@@ -280,7 +280,7 @@ fn mpa_setup_timeouts() {
 fn rfc5044_7_1_1_bad_key() {
     let mut s = Side::new(2, Setup::Responder(mpa::Config::default()), |_| {});
     s.eng
-        .handle_stream(Duration::ZERO, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        .handle_stream(stack::Instant::ZERO, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(s.eng.state(), QpState::Error);
     assert!(s.eng.poll_transmit().is_none());
     assert!(s.eng.should_close_transport());

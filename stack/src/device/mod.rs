@@ -26,6 +26,8 @@ use std::os::unix::net::UnixDatagram;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::Instant;
+
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::phy::{self, DeviceCapabilities, Medium};
 use smoltcp::socket::tcp;
@@ -369,11 +371,11 @@ pub(crate) struct DevStack {
     /// Frames the device's full queue refused, oldest first.
     backlog: std::collections::VecDeque<Vec<u8>>,
     /// Connections their QPs closed: finishing their FIN exchange until the deadline.
-    closing: Vec<(SocketHandle, Duration)>,
+    closing: Vec<(SocketHandle, Instant)>,
     /// Local ports in use (listeners and connections).
     ports: HashMap<u16, usize>,
     /// The time of the last poll.
-    now: Duration,
+    now: Instant,
     next_port: u16,
 }
 
@@ -504,7 +506,7 @@ impl phy::Device for Phy<'_> {
     }
 }
 
-fn instant(now: Duration) -> smoltcp::time::Instant {
+fn instant(now: Instant) -> smoltcp::time::Instant {
     smoltcp::time::Instant::from_micros(i64::try_from(now.as_micros()).unwrap_or(i64::MAX))
 }
 
@@ -519,14 +521,14 @@ fn addr_mac(ip: Ipv4Addr) -> [u8; 6] {
 impl DevStack {
     /// A stack on `link` configured by `cfg`, its randomness (TCP initial sequence
     /// numbers, the first ephemeral port) from the OS.
-    pub(crate) fn new(name: &str, link: Link, cfg: &DeviceConfig, now: Duration) -> DevStack {
+    pub(crate) fn new(name: &str, link: Link, cfg: &DeviceConfig, now: Instant) -> DevStack {
         let mut seed = [0u8; 8];
         let _ = getrandom::fill(&mut seed);
         DevStack::with_seed(name, link, cfg, now, u64::from_le_bytes(seed))
     }
 
     /// A stack whose randomness comes from `seed` (deterministic: the simulator's).
-    fn with_seed(name: &str, link: Link, cfg: &DeviceConfig, now: Duration, seed: u64) -> DevStack {
+    fn with_seed(name: &str, link: Link, cfg: &DeviceConfig, now: Instant, seed: u64) -> DevStack {
         let mtu = cfg
             .mtu
             .or_else(|| link.mtu())
@@ -748,7 +750,7 @@ impl DevStack {
     }
 
     /// Receives and sends what there is. `true` if any socket may have changed.
-    pub(crate) fn poll(&mut self, now: Duration) -> bool {
+    pub(crate) fn poll(&mut self, now: Instant) -> bool {
         self.now = now;
         // Frames the full queue refused go first, in order.
         while let Some(f) = self.backlog.front() {
@@ -795,7 +797,7 @@ impl DevStack {
     /// When the stack next needs a poll: at once while frames wait for room in the device's
     /// queue (a full queue's "room again" is not always signalled: a datagram socket wakes
     /// its writers only if it was polled while full).
-    pub(crate) fn poll_at(&mut self, now: Duration) -> Option<Duration> {
+    pub(crate) fn poll_at(&mut self, now: Instant) -> Option<Instant> {
         if !self.backlog.is_empty() {
             return Some(now);
         }
@@ -823,7 +825,7 @@ impl FrameDevice {
     pub fn new(name: &str, cfg: &DeviceConfig, seed: u64) -> FrameDevice {
         let link = Link::Frames(Box::default());
         FrameDevice {
-            stack: DevStack::with_seed(name, link, cfg, Duration::ZERO, seed),
+            stack: DevStack::with_seed(name, link, cfg, Instant::ZERO, seed),
         }
     }
 
@@ -843,14 +845,14 @@ impl FrameDevice {
         }
     }
 
-    /// Runs the stack at `now` (time since the device was made); `true` if a socket may
+    /// Runs the stack at `now` (on the device's time line, which starts at zero); `true` if a socket may
     /// have changed.
-    pub fn poll(&mut self, now: Duration) -> bool {
+    pub fn poll(&mut self, now: Instant) -> bool {
         self.stack.poll(now)
     }
 
     /// When the stack next needs a poll.
-    pub fn poll_at(&mut self, now: Duration) -> Option<Duration> {
+    pub fn poll_at(&mut self, now: Instant) -> Option<Instant> {
         self.stack.poll_at(now)
     }
 

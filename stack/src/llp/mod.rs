@@ -257,7 +257,7 @@ impl Llp {
     }
 
     /// The LLP's next deadline (setup timers, the MPA first-FPDU hold).
-    pub(crate) fn poll_timeout(&self) -> Option<std::time::Duration> {
+    pub(crate) fn poll_timeout(&self) -> Option<crate::Instant> {
         match self {
             Llp::Mpa(m) => m.poll_timeout(),
             Llp::Sctp(s) => s.poll_timeout(),
@@ -265,7 +265,7 @@ impl Llp {
     }
 
     /// Timer expiry: names what setup waited for in vain, if that timer ran out.
-    pub(crate) fn handle_timeout(&mut self, now: std::time::Duration) -> Option<&'static str> {
+    pub(crate) fn handle_timeout(&mut self, now: crate::Instant) -> Option<&'static str> {
         match self {
             Llp::Mpa(m) => m.handle_timeout(now),
             Llp::Sctp(s) => s.handle_timeout(now),

@@ -14,6 +14,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::Instant;
+
 use arrayvec::ArrayVec;
 use mpa::{ConnFrame, Deframer, FpduEncoder, FrameError, TxConfig};
 use rdmap::{Header, TermCause, Terminate};
@@ -97,9 +99,9 @@ pub(crate) struct MpaLlp {
     zero_copy_tx: bool,
     phase: Phase,
     /// MPA setup timer.
-    deadline: Option<Duration>,
+    deadline: Option<Instant>,
     /// Output held until this time (the first-FPDU delay).
-    tx_hold: Option<Duration>,
+    tx_hold: Option<Instant>,
     enc: Option<FpduEncoder>,
     /// Taken while the engine handles the ULPDUs it yields.
     deframer: Option<Deframer>,
@@ -141,7 +143,7 @@ impl MpaLlp {
         first_fpdu_delay: Duration,
         zero_copy_tx: bool,
         start: MpaStart,
-        now: Duration,
+        now: Instant,
     ) -> Result<(MpaLlp, Option<mpa::Session>), mpa::negotiate::ConfigError> {
         let mut m = MpaLlp {
             emss,
@@ -307,7 +309,7 @@ impl MpaLlp {
         self.enc.is_some()
     }
 
-    fn enter_full(&mut self, session: &mpa::Session, now: Duration, hold: bool) {
+    fn enter_full(&mut self, session: &mpa::Session, now: Instant, hold: bool) {
         self.enc = Some(FpduEncoder::new(session.tx_config()));
         self.deframer = Some(Deframer::new(session.rx_config()));
         self.mulpdu = mpa::mulpdu(self.emss, session.markers_tx) as usize;
@@ -319,7 +321,7 @@ impl MpaLlp {
     }
 
     /// Stream input during setup.
-    pub(crate) fn setup_input(&mut self, now: Duration, data: &[u8]) -> SetupOut {
+    pub(crate) fn setup_input(&mut self, now: Instant, data: &[u8]) -> SetupOut {
         match std::mem::replace(&mut self.phase, Phase::Done) {
             Phase::Done => SetupOut::pending(),
             Phase::AwaitReply { cfg, sent, mut buf } => {
@@ -344,7 +346,7 @@ impl MpaLlp {
 
     fn on_reply_bytes(
         &mut self,
-        now: Duration,
+        now: Instant,
         cfg: mpa::Config,
         sent: ConnFrame,
         buf: Vec<u8>,
@@ -400,7 +402,7 @@ impl MpaLlp {
         }
     }
 
-    fn on_request_bytes(&mut self, now: Duration, cfg: mpa::Config, buf: Vec<u8>) -> SetupOut {
+    fn on_request_bytes(&mut self, now: Instant, cfg: mpa::Config, buf: Vec<u8>) -> SetupOut {
         let (request, used) = match ConnFrame::parse(&buf) {
             Ok(x) => x,
             Err(FrameError::Truncated { .. }) => {
@@ -444,7 +446,7 @@ impl MpaLlp {
     // Timers
     // ----------------------------------------------------------------------------------
 
-    pub(crate) fn poll_timeout(&self) -> Option<Duration> {
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         match (self.deadline, self.tx_hold) {
             (Some(d), Some(h)) => Some(d.min(h)),
             (d, h) => d.or(h),
@@ -452,7 +454,7 @@ impl MpaLlp {
     }
 
     /// Timer expiry: the setup step that failed ("MPA Reply"/"MPA Request") if its timer ran out.
-    pub(crate) fn handle_timeout(&mut self, now: Duration) -> Option<&'static str> {
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Option<&'static str> {
         if self.tx_hold.is_some_and(|h| now >= h) {
             self.tx_hold = None;
         }

@@ -23,6 +23,8 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use crate::Instant;
+
 use mpa::EnhancedData;
 
 /// Largest IRD or ORD the RFC 6581 words carry (14 bits).
@@ -128,7 +130,7 @@ pub(crate) struct SctpLlp {
     cfg: SctpConfig,
     session: StreamSession,
     established: bool,
-    deadline: Option<Duration>,
+    deadline: Option<Instant>,
     out: VecDeque<Outgoing>,
     produced: u64,
     consumed: u64,
@@ -138,7 +140,7 @@ pub(crate) struct SctpLlp {
 
 impl SctpLlp {
     /// The active side: queues the Initiate.
-    pub(crate) fn initiator(cfg: SctpConfig, now: Duration) -> Result<SctpLlp, SctpSetupError> {
+    pub(crate) fn initiator(cfg: SctpConfig, now: Instant) -> Result<SctpLlp, SctpSetupError> {
         let pd = cfg.enhanced_pd(cfg.ird, cfg.ord);
         let session = if cfg.enhanced {
             StreamSession::initiate_enhanced(cfg.stream, cfg.max_segment, &pd)
@@ -152,12 +154,12 @@ impl SctpLlp {
     }
 
     /// The passive side: waits for the Initiate.
-    pub(crate) fn responder(cfg: SctpConfig, now: Duration) -> SctpLlp {
+    pub(crate) fn responder(cfg: SctpConfig, now: Instant) -> SctpLlp {
         let session = StreamSession::listen(cfg.stream, cfg.max_segment);
         SctpLlp::new(cfg, session, now)
     }
 
-    fn new(cfg: SctpConfig, session: StreamSession, now: Duration) -> SctpLlp {
+    fn new(cfg: SctpConfig, session: StreamSession, now: Instant) -> SctpLlp {
         SctpLlp {
             cfg,
             session,
@@ -179,12 +181,12 @@ impl SctpLlp {
         self.established
     }
 
-    pub(crate) fn poll_timeout(&self) -> Option<Duration> {
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         self.deadline
     }
 
     /// Timer expiry: what did not arrive in time, if its timer ran out.
-    pub(crate) fn handle_timeout(&mut self, now: Duration) -> Option<&'static str> {
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> Option<&'static str> {
         let d = self.deadline?;
         if now < d {
             return None;

@@ -356,7 +356,7 @@ enum AssocRole {
     /// Passive: waiting for the Session Initiate.
     Waiting {
         held: Vec<Message>,
-        deadline: Duration,
+        deadline: Instant,
     },
     /// Passive: reported as a connection request.
     Requested { req: ConnReqId, held: Vec<Message> },
@@ -369,7 +369,7 @@ enum AssocRole {
         span: tracing::Span,
     },
     /// Rejected: shutting down.
-    Closing { deadline: Duration },
+    Closing { deadline: Instant },
 }
 
 /// One SCTP endpoint of the core.
@@ -407,11 +407,11 @@ impl SctpEp {
     }
 
     /// The next deadline: SCTP's timers, setup timers, the engines'.
-    pub(super) fn next_deadline(&self, now: Duration) -> Option<Duration> {
-        let mut next = self.ep.poll_timeout().map(Instant::since_start);
-        let mut consider = |d: Option<Duration>| {
+    pub(super) fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        let mut next = self.ep.poll_timeout();
+        let mut consider = |d: Option<Instant>| {
             if let Some(d) = d {
-                next = Some(next.map_or(d, |n: Duration| n.min(d)));
+                next = Some(next.map_or(d, |n: Instant| n.min(d)));
             }
         };
         for r in self.assocs.values() {
@@ -533,11 +533,7 @@ impl Core {
         let now = self.now();
         let overhead = c.ep.association.encapsulation_overhead;
         let mut ep = Endpoint::new(c.ep);
-        let id = match ep.connect(
-            Instant::from_duration(now),
-            engine_addr(c.remote),
-            c.peer_port,
-        ) {
+        let id = match ep.connect(now, engine_addr(c.remote), c.peer_port) {
             Ok(id) => id,
             Err(e) => {
                 qp.flush_early();
@@ -673,7 +669,7 @@ impl Core {
             for o in s.poll_outgoing() {
                 let _ = a.send(o.stream, o.ppid, true, &o.data);
             }
-            a.shutdown(Instant::from_duration(now));
+            a.shutdown(now);
         }
         e.assocs.insert(
             id,
@@ -728,7 +724,7 @@ impl Core {
                 a.abort();
             }
             e.assocs.remove(&id);
-            e.io.flush(&mut e.ep, Instant::from_duration(now));
+            e.io.flush(&mut e.ep, now);
         }
         let mut s = qp.lock();
         if let Some(eng) = s.engine.as_mut() {
@@ -761,7 +757,7 @@ impl Core {
                     super::drain_events(shared, &qp, s.engine.as_mut());
                 }
             }
-            e.io.flush(&mut e.ep, Instant::from_duration(now));
+            e.io.flush(&mut e.ep, now);
         }
         self.remove_sctp(key);
     }
@@ -782,7 +778,7 @@ impl Core {
         shared: &Shared,
         qp: &Arc<QpShared>,
         setup: Setup,
-        now: Duration,
+        now: Instant,
     ) -> Option<QpEngine> {
         let cfg = super::qp_config(shared, qp, crate::engine::DEFAULT_EMSS);
         match QpEngine::new(cfg, shared.mem.clone(), setup, now) {
@@ -806,10 +802,9 @@ impl Core {
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
             return;
         };
-        let snow = Instant::from_duration(now);
-        e.io.receive(&mut e.ep, snow, RECV_BATCH);
-        if e.ep.poll_timeout().is_some_and(|d| d <= snow) {
-            e.ep.handle_timeout(snow);
+        e.io.receive(&mut e.ep, now, RECV_BATCH);
+        if e.ep.poll_timeout().is_some_and(|d| d <= now) {
+            e.ep.handle_timeout(now);
         }
         e.accept_new(now);
         let events = e.take_events();
@@ -820,7 +815,7 @@ impl Core {
             .collect();
         // Send first: a closing association's last packet (SHUTDOWN COMPLETE, ABORT) is
         // still in it.
-        e.io.flush(&mut e.ep, Instant::from_duration(now));
+        e.io.flush(&mut e.ep, now);
         for id in &gone {
             if e.ep
                 .association(*id)
@@ -848,7 +843,7 @@ struct AssocEvents {
 impl SctpEp {
     /// New associations: a listener's wait for their Session Initiate; without a listener
     /// they are aborted.
-    fn accept_new(&mut self, now: Duration) {
+    fn accept_new(&mut self, now: Instant) {
         while let Some(id) = self.ep.accept() {
             tracing::debug!(
                 vtag = self.ep.association(id).map(|a| a.local_tag()),
@@ -913,13 +908,7 @@ impl SctpEp {
 
     /// One association's pass: its messages go to its QP (or wait for one), its end and
     /// path changes are reported. `true`: it is done and leaves the endpoint's list.
-    fn step_assoc(
-        &mut self,
-        shared: &Shared,
-        id: AssocId,
-        ev: &AssocEvents,
-        now: Duration,
-    ) -> bool {
+    fn step_assoc(&mut self, shared: &Shared, id: AssocId, ev: &AssocEvents, now: Instant) -> bool {
         let mut msgs = Vec::new();
         if let Some(a) = self.ep.association_mut(id) {
             while let Some(m) = a.recv() {
@@ -1014,8 +1003,8 @@ impl SctpEp {
         id: AssocId,
         held: &[Message],
         gone: bool,
-        deadline: Duration,
-        now: Duration,
+        deadline: Instant,
+        now: Instant,
     ) -> Waited {
         if gone {
             return Waited::Done;
@@ -1159,7 +1148,7 @@ fn drive_qp(
     msgs: Vec<Message>,
     end: Option<CloseReason>,
     vanished: bool,
-    now: Duration,
+    now: Instant,
 ) -> bool {
     let mut slot = qp.lock();
     let Some(eng) = slot.engine.as_mut() else {
@@ -1205,7 +1194,7 @@ fn drive_qp(
         }
         if eng.should_close_transport() && !*shut {
             *shut = true;
-            a.shutdown(Instant::from_duration(now));
+            a.shutdown(now);
         }
     }
     if let Some(reason) = end.or(vanished.then_some(CloseReason::Reset)) {

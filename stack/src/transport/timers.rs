@@ -6,18 +6,18 @@
 //! before it is next consulted. Entries are replaced lazily: the heap may hold old
 //! deadlines of a connection, and only the one recorded in `at` counts.
 
+use crate::Instant;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::time::Duration;
 
 use mio::Token;
 
-/// Deadlines (time since the core's start) keyed by connection token.
+/// Deadlines keyed by connection token.
 #[derive(Debug, Default)]
 pub(crate) struct TimerQueue {
-    heap: BinaryHeap<Reverse<(Duration, usize)>>,
+    heap: BinaryHeap<Reverse<(Instant, usize)>>,
     /// The current deadline of each connection that has one.
-    at: HashMap<Token, Duration>,
+    at: HashMap<Token, Instant>,
     /// Connections touched since their deadline was last asked for.
     dirty: HashSet<Token>,
 }
@@ -39,7 +39,7 @@ impl TimerQueue {
     }
 
     /// Records `t`'s deadline (`None`: it has no timer running).
-    pub(crate) fn set(&mut self, t: Token, deadline: Option<Duration>) {
+    pub(crate) fn set(&mut self, t: Token, deadline: Option<Instant>) {
         match deadline {
             Some(d) => {
                 if self.at.insert(t, d) != Some(d) {
@@ -75,13 +75,13 @@ impl TimerQueue {
     }
 
     /// The earliest deadline recorded.
-    pub(crate) fn earliest(&self) -> Option<Duration> {
+    pub(crate) fn earliest(&self) -> Option<Instant> {
         // `compact` keeps a live entry on top.
         self.heap.peek().map(|Reverse((d, _))| *d)
     }
 
     /// Removes and returns every connection whose deadline is at or before `now`.
-    pub(crate) fn pop_due(&mut self, now: Duration) -> Vec<Token> {
+    pub(crate) fn pop_due(&mut self, now: Instant) -> Vec<Token> {
         let mut due = Vec::new();
         while let Some(&Reverse((d, t))) = self.heap.peek() {
             if d > now {
@@ -109,8 +109,8 @@ impl TimerQueue {
 mod tests {
     use super::*;
 
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
+    fn ms(n: u64) -> Instant {
+        Instant::from_millis(n)
     }
 
     #[test]

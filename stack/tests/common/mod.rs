@@ -12,7 +12,6 @@ pub mod node;
 pub mod sctp;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use stack::mem::TxPart;
 use stack::mpa::{self, ConnFrame, Deframer, Role, RxConfig, Session};
@@ -65,7 +64,7 @@ impl Side {
         let rcq = Cq::new(1024);
         let mut cfg = QpConfig::new(QpId(id), pd, scq.clone(), rcq.clone());
         tweak(&mut cfg);
-        let eng = QpEngine::new(cfg, mem.clone(), setup, Duration::ZERO).expect("engine");
+        let eng = QpEngine::new(cfg, mem.clone(), setup, stack::Instant::ZERO).expect("engine");
         Side {
             eng,
             mem,
@@ -194,7 +193,7 @@ pub type Tamper = Box<dyn FnMut(u64, &mut [u8])>;
 pub struct Pair {
     pub a: Side,
     pub b: Side,
-    pub now: Duration,
+    pub now: stack::Instant,
     pub chunking: Chunking,
     rng: Rng,
     /// Every byte a sent to b, and b to a.
@@ -230,7 +229,7 @@ impl Pair {
         Pair {
             a,
             b,
-            now: Duration::ZERO,
+            now: stack::Instant::ZERO,
             chunking: Chunking::default(),
             rng: Rng::new(1),
             wire_ab: Vec::new(),

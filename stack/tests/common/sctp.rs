@@ -82,8 +82,7 @@ impl SctpPair {
                 for (_, ppid, d) in batch {
                     self.wire.push((from_a, ppid, d.clone()));
                     let to = if from_a { &mut self.b } else { &mut self.a };
-                    to.eng
-                        .handle_message(std::time::Duration::ZERO, ppid, true, &d);
+                    to.eng.handle_message(stack::Instant::ZERO, ppid, true, &d);
                 }
             }
         }
