@@ -346,7 +346,7 @@ static CATALOGUE: &[Case] = &[
     case!(
         initiator "init-rtr-stag",
         "RFC 6581 §9 RTR, RFC 5041 §5.2",
-        "a tagged RTR (zero-length Write or Read) with a non-zero STag, as Chelsio adapters need",
+        "a tagged RTR with a non-zero STag where the responder looks one up (the Write's STag, the Read's Data Source STag), as Chelsio adapters need",
         init_rtr_stag
     ),
     case!(
@@ -1334,11 +1334,20 @@ fn rtr_case(ctx: &mut Ctx<'_>, t: RtrType) -> Outcome {
     let reply = describe_frame(&live.reply);
     if chosen != RtrSet::only(t) {
         live.send_selected_rtr(chosen);
-        let o = Outcome::new(Fail, live.sent(), reply).because(format!(
+        let wrong = format!(
             "selected RTR {} when only {} was offered",
             rtr_name(&chosen),
             rtr_name(&RtrSet::only(t))
-        ));
+        );
+        let o = if t == RtrType::Send && chosen == RtrSet::only(RtrType::Write) {
+            // siw_cm.c (siw_proc_mpareq): "Propose zero length Write if none of Read and
+            // Write is indicated".
+            Outcome::new(Deviation, live.sent(), reply).because(format!(
+                "{wrong}: Linux siw 6.1 knows no Send RTR and proposes the Write RTR instead"
+            ))
+        } else {
+            Outcome::new(Fail, live.sent(), reply).because(wrong)
+        };
         return done(ctx, live.c, o);
     }
     let o = match t {

@@ -521,14 +521,15 @@ fn p2p_write_peer() -> (SocketAddr, std::sync::mpsc::Receiver<Vec<u8>>) {
 
 /// RFC 6581 §9: every case that gets an accepting P2P Reply sends the selected RTR before it
 /// closes (a responder in P2P mode is established only by the RTR), also when the Reply is
-/// judged wrong (a Write RTR selected when only Send was offered).
+/// judged wrong: a Write RTR selected when only Send was offered, which is Linux siw 6.1's
+/// known deviation.
 #[test]
 fn rfc6581_9_the_selected_rtr_is_sent_before_close() {
     let (addr, rx) = p2p_write_peer();
     for (id, want) in [
         ("mpa-p2p-echo", Verdict::Pass),
         ("mpa-rtr-choice", Verdict::Pass),
-        ("mpa-rtr-send", Verdict::Fail),
+        ("mpa-rtr-send", Verdict::Deviation),
     ] {
         let mut cfg = Config::new(addr);
         cfg.app = PeerApp::Bare;
@@ -544,5 +545,65 @@ fn rfc6581_9_the_selected_rtr_is_sent_before_close() {
         assert!(got.len() >= 20, "{id}: {got:02x?}");
         assert_eq!(&got[..4], &[0, 14, 0xc1, 0x40], "{id}: {got:02x?}");
         assert_eq!(&got[4..8], &1u32.to_be_bytes(), "{id}: {got:02x?}");
+    }
+}
+
+/// A scripted initiator: a revision 2 P2P Request to `addr` offering only the Read RTR, then
+/// after the Reply the Read RTR (size 0) with STags `sink` and `source`; holds the connection
+/// until the runner closes it.
+fn read_rtr_initiator(addr: SocketAddr, sink: u32, source: u32) {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return;
+    };
+    let mut req = ConnFrame::new(FrameKind::Request, 2);
+    req.enhanced_flag = true;
+    req.enhanced = Some(mpa::EnhancedData {
+        ird: 1,
+        ord: 1,
+        p2p: true,
+        rtr: mpa::RtrSet::only(mpa::RtrType::Read),
+    });
+    let _ = s.write_all(&req.to_bytes().unwrap_or_default());
+    let _ = read_request(&mut s);
+    let rtr = rdmap::Header::ReadRequest {
+        msn: 1,
+        request: rdmap::ReadRequest {
+            sink_stag: sink,
+            sink_to: 0,
+            size: 0,
+            source_stag: source,
+            source_to: 0,
+        },
+    }
+    .to_vec()
+    .unwrap_or_default();
+    let _ = s.write_all(&fpdu(&rtr));
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+    let _ = s.read_to_end(&mut Vec::new());
+}
+
+/// RFC 6581 §9, RFC 5041 §5.2: init-rtr-stag judges the STag the responder looks up. Linux
+/// siw's Read RTR (sink STag 0, Data Source STag 1) passes; a Read RTR whose Data Source
+/// STag is 0 is the deviation Chelsio adapters refuse.
+#[test]
+fn rfc6581_9_read_rtr_judged_by_its_data_source_stag() {
+    for (sink, source, want) in [
+        (0, 1, Verdict::Pass),
+        (1, 1, Verdict::Pass),
+        (1, 0, Verdict::Deviation),
+    ] {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let mut cfg = Config::new(addr);
+        cfg.listen = true;
+        cfg.app = PeerApp::Bare;
+        cfg.step = Duration::from_secs(1);
+        cfg.accept_timeout = Duration::from_secs(5);
+        cfg.select = vec!["init-rtr-stag".into()];
+        let t = std::thread::spawn(move || read_rtr_initiator(addr, sink, source));
+        let report = conform::run_listening(&cfg, &l, |_| {});
+        let _ = t.join();
+        let r = report.result("init-rtr-stag").expect("the case ran");
+        assert_eq!(r.verdict, want, "sink {sink} source {source}: {r:?}");
     }
 }
