@@ -60,7 +60,8 @@ def compare(expect, reports, cat=None):
                 problems.append(f"{mode} {cid}: {v} without a reason")
         for cid in sorted(set(results) - set(exp)):
             r = results[cid]
-            problems.append(f"{mode} {cid}: not in the expectation file (got {r.get('verdict')}: {r.get('reason', '')})")
+            got = f"{r.get('verdict')}: {r.get('reason', '')}"
+            problems.append(f"{mode} {cid}: not in the expectation file (got {got})")
         for cid, e in exp.items():
             r = results.get(cid)
             if r is None:
