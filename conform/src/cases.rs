@@ -298,7 +298,7 @@ static CATALOGUE: &[Case] = &[
     case!(
         "rdmap-ird",
         "RFC 5040 §6.1, RFC 6581 §7 IRD",
-        "more outstanding Read Requests than its IRD: Terminate DDP Untagged 'Invalid MSN' (0x1/0x2/0x02 or 0x03)",
+        "IRD + 2 Read Requests in one segment (more than it can hold even with one answered at once): Terminate DDP Untagged 'Invalid MSN' (0x1/0x2/0x02 or 0x03) for a Request beyond the IRD, header copied",
         rdmap_ird
     ),
     case!(
@@ -346,7 +346,7 @@ static CATALOGUE: &[Case] = &[
     case!(
         initiator "init-rtr-stag",
         "RFC 6581 §9 RTR, RFC 5041 §5.2",
-        "a tagged RTR (zero-length Write or Read) with a non-zero STag, as Chelsio adapters need",
+        "a tagged RTR with a non-zero STag where the responder looks one up (the Write's STag, the Read's Data Source STag), as Chelsio adapters need",
         init_rtr_stag
     ),
     case!(
@@ -596,6 +596,49 @@ impl Live {
     fn sent(&self) -> String {
         self.sent.join("; ")
     }
+
+    /// Completes a P2P setup with the RTR the Reply selected (see [`send_rtr`]) before the
+    /// case closes the connection.
+    fn send_selected_rtr(&mut self, chosen: RtrSet) {
+        if let Some(what) = send_rtr(&mut self.c, chosen, &mut self.msn) {
+            self.sent.push(what);
+        }
+    }
+}
+
+/// Sends, on `c` (in full operation), the RTR of the type a P2P Reply selected (Write, else
+/// Read, else Send) and says what was sent; `None` when nothing was selected.
+///
+/// Every case that gets an accepting P2P Reply sends it before it closes: a responder in P2P
+/// mode is not established until the RTR arrives, and a close before that is a path real
+/// stacks handle badly (Linux 6.1's siw then reports the close to iw_cm in the connection's
+/// receive state, which ends in the BUG() of `cm_close_handler` and leaves the host's
+/// connection manager dead).
+fn send_rtr(c: &mut Conn, chosen: RtrSet, msn: &mut [u32; 2]) -> Option<String> {
+    let (what, u) = if chosen.write {
+        (
+            "zero-length RDMA Write STag 0x1 TO 0 (RTR)".to_string(),
+            Header::rtr_write().to_vec(),
+        )
+    } else if chosen.read {
+        let m = msn[1];
+        msn[1] = m.wrapping_add(1);
+        (
+            format!("zero-length Read Request MSN {m} STag 0x1 (RTR)"),
+            Header::rtr_read(m).to_vec(),
+        )
+    } else if chosen.send {
+        let m = msn[0];
+        msn[0] = m.wrapping_add(1);
+        (
+            format!("zero-length Send MSN {m} (RTR)"),
+            Header::rtr_send(m).to_vec(),
+        )
+    } else {
+        return None;
+    };
+    let _ = c.send_ulpdu(&u.unwrap_or_default());
+    Some(what)
 }
 
 /// Opens a connection in full operation with `request` (which the peer must accept).
@@ -721,7 +764,11 @@ fn judge(
     };
     match (&t.ddp_header, sent.get(..hlen)) {
         (Some(h), Some(s)) if h.as_slice() == s => {}
-        (Some(_), _) => wrong.push("the copied DDP header is not the one sent".into()),
+        (Some(h), Some(s)) => wrong.push(format!(
+            "the copied DDP header is not the one sent ({})",
+            header_diff(s, h)
+        )),
+        (Some(_), None) => wrong.push("the copied DDP header is not the one sent".into()),
         (None, _) if copy == Copy::Optional => {}
         (None, _) => wrong.push("D clear: the DDP header of the segment is not copied".into()),
     }
@@ -736,6 +783,44 @@ fn judge(
         (Pass, String::new())
     } else {
         (Fail, wrong.join("; "))
+    }
+}
+
+/// The fields in which a copied DDP header `copy` differs from the header `sent` (RFC 5041
+/// §4.2, §4.3 layouts, by the T bit of the header sent), e.g. "MSN 16 instead of 1".
+fn header_diff(sent: &[u8], copy: &[u8]) -> String {
+    let tagged = sent.first().is_some_and(|c| c & 0x80 != 0);
+    let fields: &[(&str, std::ops::Range<usize>)] = if tagged {
+        &[
+            ("control", 0..1),
+            ("RsvdULP", 1..2),
+            ("STag", 2..6),
+            ("TO", 6..14),
+        ]
+    } else {
+        &[
+            ("control", 0..1),
+            ("RsvdULP", 1..6),
+            ("QN", 6..10),
+            ("MSN", 10..14),
+            ("MO", 14..18),
+        ]
+    };
+    let num = |b: &[u8]| b.iter().fold(0u64, |a, x| (a << 8) | u64::from(*x));
+    let mut out = Vec::new();
+    for (name, r) in fields {
+        match (sent.get(r.clone()), copy.get(r.clone())) {
+            (Some(a), Some(b)) if a == b => {}
+            (Some(a), Some(b)) => {
+                out.push(format!("{name} {:#x} instead of {:#x}", num(b), num(a)));
+            }
+            _ => out.push(format!("{name} missing")),
+        }
+    }
+    if out.is_empty() {
+        format!("{} octets instead of {}", copy.len(), sent.len())
+    } else {
+        out.join(", ")
     }
 }
 
@@ -1168,13 +1253,23 @@ fn mpa_p2p_echo(ctx: &mut Ctx<'_>) -> Outcome {
         Ok(x) => x,
         Err(o) => return o,
     };
-    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let (mut sent, seen) = (describe_frame(&req), describe_reply(&r));
+    let mut c = c;
     let o = match &r {
         ReplyOutcome::Frame(f) if f.reject => {
             Outcome::new(NA, sent, seen).because("the peer declines peer-to-peer mode")
         }
         ReplyOutcome::Frame(f) => match f.enhanced {
-            Some(e) if e.p2p => Outcome::new(Pass, sent, seen),
+            Some(e) if e.p2p => {
+                c.start_fpdus(f.crc, f.markers, false);
+                if !ctx.cfg.first_fpdu_delay.is_zero() {
+                    std::thread::sleep(ctx.cfg.first_fpdu_delay);
+                }
+                if let Some(rtr) = send_rtr(&mut c, e.rtr, &mut [1, 1]) {
+                    sent = format!("{sent}; {rtr}");
+                }
+                Outcome::new(Pass, sent, seen)
+            }
             Some(_) => Outcome::new(Fail, sent, seen).because(
                 "accepted a P2P Request without echoing P2P (a responder that does not run P2P must reject)",
             ),
@@ -1238,11 +1333,21 @@ fn rtr_case(ctx: &mut Ctx<'_>, t: RtrType) -> Outcome {
     };
     let reply = describe_frame(&live.reply);
     if chosen != RtrSet::only(t) {
-        let o = Outcome::new(Fail, live.sent(), reply).because(format!(
+        live.send_selected_rtr(chosen);
+        let wrong = format!(
             "selected RTR {} when only {} was offered",
             rtr_name(&chosen),
             rtr_name(&RtrSet::only(t))
-        ));
+        );
+        let o = if t == RtrType::Send && chosen == RtrSet::only(RtrType::Write) {
+            // siw_cm.c (siw_proc_mpareq): "Propose zero length Write if none of Read and
+            // Write is indicated".
+            Outcome::new(Deviation, live.sent(), reply).because(format!(
+                "{wrong}: Linux siw 6.1 knows no Send RTR and proposes the Write RTR instead"
+            ))
+        } else {
+            Outcome::new(Fail, live.sent(), reply).because(wrong)
+        };
         return done(ctx, live.c, o);
     }
     let o = match t {
@@ -1325,11 +1430,12 @@ fn mpa_rtr_send(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn mpa_rtr_choice(ctx: &mut Ctx<'_>) -> Outcome {
-    let (live, chosen) = match p2p_live(ctx, RtrSet::ALL) {
+    let (mut live, chosen) = match p2p_live(ctx, RtrSet::ALL) {
         Ok(x) => x,
         Err(o) => return o,
     };
     let reply = describe_frame(&live.reply);
+    live.send_selected_rtr(chosen);
     let o = if chosen.single().is_some() {
         Outcome::new(Pass, live.sent(), reply)
     } else {
@@ -1349,6 +1455,7 @@ fn mpa_rtr_stag0(ctx: &mut Ctx<'_>) -> Outcome {
     };
     let reply = describe_frame(&live.reply);
     if chosen != RtrSet::only(RtrType::Write) {
+        live.send_selected_rtr(chosen);
         let o = Outcome::new(NA, live.sent(), reply)
             .because("the Write RTR was not selected (judged by mpa-rtr-write)");
         return done(ctx, live.c, o);
@@ -1940,20 +2047,29 @@ fn rdmap_invalidate_invalid(ctx: &mut Ctx<'_>) -> Outcome {
     )
 }
 
+/// How many Read Requests beyond the IRD `rdmap-ird` sends in one segment. A responder may
+/// count a Read Request as done once its response is handed to DDP (its buffer on QN 1 is
+/// then free again): Linux siw 6.1 takes the first Read of a burst straight into its idle
+/// send slot and queues IRD more. Only IRD + 2 exceed every such responder, whatever its
+/// timing.
+const IRD_EXCESS: u16 = 2;
+
 fn rdmap_ird(ctx: &mut Ctx<'_>) -> Outcome {
     let (mut live, peer) = match rping_live(ctx) {
         Ok(x) => x,
         Err(o) => return o,
     };
     let ird = live.reply.enhanced.map_or(1, |e| e.ird);
-    let n = u32::from(ird) + 1;
+    let n = u32::from(ird) + u32::from(IRD_EXCESS);
     let mut batch = Vec::new();
-    let mut last = Vec::new();
-    for _ in 0..n {
+    let mut beyond = Vec::new();
+    for i in 0..n {
         let msn = live.next_read_msn();
         let u = read_request_ulpdu(msn, read_of(peer.sink_stag, peer.sink_to, 16));
         live.c.frame(&u, &mut batch);
-        last = u;
+        if i >= u32::from(ird) {
+            beyond.push(u);
+        }
     }
     let _ = live.c.send_raw(&batch);
     live.sent.push(format!(
@@ -1963,9 +2079,30 @@ fn rdmap_ird(ctx: &mut Ctx<'_>) -> Outcome {
         ddp_cause(DdpCode::Untagged(UntaggedCode::NoBuffer)),
         ddp_cause(DdpCode::Untagged(UntaggedCode::MsnRange)),
     ];
+    let siw = [operation(OperationCode::CatastrophicStream)];
     let o = match await_terminate(&mut live, ctx.cfg.step) {
         Ok(t) => {
-            let (v, why) = judge(&t, &allowed, &last, Copy::Required, None);
+            // The Terminate names whichever Request beyond the IRD overflowed (the first one
+            // when the responder counts strictly, a later one when it answered some at once).
+            let judged = |causes: &[TermCause]| {
+                let all: Vec<_> = beyond
+                    .iter()
+                    .map(|u| judge(&t, causes, u, Copy::Required, None))
+                    .collect();
+                all.iter()
+                    .find(|(v, _)| *v == Pass)
+                    .or(all.last())
+                    .cloned()
+                    .unwrap_or((Fail, "no Read Request beyond the IRD".into()))
+            };
+            let (v, why) = match judged(&allowed) {
+                (Pass, w) => (Pass, w),
+                _ if judged(&siw).0 == Pass => (
+                    Deviation,
+                    "Linux siw 6.1 reports an overrun of its inbound Read queue as RDMAP Remote Operation 'Catastrophic error, localized to RDMAP Stream' (0x0/0x2/0x07), not as a DDP Untagged MSN error of queue 1".to_string(),
+                ),
+                other => other,
+            };
             Outcome::new(v, live.sent(), t.describe()).because(why)
         }
         Err(e) => Outcome::new(Fail, live.sent(), e)
@@ -2099,6 +2236,26 @@ mod tests {
         let (v, why) = judge(&full, &[too_long], &sent, Copy::Required, None);
         assert_eq!(v, Fail);
         assert!(why.contains("cause should be"), "{why}");
+    }
+
+    /// RFC 5040 §4.8: a copied DDP header that differs from the one sent is reported field
+    /// by field (Linux siw 6.1 copies a failed Read Request with its read size as MSN).
+    #[test]
+    fn rfc5040_4_8_a_wrong_header_copy_names_the_field() {
+        let sent = read_request_ulpdu(1, read_of(0x1234, 0, 16));
+        let mut siw = sent.clone();
+        siw[10..14].copy_from_slice(&16u32.to_be_bytes());
+        let cause = protection(ProtectionCode::InvalidStag);
+        let t = peer_terminate(Terminate::for_segment(cause, &siw));
+        let (v, why) = judge(&t, &[cause], &sent, Copy::Required, None);
+        assert_eq!(v, Fail);
+        assert!(why.contains("MSN 0x10 instead of 0x1"), "{why}");
+        assert!(!why.contains("QN"), "{why}");
+        let w = write_ulpdu(0x5a01, 0x1000, &[0; 4]);
+        let mut other = w.clone();
+        other[2..6].copy_from_slice(&0x5b01u32.to_be_bytes());
+        assert_eq!(header_diff(&w, &other), "STag 0x5b01 instead of 0x5a01");
+        assert_eq!(header_diff(&w, &other[..4]), "STag missing, TO missing");
     }
 
     /// RFC 5040 §4.8: a Read Request error must copy the Read Request header with R.

@@ -14,7 +14,8 @@
 //! ## Verdicts
 //!
 //! PASS, FAIL, DEVIATION — the peer broke the rule in a known, documented way (the reason
-//! names it: Linux siw 6.1's Terminate layout, Chelsio's refusal of a Ready-to-Receive with
+//! names it: Linux siw 6.1's Terminate layout, its Write RTR when only Send was offered and
+//! its cause for an inbound Read queue overrun, Chelsio's refusal of a Ready-to-Receive with
 //! STag 0) — and N/A (the peer declined an optional feature, e.g. rejected markers, or the
 //! case needs an application behaviour the peer's application does not have).
 //!

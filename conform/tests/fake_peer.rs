@@ -31,6 +31,10 @@ enum Script {
     /// Accepts, answers the first Send (an rping start advertisement) with an RDMA Read
     /// Request of it, as an rping server does, then takes every FPDU without a word.
     RpingSwallow,
+    /// An rping server whose inbound Read queue holds `absorb` Read Requests: it answers
+    /// the first `absorb` of the runner's Read Requests with Read Responses and the next with
+    /// a Terminate (control word as given, the Request's DDP header copied), then closes.
+    RpingIrd { absorb: usize, control: [u8; 4] },
     /// Accepts, then answers the first FPDU with a Terminate (control word as given, the
     /// DDP header of the FPDU copied when `copy`), then closes unless `linger`, after
     /// sending `more` further FPDUs.
@@ -49,6 +53,37 @@ fn fpdu(ulpdu: &[u8]) -> Vec<u8> {
     v.resize(v.len() + (4 - (2 + ulpdu.len()) % 4) % 4, 0);
     v.extend_from_slice(&[0; 4]);
     v
+}
+
+/// Reads FPDUs (CRC off, no markers) one after the other, keeping what follows one.
+#[derive(Default)]
+struct FpduReader {
+    buf: Vec<u8>,
+}
+
+impl FpduReader {
+    fn next(&mut self, s: &mut TcpStream) -> Option<Vec<u8>> {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut chunk = [0u8; 4096];
+        let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
+        while Instant::now() < deadline {
+            if self.buf.len() >= 2 {
+                let n = usize::from(u16::from_be_bytes([self.buf[0], self.buf[1]]));
+                let wire = 2 + n + (4 - (2 + n) % 4) % 4 + 4;
+                if self.buf.len() >= wire {
+                    let u = self.buf[2..2 + n].to_vec();
+                    self.buf.drain(..wire);
+                    return Some(u);
+                }
+            }
+            match s.read(&mut chunk) {
+                Ok(0) => return None,
+                Ok(k) => self.buf.extend_from_slice(&chunk[..k]),
+                Err(_) => {}
+            }
+        }
+        None
+    }
 }
 
 /// Reads the first FPDU's ULPDU (CRC off, no markers).
@@ -136,6 +171,7 @@ fn serve(mut s: TcpStream, script: Script) {
         Script::AcceptAnything
         | Script::Swallow
         | Script::RpingSwallow
+        | Script::RpingIrd { .. }
         | Script::Terminate { .. } => {}
         Script::ReservedBits => reply.reserved = 0x3,
         Script::OrdAboveIrd => {
@@ -159,8 +195,9 @@ fn serve(mut s: TcpStream, script: Script) {
     let mut out = reply.to_bytes().unwrap_or_default();
     out.extend_from_slice(after);
     let _ = s.write_all(&out);
-    if let Script::RpingSwallow = script {
-        let Some(adv) = read_fpdu(&mut s) else {
+    let mut reader = FpduReader::default();
+    if let Script::RpingSwallow | Script::RpingIrd { .. } = script {
+        let Some(adv) = reader.next(&mut s) else {
             return;
         };
         let field = |r: std::ops::Range<usize>| adv.get(r).unwrap_or(&[]).to_vec();
@@ -180,6 +217,26 @@ fn serve(mut s: TcpStream, script: Script) {
         .to_vec()
         .unwrap_or_default();
         let _ = s.write_all(&fpdu(&read));
+    }
+    if let Script::RpingIrd { absorb, control } = script {
+        let mut reads = 0;
+        while let Some(u) = reader.next(&mut s) {
+            // Untagged, QN 1: a Read Request (sink STag, sink TO, size from octet 18 on).
+            if u.len() < 34 || u[0] & 0x80 != 0 || u[6..10] != [0, 0, 0, 1] {
+                continue;
+            }
+            reads += 1;
+            if reads > absorb {
+                let _ = s.write_all(&fpdu(&terminate(control, true, &u)));
+                return;
+            }
+            let size = u32::from_be_bytes(u[30..34].try_into().unwrap_or([0; 4]));
+            let mut resp = vec![0xc1, 0x42];
+            resp.extend_from_slice(&u[18..30]);
+            resp.resize(resp.len() + size.min(64) as usize, 0x5a);
+            let _ = s.write_all(&fpdu(&resp));
+        }
+        return;
     }
     if let Script::Terminate {
         control,
@@ -388,4 +445,165 @@ fn rfc5040_7_1_anything_after_a_terminate_fails() {
 fn rfc5044_7_1_1_a_plain_reply_passes() {
     assert_eq!(verdict(Script::AcceptAnything, "mpa-rev2").0, Verdict::Pass);
     assert_eq!(verdict(Script::AcceptAnything, "mpa-rev1").0, Verdict::Pass);
+}
+
+/// MSN range (0x1/0x2/0x03) with M and D, as RFC 5041 §7.2 has it for a Read queue overrun.
+const MSN_RANGE: [u8; 4] = [0x12, 0x03, 0xc0, 0];
+
+/// RFC 5040 §6.1, RFC 5041 §7.1: a responder that answers one Read Request of a burst at once
+/// and queues IRD more (as Linux siw 6.1 does) is not judged on timing: the Terminate for
+/// the first Request it cannot hold passes, and one that holds every Request fails.
+#[test]
+fn rfc5040_6_1_ird_overrun_judged_whatever_the_responders_timing() {
+    let strict = Script::RpingIrd {
+        absorb: 1,
+        control: MSN_RANGE,
+    };
+    assert_eq!(verdict_rping(strict, "rdmap-ird").0, Verdict::Pass);
+    let siw_like = Script::RpingIrd {
+        absorb: 2,
+        control: MSN_RANGE,
+    };
+    let (v, r) = verdict_rping(siw_like, "rdmap-ird");
+    assert_eq!(v, Verdict::Pass, "{r}");
+    let endless = Script::RpingIrd {
+        absorb: 100,
+        control: MSN_RANGE,
+    };
+    let (v, r) = verdict_rping(endless, "rdmap-ird");
+    assert_eq!(v, Verdict::Fail, "{r}");
+    // siw's cause for the overrun: RDMAP Remote Operation, Catastrophic error localized to
+    // the stream (0x0/0x2/0x07), with the DDP header copied (M, D).
+    let siw = Script::RpingIrd {
+        absorb: 2,
+        control: [0x02, 0x07, 0xc0, 0],
+    };
+    let (v, r) = verdict_rping(siw, "rdmap-ird");
+    assert_eq!(v, Verdict::Deviation, "{r}");
+    assert!(r.contains("Linux siw 6.1"), "{r}");
+}
+
+/// The verdict of case `id` against `script` as an rping server.
+fn verdict_rping(script: Script, id: &str) -> (Verdict, String) {
+    let mut cfg = Config::new(peer(script));
+    cfg.step = Duration::from_secs(1);
+    cfg.select = vec![id.to_string()];
+    let report = conform::run(&cfg, |_| {});
+    let r = report.result(id).expect("the case ran");
+    (r.verdict, format!("{r:?}"))
+}
+
+/// A responder that accepts P2P selecting the Write RTR whatever was offered (as Linux siw
+/// 6.1 does); every connection's octets after the Reply go to the receiver.
+fn p2p_write_peer() -> (SocketAddr, std::sync::mpsc::Receiver<Vec<u8>>) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let raw = read_request(&mut s);
+                let mut reply = echo_reply(&raw);
+                if let Some(e) = reply.enhanced.as_mut().filter(|e| e.p2p) {
+                    e.rtr = mpa::RtrSet::only(mpa::RtrType::Write);
+                }
+                let _ = s.write_all(&reply.to_bytes().unwrap_or_default());
+                let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+                let mut got = Vec::new();
+                let _ = s.read_to_end(&mut got);
+                let _ = tx.send(got);
+            });
+        }
+    });
+    (addr, rx)
+}
+
+/// RFC 6581 §9: every case that gets an accepting P2P Reply sends the selected RTR before it
+/// closes (a responder in P2P mode is established only by the RTR), also when the Reply is
+/// judged wrong: a Write RTR selected when only Send was offered, which is Linux siw 6.1's
+/// known deviation.
+#[test]
+fn rfc6581_9_the_selected_rtr_is_sent_before_close() {
+    let (addr, rx) = p2p_write_peer();
+    for (id, want) in [
+        ("mpa-p2p-echo", Verdict::Pass),
+        ("mpa-rtr-choice", Verdict::Pass),
+        ("mpa-rtr-send", Verdict::Deviation),
+    ] {
+        let mut cfg = Config::new(addr);
+        cfg.app = PeerApp::Bare;
+        cfg.step = Duration::from_secs(1);
+        cfg.select = vec![id.to_string()];
+        let report = conform::run(&cfg, |_| {});
+        let r = report.result(id).expect("the case ran");
+        assert_eq!(r.verdict, want, "{r:?}");
+        let got = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("a connection");
+        // One FPDU: ULPDU_Length 14, a tagged last segment, RDMAP Write, STag 1, TO 0.
+        assert!(got.len() >= 20, "{id}: {got:02x?}");
+        assert_eq!(&got[..4], &[0, 14, 0xc1, 0x40], "{id}: {got:02x?}");
+        assert_eq!(&got[4..8], &1u32.to_be_bytes(), "{id}: {got:02x?}");
+    }
+}
+
+/// A scripted initiator: a revision 2 P2P Request to `addr` offering only the Read RTR, then
+/// after the Reply the Read RTR (size 0) with STags `sink` and `source`; holds the connection
+/// until the runner closes it.
+fn read_rtr_initiator(addr: SocketAddr, sink: u32, source: u32) {
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return;
+    };
+    let mut req = ConnFrame::new(FrameKind::Request, 2);
+    req.enhanced_flag = true;
+    req.enhanced = Some(mpa::EnhancedData {
+        ird: 1,
+        ord: 1,
+        p2p: true,
+        rtr: mpa::RtrSet::only(mpa::RtrType::Read),
+    });
+    let _ = s.write_all(&req.to_bytes().unwrap_or_default());
+    let _ = read_request(&mut s);
+    let rtr = rdmap::Header::ReadRequest {
+        msn: 1,
+        request: rdmap::ReadRequest {
+            sink_stag: sink,
+            sink_to: 0,
+            size: 0,
+            source_stag: source,
+            source_to: 0,
+        },
+    }
+    .to_vec()
+    .unwrap_or_default();
+    let _ = s.write_all(&fpdu(&rtr));
+    let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+    let _ = s.read_to_end(&mut Vec::new());
+}
+
+/// RFC 6581 §9, RFC 5041 §5.2: init-rtr-stag judges the STag the responder looks up. Linux
+/// siw's Read RTR (sink STag 0, Data Source STag 1) passes; a Read RTR whose Data Source
+/// STag is 0 is the deviation Chelsio adapters refuse.
+#[test]
+fn rfc6581_9_read_rtr_judged_by_its_data_source_stag() {
+    for (sink, source, want) in [
+        (0, 1, Verdict::Pass),
+        (1, 1, Verdict::Pass),
+        (1, 0, Verdict::Deviation),
+    ] {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let mut cfg = Config::new(addr);
+        cfg.listen = true;
+        cfg.app = PeerApp::Bare;
+        cfg.step = Duration::from_secs(1);
+        cfg.accept_timeout = Duration::from_secs(5);
+        cfg.select = vec!["init-rtr-stag".into()];
+        let t = std::thread::spawn(move || read_rtr_initiator(addr, sink, source));
+        let report = conform::run_listening(&cfg, &l, |_| {});
+        let _ = t.join();
+        let r = report.result("init-rtr-stag").expect("the case ran");
+        assert_eq!(r.verdict, want, "sink {sink} source {source}: {r:?}");
+    }
 }

@@ -323,16 +323,18 @@ fn rtr_case(ctx: &mut Ctx<'_>, acceptable: &[RtrType], stag: bool) -> Outcome {
                     rtr_type_name(t)
                 )),
                 (Some((_, Some(h))), true) => {
+                    // The STag the responder looks up: the Write's, or the Read's Data
+                    // Source STag. A Read RTR's sink STag only comes back to the initiator
+                    // itself in the zero-length Read Response (Linux siw's Read RTR names
+                    // sink STag 0 and source STag 1).
                     let zero = match h {
                         Header::RdmaWrite { stag, .. } => stag == 0,
-                        Header::ReadRequest { request, .. } => {
-                            request.sink_stag == 0 || request.source_stag == 0
-                        }
+                        Header::ReadRequest { request, .. } => request.source_stag == 0,
                         _ => false,
                     };
                     if zero {
                         Outcome::new(Deviation, live.sent(), seen).because(
-                            "an RTR with STag 0: RFC 5041 §5.2 allows it, Chelsio adapters refuse it (Linux siw and softrnic send 1)",
+                            "an RTR whose STag for the responder is 0: RFC 5041 §5.2 allows it, Chelsio adapters refuse it (Linux siw and softrnic send 1)",
                         )
                     } else {
                         Outcome::new(Pass, live.sent(), seen)

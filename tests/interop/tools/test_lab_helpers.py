@@ -13,7 +13,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "siw-variants"))
+sys.path.insert(0, os.path.join(HERE, "..", "conform"))
 
+import check_conform  # noqa: E402
 import check_session  # noqa: E402
 import mpa_lab  # noqa: E402
 import sctp_check  # noqa: E402
@@ -103,6 +105,78 @@ class SctpPerfProtocol(unittest.TestCase):
         self.assertNotEqual(a, sctp_peer.sprf_pattern(1, 3, 64))
         self.assertNotEqual(a, sctp_peer.sprf_pattern(2, 2, 64))
 
+
+
+class ConformExpectations(unittest.TestCase):
+    """conform/check_conform.py: a `softrnic conform` report against an expectation file."""
+
+    def reports(self):
+        return {
+            "responder": {"results": [
+                {"id": "mpa-rev2", "verdict": "PASS", "reason": ""},
+                {"id": "rdmap-terminate-layout", "verdict": "DEVIATION",
+                 "reason": "Linux siw 6.1's layout: Layer and Error Type exchanged"},
+            ]},
+            "initiator": {"results": [
+                {"id": "init-rtr-type", "verdict": "N/A", "reason": "the peer does not ask for peer-to-peer mode"},
+            ]},
+        }
+
+    def expect(self):
+        return {
+            "responder": {
+                "mpa-rev2": {"verdict": "PASS"},
+                "rdmap-terminate-layout": {"verdict": "DEVIATION", "reason": "Linux siw 6.1's layout"},
+            },
+            "initiator": {
+                "init-rtr-type": {"verdict": "N/A", "reason": "does not ask for peer-to-peer"},
+            },
+        }
+
+    def test_matching_reports_pass(self):
+        self.assertEqual(check_conform.compare(self.expect(), self.reports()), [])
+
+    def test_another_verdict_or_reason_fails(self):
+        r = self.reports()
+        r["responder"]["results"][1]["verdict"] = "FAIL"
+        self.assertTrue(any("FAIL instead of DEVIATION" in p for p in check_conform.compare(self.expect(), r)))
+        r = self.reports()
+        r["initiator"]["results"][0]["reason"] = "the peer's Request cannot be accepted"
+        self.assertTrue(any("for another reason" in p for p in check_conform.compare(self.expect(), r)))
+
+    def test_missing_extra_and_unjudged_cases_fail(self):
+        r = self.reports()
+        del r["responder"]["results"][0]
+        self.assertTrue(any("mpa-rev2: no result" in p for p in check_conform.compare(self.expect(), r)))
+        r = self.reports()
+        r["responder"]["results"].append({"id": "mpa-new", "verdict": "PASS", "reason": ""})
+        self.assertTrue(any("mpa-new: not in the expectation" in p for p in check_conform.compare(self.expect(), r)))
+        r = self.reports()
+        r["responder"]["results"][0]["verdict"] = None
+        self.assertTrue(any("no verdict" in p for p in check_conform.compare(self.expect(), r)))
+        r = self.reports()
+        r["responder"]["results"][1]["reason"] = ""
+        self.assertTrue(any("without a reason" in p for p in check_conform.compare(self.expect(), r)))
+        self.assertTrue(any("initiator: no report" in p
+                            for p in check_conform.compare(self.expect(), {"responder": self.reports()["responder"]})))
+
+    def test_catalogue_cases_neither_run_nor_expected_fail(self):
+        cat = {"responder": ["mpa-rev2", "rdmap-terminate-layout", "mpa-rev1"], "initiator": ["init-rtr-type"]}
+        self.assertEqual(check_conform.compare(self.expect(), self.reports(), cat),
+                         ["responder mpa-rev1: in the catalogue but neither run nor expected"])
+
+    def test_expectation_files_are_well_formed(self):
+        d = os.path.join(HERE, "..", "conform", "expect")
+        names = sorted(f for f in os.listdir(d) if f.endswith(".json"))
+        self.assertIn("stock.json", names)
+        for n in names:
+            e = check_conform.load(os.path.join(d, n))
+            self.assertEqual(len(e["responder"]) + len(e["initiator"]), 50, n)
+            for mode in check_conform.MODES:
+                for cid, x in e[mode].items():
+                    self.assertIn(x["verdict"], check_conform.VERDICTS, (n, cid))
+                    if x["verdict"] != "PASS":
+                        self.assertTrue(x.get("reason") and x.get("why"), (n, cid))
 
 if __name__ == "__main__":
     unittest.main()
