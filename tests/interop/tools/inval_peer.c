@@ -4,7 +4,7 @@
  * in a lab guest. It is built on the host (tools/build-inval-peer.sh) and linked dynamically
  * against the guest's libibverbs.so.1 and librdmacm.so.1.
  *
- *   inval-peer -a HOST [-p PORT] [-t SECONDS]
+ *   inval-peer -a HOST [-p PORT] [-t SECONDS] [-s]
  *
  * One connection per run. The target (verbs/examples/invalidate_peer.rs) advertises one STag;
  * this program sends a Send with Invalidate naming it (IBV_WR_SEND_WITH_INV, invalidate_rkey:
@@ -45,6 +45,7 @@ static struct rdma_cm_id *id;
 static struct ibv_cq *cq;
 static int timeout_s = 30;
 static int disconnected;
+static int strict;
 
 static double now(void)
 {
@@ -146,7 +147,7 @@ static int post_recv(struct ibv_mr *mr, char *buf, int slot)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: inval-peer -a HOST [-p PORT] [-t SECONDS]\n");
+	fprintf(stderr, "usage: inval-peer -a HOST [-p PORT] [-t SECONDS] [-s]\n");
 }
 
 int main(int argc, char **argv)
@@ -155,7 +156,7 @@ int main(int argc, char **argv)
 	int c;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	while ((c = getopt(argc, argv, "a:p:t:")) != -1) {
+	while ((c = getopt(argc, argv, "a:p:t:s")) != -1) {
 		switch (c) {
 		case 'a':
 			host = optarg;
@@ -165,6 +166,9 @@ int main(int argc, char **argv)
 			break;
 		case 't':
 			timeout_s = atoi(optarg);
+			break;
+		case 's':
+			strict = 1;
 			break;
 		default:
 			usage();
@@ -278,12 +282,21 @@ int main(int argc, char **argv)
 	wr.wr_id = 11;
 	wr.opcode = IBV_WR_SEND_WITH_INV;
 	wr.invalidate_rkey = stag;
+	/*
+	 * rdma-core's siw provider (44.0) copies wr.rdma.rkey into the send queue element and
+	 * never reads invalidate_rkey: with only invalidate_rkey set, siw sends Send with
+	 * Invalidate carrying Invalidate STag 0. Setting both works with every provider (-s sets
+	 * invalidate_rkey alone, to see what a provider does with the ibverbs field only).
+	 */
+	if (!strict)
+		wr.wr.rdma.rkey = stag;
 	if (ibv_post_send(id->qp, &wr, &bad)) {
 		printf("inval-peer: ibv_post_send(IBV_WR_SEND_WITH_INV) refused: %s\n",
 		       strerror(errno));
 		return 1;
 	}
-	printf("inval-peer: posted IBV_WR_SEND_WITH_INV invalidate_rkey 0x%08x\n", stag);
+	printf("inval-peer: posted IBV_WR_SEND_WITH_INV invalidate_rkey 0x%08x wr.rdma.rkey 0x%08x\n",
+	       stag, wr.wr.rdma.rkey);
 	if (wait_wc(&wc, expect == 1) || wc.wr_id != 11)
 		printf("inval-peer: no completion for the Send with Invalidate\n");
 
