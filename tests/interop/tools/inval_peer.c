@@ -244,14 +244,20 @@ int main(int argc, char **argv)
 		.send_flags = IBV_SEND_SIGNALED }, *bad;
 
 	memcpy(sbuf, "HELO", 4);
-	if (ibv_post_send(id->qp, &wr, &bad) || wait_wc(&wc, 1) || wc.status != IBV_WC_SUCCESS) {
-		printf("inval-peer: HELO not sent\n");
+	if (ibv_post_send(id->qp, &wr, &bad)) {
+		printf("inval-peer: HELO not posted\n");
 		return 1;
 	}
-	if (wait_wc(&wc, 1) || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV ||
-	    memcmp(rbuf, "ADVT", 4)) {
-		printf("inval-peer: no advertisement\n");
-		return 1;
+	/* HELO's completion and the advertisement (receive 0) come in either order. */
+	for (int sent = 0, adv = 0; !(sent && adv);) {
+		if (wait_wc(&wc, 1) || wc.status != IBV_WC_SUCCESS) {
+			printf("inval-peer: no advertisement\n");
+			return 1;
+		}
+		if (wc.wr_id == 10 && wc.opcode == IBV_WC_SEND)
+			sent = 1;
+		else if (wc.wr_id == 0 && wc.opcode == IBV_WC_RECV && memcmp(rbuf, "ADVT", 4) == 0)
+			adv = 1;
 	}
 	uint32_t kase, stag, len, expect;
 	uint64_t to;
@@ -297,14 +303,24 @@ int main(int argc, char **argv)
 	}
 	printf("inval-peer: posted IBV_WR_SEND_WITH_INV invalidate_rkey 0x%08x wr.rdma.rkey 0x%08x\n",
 	       stag, wr.wr.rdma.rkey);
-	if (wait_wc(&wc, expect == 1) || wc.wr_id != 11)
-		printf("inval-peer: no completion for the Send with Invalidate\n");
 
 	if (expect == 1) {
-		if (wait_wc(&wc, 1) || wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV ||
-		    memcmp(rbuf + MSG, "GOWR", 4)) {
-			printf("inval-peer: no go-ahead after the Send with Invalidate\n");
-			return 1;
+		/*
+		 * The Send's completion and the target's go-ahead (receive 1) come in either
+		 * order: siw may report the Send complete after the go-ahead arrived.
+		 */
+		int sent = 0, go = 0;
+
+		while (!(sent && go)) {
+			if (wait_wc(&wc, 1) || wc.status != IBV_WC_SUCCESS) {
+				printf("inval-peer: no go-ahead after the Send with Invalidate\n");
+				return 1;
+			}
+			if (wc.wr_id == 11 && wc.opcode == IBV_WC_SEND)
+				sent = 1;
+			else if (wc.wr_id == 1 && wc.opcode == IBV_WC_RECV &&
+				 memcmp(rbuf + MSG, "GOWR", 4) == 0)
+				go = 1;
 		}
 		/* The target invalidated the STag: this Write must be refused. */
 		struct ibv_sge ws = { .addr = (uintptr_t)wbuf, .length = len, .lkey = wmr->lkey };
@@ -322,7 +338,8 @@ int main(int argc, char **argv)
 	}
 	/*
 	 * The target ends the connection with a Terminate: wait for the disconnect (siw reports
-	 * its Write complete once sent, so its completion says nothing either way).
+	 * its Write complete once sent, or failed once the Terminate arrived, so its completion
+	 * says nothing either way).
 	 */
 	double end = now() + timeout_s;
 
