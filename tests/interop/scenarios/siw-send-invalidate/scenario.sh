@@ -45,13 +45,15 @@ scenario_requires() {
     [[ -n ${SOFTRNIC_LAB_INVALIDATE_PEER:-} ]] && { [[ -x $bin ]] || { echo "no $bin"; return 1; }; return 0; }
     dir=$(dirname "$(dirname "$LAB_SOFTRNIC")")
     repo=$(cd "$LAB_ROOT/../.." && pwd)
-    local profile=()
-    [[ $(basename "$(dirname "$LAB_SOFTRNIC")") == release ]] && profile=(--release)
-    if command -v cargo >/dev/null 2>&1; then
+    local profile=() kind
+    kind=$(basename "$(dirname "$LAB_SOFTRNIC")")
+    [[ $kind == release ]] && profile=(--release)
+    # Only into a cargo target directory (<dir>/release or <dir>/debug).
+    if [[ $kind == release || $kind == debug ]] && command -v cargo >/dev/null 2>&1; then
         (cd "$repo" && CARGO_TARGET_DIR=$dir cargo build --quiet "${profile[@]}" -p softrnic-verbs \
             --example invalidate_peer >&2) || { echo "cargo build of the invalidate_peer example failed"; return 1; }
     fi
-    [[ -x $bin ]] || { echo "no $bin (and no cargo to build it)"; return 1; }
+    [[ -x $bin ]] || { echo "no $bin (cargo builds it only when LAB_SOFTRNIC is in a cargo target directory)"; return 1; }
 }
 
 scenario_check() {
