@@ -369,3 +369,61 @@ fn verbs_bind_of_a_type2_window_in_use_fails() {
     let info = p.b.mem.query(mw).expect("unchanged");
     assert!(info.valid && info.len == 100 && info.base_to == mr.to_at(0));
 }
+
+/// a sends a Send with Invalidate of `stag` into a posted receive of b and pumps.
+fn send_invalidate(p: &mut Pair, stag: u32) {
+    let rbuf = p.b.mr(16);
+    p.b.eng
+        .post_recv(RecvWr::new(20, vec![rbuf.sge(0, 16)]))
+        .expect("recv");
+    let src = p.a.mr(16);
+    p.a.eng
+        .post_send(SendWr::new(
+            21,
+            SendOp::Send {
+                solicited: false,
+                invalidate: Some(stag),
+            },
+            vec![src.sge(0, 16)],
+        ))
+        .expect("send inv");
+    p.pump();
+}
+
+/// A peer's Send with Invalidate of a Type 1 window, or of a region registered as not
+/// invalidatable, is refused with the RDMAP Remote Protection Terminate "STag cannot be
+/// Invalidated" (RFC 5040 §7.2); no receive completes with an invalidated STag, the STag
+/// stays valid and its memory untouched. (The lab scenario siw-send-invalidate shows the
+/// same against Linux siw.)
+#[test]
+fn rfc5040_7_2_send_with_invalidate_of_a_type1_window_or_a_fixed_region_is_refused() {
+    let want = TermCause::protection(ProtectionCode::CannotInvalidate);
+    // The Type 1 window.
+    let (mut p, mr, mw) = bound_type1(rw());
+    send_invalidate(&mut p, mw);
+    let t = p.b.terminate_sent().expect("Terminate");
+    assert_eq!(t.cause, want);
+    assert!(
+        p.b.recv_wcs()
+            .iter()
+            .all(|w| w.invalidated_stag.is_none() && w.status != WcStatus::Success)
+    );
+    assert!(p.b.mem.query(mw).expect("allocated").valid);
+    assert!(only_window_written(&mr, None));
+    // A region registered as not invalidatable.
+    let mut p = Pair::established(&Opts::default());
+    let fixed = p.b.mr_with(
+        4096,
+        MrOptions::new(Access::LOCAL_WRITE | rw()).not_invalidatable(),
+    );
+    send_invalidate(&mut p, fixed.stag());
+    let t = p.b.terminate_sent().expect("Terminate");
+    assert_eq!(t.cause, want);
+    assert!(
+        p.b.recv_wcs()
+            .iter()
+            .all(|w| w.invalidated_stag.is_none() && w.status != WcStatus::Success)
+    );
+    assert_eq!(p.b.mem.query(fixed.stag()).map(|i| i.valid), Some(true));
+    assert!(fixed.buf().to_vec().iter().all(|&b| b == 0));
+}
