@@ -6,7 +6,7 @@
 //! server's address, and both ends must be given the same test options (`-s`/`-a`, `-n`,
 //! ...): nothing about the test itself is negotiated. The tools take perftest's options
 //! (`-s`, `-a`, `-n`, `-p`, `-t`, `-r`, `-o`, `-Q`, `-e`, `-D`, `-f`, `--run_infinitely`,
-//! `-l`, `-b`, `-N`, `-C`, `-H`, `-U`, `--output`, `--report_gbits`, `-V`), the MPA options
+//! `-l`, `-b`, `-q`, `-N`, `-C`, `-H`, `-U`, `--output`, `--report_gbits`, `-V`), the MPA options
 //! of the connections (`--mpa-rev`, `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), and
 //! print perftest's tables. perftest options with no meaning here are accepted and change
 //! nothing, each saying so in `--help`: `-R` and `-z` (always so), `-F`, `-d`, `-i`, `-x`,
@@ -28,13 +28,20 @@
 //!    `read-lat`); the client retries it for a while, as the server listens for it only
 //!    after the previous exchange. Then another zero `pingpong_dest` exchange.
 //!
+//!    With `-q N` (bandwidth tests) N test connections are made here, one QP each, in
+//!    turn (perftest's client starts all N at once; its server takes them in the order
+//!    they arrive); QP i of one side is the i-th made or taken. Everything else still goes
+//!    over the control connection.
+//!
 //! Then, on the control connection, `pingpong_dest` exchanges carrying each side's QP
 //! number, PSN, STag (perftest's rkey) and buffer address: three for `write-bw` and
 //! `read-bw` (then: client runs; client and server exchange once more, then the client's
 //! result — size, iterations (8 octets each, big endian), peak, average bandwidth and
 //! message rate (IEEE doubles, big endian) — which the server prints; a last exchange
-//! closes), four for `write-lat` and `read-lat` (`read-lat`: a closing exchange after the
-//! run), three for `send-bw` and `send-lat` (then, per size: the server posts its
+//! closes; with `-q N` these are every QP's in turn, again every QP's, then QP 0's), four
+//! for `write-lat` and `read-lat` (`read-lat`: a closing exchange after the run), three
+//! for `send-bw` and `send-lat` (`send-bw -q N`: every QP's, QP 0's, every QP's; then, per
+//! size: the server posts its
 //! receives, one exchange, the run — `send-bw -a` one more exchange after it — and a
 //! closing exchange at the end).
 //!
@@ -57,6 +64,11 @@
 //!
 //! # Measurements
 //!
+//! * Several QPs (`-q N`): each QP runs the test's iterations (`-n`) with its own `-t`
+//!   outstanding, from a thread of its own, to the buffer (send-bw: the credit word) its
+//!   peer QP advertised; the result counts N × `-n` iterations, timed from the first QP's
+//!   start to the last QP's end (send-bw's server: first receive to last, over all QPs);
+//!   a `-D` run adds the QPs' rates. The server prints the client's report, as with one QP.
 //! * Bandwidth: the client keeps up to `-t` work requests outstanding; `BW average` is
 //!   bytes / total time, `BW peak` the best rate over slices of the run, MB/sec being 2^20
 //!   bytes per second as in perftest (`--report_gbits`: 10^9 bits). `send-bw`'s server
@@ -861,8 +873,7 @@ impl Plan {
         let n = in_range("-q", "the number of QPs", n, MAX_QPS)?;
         if n > 1 && a.bidirectional {
             return Err(PerfError::Usage(
-                "-q with -b is not implemented by softrnic (one QP per bidirectional run)"
-                    .into(),
+                "-q with -b is not implemented by softrnic (one QP per bidirectional run)".into(),
             ));
         }
         if n > 1 && matches!(mode, Mode::Infinite { .. }) {
@@ -2371,11 +2382,7 @@ fn bw_client(
         // What is still outstanding completes before the closing exchange (Data::drain).
         Some(c) => Ok((
             bw_report(plan.gbits, size, sampled, c.sample(), None),
-            Timing {
-                start,
-                end,
-                stamps,
-            },
+            Timing { start, end, stamps },
         )),
         None => {
             let total = end.duration_since(start);
@@ -2388,11 +2395,7 @@ fn bw_client(
                     total,
                     (!plan.no_peak).then_some(pk),
                 ),
-                Timing {
-                    start,
-                    end,
-                    stamps,
-                },
+                Timing { start, end, stamps },
             ))
         }
     }
@@ -2661,13 +2664,7 @@ fn send_bw_server(
     let after_first = stamps.get(1..).unwrap_or(&[]).to_vec();
     let pk = peak(&after_first, first, size, plan.tx_depth as usize);
     Ok((
-        bw_report(
-            plan.gbits,
-            size,
-            n,
-            total,
-            (!plan.no_peak).then_some(pk),
-        ),
+        bw_report(plan.gbits, size, n, total, (!plan.no_peak).then_some(pk)),
         Timing {
             start: first,
             end: last,

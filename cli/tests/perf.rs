@@ -920,7 +920,10 @@ fn perftest_options_not_implemented_are_refused() {
             &["-X", "2"][..],
             "perftest's -X/--vector is not implemented by softrnic",
         ),
-        (&["--mr_per_qp"][..], "perftest's --mr_per_qp is not implemented"),
+        (
+            &["--mr_per_qp"][..],
+            "perftest's --mr_per_qp is not implemented",
+        ),
         (
             &["--cpu_util"][..],
             "perftest's --cpu_util is not implemented",
@@ -1032,18 +1035,18 @@ fn several_qps_refused_where_not_available() {
         ),
         ("write-bw", &["-q", "0"][..], "-q 0: the number of QPs"),
         ("write-bw", &["-q", "16385"][..], "must be 1 .. 16384"),
-        ("send-bw", &["-q", "2", "-b"][..], "-q with -b is not implemented"),
+        (
+            "send-bw",
+            &["-q", "2", "-b"][..],
+            "-q with -b is not implemented",
+        ),
         (
             "read-bw",
             &["-q", "2", "--run_infinitely"][..],
             "-q with --run_infinitely is not implemented",
         ),
     ] {
-        let out = bin()
-            .args([tool, "127.0.0.1"])
-            .args(args)
-            .output()
-            .unwrap();
+        let out = bin().args([tool, "127.0.0.1"]).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{tool} {args:?}: {err}");
         assert!(err.contains(needle), "{tool} {args:?}: {err}");
