@@ -3150,8 +3150,11 @@ mod tests {
                 );
             }
         }
-        assert!(refusal("--qp=4").unwrap().contains("-q/--qp"));
-        assert!(refusal("-q4").unwrap().contains("-q/--qp"));
+        assert!(refusal("--tos=4").unwrap().contains("-T/--tos"));
+        assert!(refusal("-X4").unwrap().contains("-X/--vector"));
+        // -q is implemented.
+        assert_eq!(refusal("-q4"), None);
+        assert_eq!(refusal("--qp=4"), None);
         assert_eq!(refusal("--bogus"), None);
         assert_eq!(refusal("-s"), None);
     }
