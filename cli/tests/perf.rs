@@ -1012,6 +1012,13 @@ fn several_qps_per_bandwidth_test() {
     assert_eq!(result_rows(&server).len(), 1, "{server}");
     let (client, _) = perf_pair("send-bw", &["-q", "2", "-l", "5", "-n", "50", "-s", "64"]);
     assert_eq!(result_rows(&client)[0][1], 100.0, "{client}");
+    // Completion events (a channel per QP) and manual progress (every QP's thread drives
+    // the RNIC).
+    for (tool, opt) in [("send-bw", "-e"), ("read-bw", "--manual-progress")] {
+        let (client, server) = perf_pair(tool, &["-q", "4", opt, "-n", "100", "-s", "8192"]);
+        assert_eq!(result_rows(&client)[0][1], 400.0, "{tool} {opt}: {client}");
+        assert_eq!(result_rows(&server)[0][1], 400.0, "{tool} {opt}: {server}");
+    }
     let (client, server) = perf_pair("read-bw", &["-q", "2", "-D", "2", "-s", "4096"]);
     let rows = result_rows(&client);
     assert!(rows.len() == 1 && rows[0][1] > 0.0, "{client}");
