@@ -6,7 +6,7 @@
 //! server's address, and both ends must be given the same test options (`-s`/`-a`, `-n`,
 //! ...): nothing about the test itself is negotiated. The tools take perftest's options
 //! (`-s`, `-a`, `-n`, `-p`, `-t`, `-r`, `-o`, `-Q`, `-e`, `-D`, `-f`, `--run_infinitely`,
-//! `-l`, `-b`, `-N`, `-C`, `-H`, `-U`, `--output`, `--report_gbits`, `-V`), the MPA options
+//! `-l`, `-b`, `-q`, `-N`, `-C`, `-H`, `-U`, `--output`, `--report_gbits`, `-V`), the MPA options
 //! of the connections (`--mpa-rev`, `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), and
 //! print perftest's tables. perftest options with no meaning here are accepted and change
 //! nothing, each saying so in `--help`: `-R` and `-z` (always so), `-F`, `-d`, `-i`, `-x`,
@@ -28,13 +28,20 @@
 //!    `read-lat`); the client retries it for a while, as the server listens for it only
 //!    after the previous exchange. Then another zero `pingpong_dest` exchange.
 //!
+//!    With `-q N` (bandwidth tests) N test connections are made here, one QP each, in
+//!    turn (perftest's client starts all N at once; its server takes them in the order
+//!    they arrive); QP i of one side is the i-th made or taken. Everything else still goes
+//!    over the control connection.
+//!
 //! Then, on the control connection, `pingpong_dest` exchanges carrying each side's QP
 //! number, PSN, STag (perftest's rkey) and buffer address: three for `write-bw` and
 //! `read-bw` (then: client runs; client and server exchange once more, then the client's
 //! result — size, iterations (8 octets each, big endian), peak, average bandwidth and
 //! message rate (IEEE doubles, big endian) — which the server prints; a last exchange
-//! closes), four for `write-lat` and `read-lat` (`read-lat`: a closing exchange after the
-//! run), three for `send-bw` and `send-lat` (then, per size: the server posts its
+//! closes; with `-q N` these are every QP's in turn, again every QP's, then QP 0's), four
+//! for `write-lat` and `read-lat` (`read-lat`: a closing exchange after the run), three
+//! for `send-bw` and `send-lat` (`send-bw -q N`: every QP's, QP 0's, every QP's; then, per
+//! size: the server posts its
 //! receives, one exchange, the run — `send-bw -a` one more exchange after it — and a
 //! closing exchange at the end).
 //!
@@ -57,6 +64,11 @@
 //!
 //! # Measurements
 //!
+//! * Several QPs (`-q N`): each QP runs the test's iterations (`-n`) with its own `-t`
+//!   outstanding, from a thread of its own, to the buffer (send-bw: the credit word) its
+//!   peer QP advertised; the result counts N × `-n` iterations, timed from the first QP's
+//!   start to the last QP's end (send-bw's server: first receive to last, over all QPs);
+//!   a `-D` run adds the QPs' rates. The server prints the client's report, as with one QP.
 //! * Bandwidth: the client keeps up to `-t` work requests outstanding; `BW average` is
 //!   bytes / total time, `BW peak` the best rate over slices of the run, MB/sec being 2^20
 //!   bytes per second as in perftest (`--report_gbits`: 10^9 bits). `send-bw`'s server
@@ -281,6 +293,11 @@ pub struct PerfArgs {
     /// which must divide N).
     #[arg(short = 'l', long = "post_list", value_name = "N")]
     pub post_list: Option<u32>,
+    /// Bandwidth tests: run over N QPs, each its own MPA connection, as perftest's -q (1 ..
+    /// 16384; give both ends the same N). Each QP carries the iterations (-n) of its own;
+    /// the report sums them. Not with -b or --run_infinitely.
+    #[arg(short = 'q', long = "qp", value_name = "N")]
+    pub qps: Option<u32>,
     /// Bandwidth tests: no peak bandwidth (reported as 0), as perftest's -N.
     #[arg(short = 'N', long = "noPeak")]
     pub no_peak: bool,
@@ -296,7 +313,6 @@ pub struct PerfArgs {
 /// perftest's options the tools do not implement, short and long, with why: each is refused
 /// with [`refusal`] rather than ignored.
 const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
-    ("-q", "--qp", "several QPs per test"),
     ("-S", "--sl", "InfiniBand service levels"),
     ("-T", "--tos", "setting the type of service"),
     ("-L", "--hop_limit", "raw Ethernet hop limits"),
@@ -441,6 +457,8 @@ const MAX_ALL: u64 = 8 << 20;
 /// Outstanding RDMA Reads of the read tests without `-o` (what perftest's tools use on
 /// siw, the device maximum there).
 const DEFAULT_OUTS: u16 = 128;
+/// perftest's most QPs of one test (`MAX_QP_NUM`).
+const MAX_QPS: u32 = 16384;
 /// perftest's default CQ moderation of bandwidth tests.
 const DEFAULT_CQ_MOD: u32 = 100;
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -628,6 +646,8 @@ struct Plan {
     post_list: u64,
     /// `-b`: both sides send.
     duplex: bool,
+    /// `-q`: QPs (test connections) of the run.
+    qps: u64,
 }
 
 /// How long a run lasts.
@@ -835,7 +855,35 @@ impl Plan {
             unsorted: a.unsorted,
             post_list,
             duplex: Plan::duplex(test, a)?,
+            qps: Plan::qps(test, a, mode)?,
         })
+    }
+
+    /// `-q`: bandwidth tests only, 1 .. 16384 QPs (as perftest, which refuses -q in the
+    /// latency tests even as -q 1).
+    fn qps(test: Test, a: &PerfArgs, mode: Mode) -> Result<u64, PerfError> {
+        let Some(n) = a.qps else {
+            return Ok(1);
+        };
+        if !test.is_bw() {
+            return Err(PerfError::Usage(
+                "-q: multiple QPs only available on bw tests (as perftest)".into(),
+            ));
+        }
+        let n = in_range("-q", "the number of QPs", n, MAX_QPS)?;
+        if n > 1 && a.bidirectional {
+            return Err(PerfError::Usage(
+                "-q with -b is not implemented by softrnic (one QP per bidirectional run)".into(),
+            ));
+        }
+        if n > 1 && matches!(mode, Mode::Infinite { .. }) {
+            return Err(PerfError::Usage(
+                "-q with --run_infinitely is not implemented by softrnic (one QP per \
+                 infinite run)"
+                    .into(),
+            ));
+        }
+        Ok(u64::from(n))
     }
 
     /// `-C`'s CPU frequency; checks -C, -H and -U, which are latency tests' options
@@ -1317,10 +1365,13 @@ fn header(
     plan: &Plan,
     a: &PerfArgs,
     rnic: &Rnic,
-    data: &Data,
+    ds: &[Data],
     peer: &TransportAddr,
 ) -> Result<(), PerfError> {
     let test = plan.test;
+    let Some(data) = ds.first() else {
+        return fail("no test connection");
+    };
     writeln!(out, "{DASHES}")?;
     let kind = if test.is_bw() {
         let mut k = String::new();
@@ -1336,7 +1387,11 @@ fn header(
     };
     writeln!(out, "                    {} {kind} Test", test.verb())?;
     writeln!(out, " Dual-port       : OFF\t\tDevice         : softrnic")?;
-    writeln!(out, " Number of qps   : 1\t\tTransport type : IW")?;
+    writeln!(
+        out,
+        " Number of qps   : {}\t\tTransport type : IW",
+        ds.len()
+    )?;
     writeln!(out, " Connection type : RC\t\tUsing SRQ      : OFF")?;
     if a.events {
         writeln!(out, " Using Events    : ON (completion channel)")?;
@@ -1404,8 +1459,12 @@ fn header(
         )?;
     }
     writeln!(out, "{DASHES}")?;
-    print_dest(out, "local", test, &data.local)?;
-    print_dest(out, "remote", test, &data.remote)?;
+    for d in ds {
+        print_dest(out, "local", test, &d.local)?;
+    }
+    for d in ds {
+        print_dest(out, "remote", test, &d.remote)?;
+    }
     Ok(())
 }
 
@@ -1738,7 +1797,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
         comm.wait = Duration::MAX;
     }
 
-    // Resources of the test connection.
+    // Resources of the test connections: one PD, and per QP its buffer and credit word.
     let pd = rnic.alloc_pd();
     let area = plan
         .max_size()
@@ -1747,90 +1806,129 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     let len = usize::try_from(area.saturating_mul(2))
         .map_err(|_| PerfError::Usage("size too large".into()))?;
     let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
-    // No test invalidates its buffer, so it is registered as not invalidatable: over SCTP
-    // its Tagged segments are then placed as they arrive, gaps or not (RFC 5041 §2.1).
-    let buf = rnic
-        .mem()
-        .register_new(pd, len, MrOptions::new(access).not_invalidatable())?;
-    let credit = rnic.mem().register_new(
-        pd,
-        8,
-        MrOptions::new(Access::LOCAL_WRITE | Access::REMOTE_WRITE),
-    )?;
 
-    // 2. The test connection, between two zero exchanges.
+    // 2. The test connections (one per QP, -q), between two zero exchanges.
     comm.hand_shake(&rnic, &Dest::default())?;
     let test_cfg = cm_config(a, &plan, true);
-    let events = if a.events {
-        Some(CompletionChannel::new().map_err(|e| {
-            PerfError::Usage(format!("-e: cannot create a completion channel: {e}"))
-        })?)
-    } else {
-        None
-    };
-    let (qp, scq, rcq) = match &listener {
-        Some(l) => {
-            let req = rnic.wait_request(l, TIMEOUT)?;
-            let (qp, scq, rcq) = data_qp(&rnic, pd, &plan, a, events.as_ref())?;
-            rnic.accept(req.id, &qp, test_cfg)?;
-            rnic.wait_established(&qp, TIMEOUT)?;
-            (qp, scq, rcq)
-        }
-        None => connect_test(a, &plan, &rnic, pd, &peer, &test_cfg, events.as_ref())?,
-    };
+    let mut conns = Vec::new();
+    for _ in 0..plan.qps {
+        // With -e each QP's CQs signal a completion channel of their own (the QPs are
+        // driven from threads of their own).
+        let events = if a.events {
+            Some(CompletionChannel::new().map_err(|e| {
+                PerfError::Usage(format!("-e: cannot create a completion channel: {e}"))
+            })?)
+        } else {
+            None
+        };
+        let (qp, scq, rcq) = match &listener {
+            Some(l) => {
+                let req = rnic.wait_request(l, TIMEOUT)?;
+                let (qp, scq, rcq) = data_qp(&rnic, pd, &plan, a, events.as_ref())?;
+                rnic.accept(req.id, &qp, test_cfg.clone())?;
+                rnic.wait_established(&qp, TIMEOUT)?;
+                (qp, scq, rcq)
+            }
+            None => connect_test(a, &plan, &rnic, pd, &peer, &test_cfg, events.as_ref())?,
+        };
+        conns.push((qp, scq, rcq, events));
+    }
     if let Some(l) = &listener {
         rnic.close_listener(l);
     }
     comm.hand_shake(&rnic, &Dest::default())?;
 
-    let mut local = Dest {
-        out_reads: if test.reads() {
-            u32::from(plan.outs)
-        } else {
-            1
-        },
-        qpn: qp.id().0,
-        psn: psn(),
-        rkey: buf.stag(),
-        vaddr: buf.base_to() + area,
-        ..Dest::default()
-    };
-    if test == Test::SendBw {
-        local.rkey = credit.stag();
-        local.vaddr = credit.base_to() + 4;
+    let mut ds = Vec::with_capacity(conns.len());
+    for (qp, scq, rcq, events) in conns {
+        // No test invalidates its buffer, so it is registered as not invalidatable: over
+        // SCTP its Tagged segments are then placed as they arrive, gaps or not (RFC 5041
+        // §2.1).
+        let buf = rnic
+            .mem()
+            .register_new(pd, len, MrOptions::new(access).not_invalidatable())?;
+        let credit = rnic.mem().register_new(
+            pd,
+            8,
+            MrOptions::new(Access::LOCAL_WRITE | Access::REMOTE_WRITE),
+        )?;
+        let mut local = Dest {
+            out_reads: if test.reads() {
+                u32::from(plan.outs)
+            } else {
+                1
+            },
+            qpn: qp.id().0,
+            psn: psn(),
+            rkey: buf.stag(),
+            vaddr: buf.base_to() + area,
+            ..Dest::default()
+        };
+        if test == Test::SendBw {
+            local.rkey = credit.stag();
+            local.vaddr = credit.base_to() + 4;
+        }
+        ds.push(Data {
+            qp,
+            scq,
+            rcq,
+            buf,
+            credit,
+            area,
+            local,
+            remote: Dest::default(),
+            manual,
+            events,
+            rq_out: 0,
+        });
     }
-    let mut d = Data {
-        qp,
-        scq,
-        rcq,
-        buf,
-        credit,
-        area,
-        local,
-        remote: Dest::default(),
-        manual,
-        events,
-        rq_out: 0,
-    };
 
-    // 3. The pingpong_dest exchanges.
-    let n = match test {
-        Test::WriteBw | Test::ReadBw | Test::SendBw | Test::SendLat => 3,
-        Test::WriteLat | Test::ReadLat => 4,
+    // 3. The pingpong_dest exchanges: the bandwidth tests exchange each QP's in turn twice
+    // and the first QP's once more (write-bw, read-bw: after both rounds; send-bw: between
+    // them), as perftest; the latency tests (one QP) three or four times.
+    let round = |ds: &mut [Data], comm: &Comm| -> Result<(), PerfError> {
+        for d in ds.iter_mut() {
+            d.remote = comm.hand_shake(&rnic, &d.local)?;
+        }
+        Ok(())
     };
-    for _ in 0..n {
-        d.remote = comm.hand_shake(&rnic, &d.local)?;
+    let first = |ds: &mut [Data], comm: &Comm| -> Result<(), PerfError> {
+        if let Some(d) = ds.first_mut() {
+            d.remote = comm.hand_shake(&rnic, &d.local)?;
+        }
+        Ok(())
+    };
+    match test {
+        Test::WriteBw | Test::ReadBw => {
+            round(&mut ds, &comm)?;
+            round(&mut ds, &comm)?;
+            first(&mut ds, &comm)?;
+        }
+        Test::SendBw => {
+            round(&mut ds, &comm)?;
+            first(&mut ds, &comm)?;
+            round(&mut ds, &comm)?;
+        }
+        Test::SendLat => {
+            for _ in 0..3 {
+                first(&mut ds, &comm)?;
+            }
+        }
+        Test::WriteLat | Test::ReadLat => {
+            for _ in 0..4 {
+                first(&mut ds, &comm)?;
+            }
+        }
     }
     if plan.output.is_none() {
-        header(out, &plan, a, &rnic, &d, &peer)?;
+        header(out, &plan, a, &rnic, &ds, &peer)?;
         table_head(out, &plan)?;
     }
     out.flush()?;
 
     // 4. The measurements, then teardown.
-    measure(test, &plan, &rnic, &comm, &mut d, out)?;
+    measure(test, &plan, &rnic, &comm, &mut ds, out)?;
     out.flush()?;
-    teardown(test, &plan, &rnic, &comm, &d);
+    teardown(test, &plan, &rnic, &comm, &ds);
     Ok(())
 }
 
@@ -1940,16 +2038,20 @@ fn measure(
     plan: &Plan,
     rnic: &Rnic,
     comm: &Comm,
-    d: &mut Data,
+    ds: &mut [Data],
     out: &mut dyn Write,
 ) -> Result<(), PerfError> {
+    if ds.is_empty() {
+        return fail("no test connection");
+    }
     match test {
         Test::WriteBw | Test::ReadBw if plan.duplex => {
             // perftest's -b: both sides run the sender, between exchanges, and print the
-            // sum of their results.
+            // sum of their results (one QP: -q with -b is refused).
+            let d = &mut ds[0];
             for s in sizes(plan.all, plan.size) {
                 comm.hand_shake(rnic, &d.local)?;
-                let mine = bw_client(rnic, d, plan, s, None, out)?;
+                let mine = bw_client(rnic, d, plan, s, None, out)?.0;
                 d.drain(rnic)?;
                 if plan.all {
                     comm.hand_shake(rnic, &d.local)?;
@@ -1962,10 +2064,17 @@ fn measure(
             comm.hand_shake(rnic, &d.local)?;
         }
         Test::WriteBw | Test::ReadBw => {
+            let zero = BwReport {
+                size: 0,
+                iters: 0,
+                peak: 0.0,
+                avg: 0.0,
+                msg_rate: 0.0,
+            };
             if plan.client {
                 let mut last = None;
                 for s in sizes(plan.all, plan.size) {
-                    let r = bw_client(rnic, d, plan, s, None, out)?;
+                    let r = bw_clients(rnic, ds, plan, s, None, out)?;
                     bw_line(out, plan, &r)?;
                     out.flush()?;
                     last = Some(r);
@@ -1973,40 +2082,31 @@ fn measure(
                 rule(out, plan)?;
                 // Our Writes completed when handed to TCP: let them reach the server
                 // before the closing exchange on the control connection overtakes them.
-                d.drain(rnic)?;
-                comm.hand_shake(rnic, &d.local)?;
-                let r = last.unwrap_or(BwReport {
-                    size: 0,
-                    iters: 0,
-                    peak: 0.0,
-                    avg: 0.0,
-                    msg_rate: 0.0,
-                });
-                xchg_report(rnic, comm, &r)?;
+                for d in ds.iter() {
+                    d.drain(rnic)?;
+                }
+                comm.hand_shake(rnic, &ds[0].local)?;
+                xchg_report(rnic, comm, &last.unwrap_or(zero))?;
             } else {
-                comm.hand_shake(rnic, &d.local)?;
-                let zero = BwReport {
-                    size: 0,
-                    iters: 0,
-                    peak: 0.0,
-                    avg: 0.0,
-                    msg_rate: 0.0,
-                };
+                comm.hand_shake(rnic, &ds[0].local)?;
                 let r = xchg_report(rnic, comm, &zero)?;
                 bw_line(out, plan, &r)?;
                 rule(out, plan)?;
             }
-            comm.hand_shake(rnic, &d.local)?;
+            comm.hand_shake(rnic, &ds[0].local)?;
         }
         Test::SendBw => {
             for s in sizes(plan.all, plan.size) {
                 if !plan.client || plan.duplex {
-                    while d.rq_out < plan.rx_depth {
-                        d.post_recv()?;
+                    for d in ds.iter_mut() {
+                        while d.rq_out < plan.rx_depth {
+                            d.post_recv()?;
+                        }
                     }
                 }
-                comm.hand_shake(rnic, &d.local)?;
+                comm.hand_shake(rnic, &ds[0].local)?;
                 let r = if plan.duplex {
+                    let d = &mut ds[0];
                     d.credit.buf().write_at(4, &[0; 4])?;
                     let mine = send_bi(rnic, d, plan, s)?;
                     if plan.mode == Mode::Iters {
@@ -2016,22 +2116,27 @@ fn measure(
                         mine
                     }
                 } else if plan.client {
-                    d.credit.buf().write_at(4, &[0; 4])?;
-                    bw_client(rnic, d, plan, s, Some(plan.rx_depth), out)?
+                    for d in ds.iter() {
+                        d.credit.buf().write_at(4, &[0; 4])?;
+                    }
+                    bw_clients(rnic, ds, plan, s, Some(plan.rx_depth), out)?
                 } else {
-                    send_bw_server(rnic, d, plan, s, out)?
+                    send_bw_servers(rnic, ds, plan, s, out)?
                 };
                 bw_line(out, plan, &r)?;
                 out.flush()?;
                 if plan.all {
-                    comm.hand_shake(rnic, &d.local)?;
+                    comm.hand_shake(rnic, &ds[0].local)?;
                 }
             }
             rule(out, plan)?;
-            d.drain(rnic)?;
-            comm.hand_shake(rnic, &d.local)?;
+            for d in ds.iter() {
+                d.drain(rnic)?;
+            }
+            comm.hand_shake(rnic, &ds[0].local)?;
         }
         Test::WriteLat => {
+            let d = &mut ds[0];
             // In peer-to-peer mode the initiator's RTR (RFC 6581 §3) has already opened
             // the stream for the responder.
             let p2p = d.qp.session().is_some_and(|s| s.p2p());
@@ -2049,6 +2154,7 @@ fn measure(
             rule(out, plan)?;
         }
         Test::SendLat => {
+            let d = &mut ds[0];
             for s in sizes(plan.all, plan.size) {
                 let want = match plan.mode {
                     Mode::Iters => plan.rx_depth.min(plan.iters),
@@ -2065,6 +2171,7 @@ fn measure(
             comm.hand_shake(rnic, &d.local)?;
         }
         Test::ReadLat => {
+            let d = &mut ds[0];
             if plan.client {
                 for s in sizes(plan.all, plan.size) {
                     let run = read_lat(rnic, d, plan, s)?;
@@ -2080,23 +2187,31 @@ fn measure(
 
 /// Teardown: the client closes the test connection, then the control connection; the
 /// server waits a moment for the client's close.
-fn teardown(test: Test, plan: &Plan, rnic: &Rnic, comm: &Comm, d: &Data) {
+fn teardown(test: Test, plan: &Plan, rnic: &Rnic, comm: &Comm, ds: &[Data]) {
     // write-lat ends without a closing exchange: the peer's last Write may have arrived
     // here before its completion was reported there, and a close overtaking that
     // completion makes siw flush the Write with an error (seen with siw 6.1). Linger.
-    if test == Test::WriteLat {
+    if test == Test::WriteLat
+        && let Some(d) = ds.first()
+    {
         // Best effort: the peer may already have closed after its last completion.
         let _ = d.drain(rnic);
         std::thread::sleep(WRITE_LAT_LINGER);
     }
     if plan.client {
-        let _ = rnic.disconnect(&d.qp);
-        let _ = rnic.wait_disconnected(&d.qp, Duration::from_secs(5));
+        for d in ds {
+            let _ = rnic.disconnect(&d.qp);
+        }
+        for d in ds {
+            let _ = rnic.wait_disconnected(&d.qp, Duration::from_secs(5));
+        }
         let _ = rnic.disconnect(&comm.qp);
         let _ = rnic.wait_disconnected(&comm.qp, Duration::from_secs(5));
     } else {
-        let _ = rnic.wait_disconnected(&d.qp, Duration::from_secs(5));
-        let _ = rnic.disconnect(&d.qp);
+        for d in ds {
+            let _ = rnic.wait_disconnected(&d.qp, Duration::from_secs(5));
+            let _ = rnic.disconnect(&d.qp);
+        }
         let _ = rnic.wait_disconnected(&comm.qp, Duration::from_secs(5));
         let _ = rnic.disconnect(&comm.qp);
     }
@@ -2149,7 +2264,7 @@ fn bw_client(
     size: u64,
     credit: Option<u64>,
     out: &mut dyn Write,
-) -> Result<BwReport, PerfError> {
+) -> Result<(BwReport, Timing), PerfError> {
     let counted = plan.mode == Mode::Iters;
     let iters = if counted { plan.iters } else { u64::MAX };
     let depth = plan.tx_depth;
@@ -2262,21 +2377,146 @@ fn bw_client(
             done = upto;
         }
     }
+    let end = Instant::now();
     match clock {
         // What is still outstanding completes before the closing exchange (Data::drain).
-        Some(c) => Ok(bw_report(plan.gbits, size, sampled, c.sample(), None)),
+        Some(c) => Ok((
+            bw_report(plan.gbits, size, sampled, c.sample(), None),
+            Timing { start, end, stamps },
+        )),
         None => {
-            let total = start.elapsed();
+            let total = end.duration_since(start);
             let pk = peak(&stamps, start, size, depth as usize);
-            Ok(bw_report(
-                plan.gbits,
-                size,
-                iters,
-                total,
-                (!plan.no_peak).then_some(pk),
+            Ok((
+                bw_report(
+                    plan.gbits,
+                    size,
+                    iters,
+                    total,
+                    (!plan.no_peak).then_some(pk),
+                ),
+                Timing { start, end, stamps },
             ))
         }
     }
+}
+
+/// When one QP's side of a bandwidth run started and ended, and the completion (or
+/// receive) times its peak is cut from.
+struct Timing {
+    start: Instant,
+    end: Instant,
+    stamps: Vec<Instant>,
+}
+
+/// One size of a bandwidth test over every QP of the run (`-q`): each QP's side runs in a
+/// thread of its own, all started together, and the result is perftest's for several QPs:
+/// every QP's iterations, timed from the first start to the last end (a -D run: the
+/// messages of every QP in the measured window, their rates added).
+fn bw_multi(
+    ds: &mut [Data],
+    plan: &Plan,
+    size: u64,
+    one: impl Fn(&mut Data, &mut dyn Write) -> Result<(BwReport, Timing), PerfError> + Sync,
+    out: &mut dyn Write,
+) -> Result<BwReport, PerfError> {
+    if let [d] = ds {
+        return Ok(one(d, out)?.0);
+    }
+    let runs: Vec<Result<(BwReport, Timing), PerfError>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = ds
+            .iter_mut()
+            .enumerate()
+            .map(|(i, d)| {
+                let one = &one;
+                std::thread::Builder::new()
+                    .name(format!("perf-qp{i}"))
+                    .spawn_scoped(sc, move || one(d, &mut std::io::sink()))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h
+                    .join()
+                    .unwrap_or_else(|_| fail("a QP's thread of the run panicked")),
+                Err(e) => Err(PerfError::Io(e)),
+            })
+            .collect()
+    });
+    let mut reports = Vec::with_capacity(runs.len());
+    for r in runs {
+        reports.push(r?);
+    }
+    let n = reports.len() as u64;
+    if plan.mode != Mode::Iters {
+        // Every QP measured the same window: their messages and rates add up.
+        let mut sum = BwReport {
+            size,
+            iters: 0,
+            peak: 0.0,
+            avg: 0.0,
+            msg_rate: 0.0,
+        };
+        for (r, _) in &reports {
+            sum.iters += r.iters;
+            sum.avg += r.avg;
+            sum.msg_rate += r.msg_rate;
+        }
+        return Ok(sum);
+    }
+    let Some(start) = reports.iter().map(|(_, t)| t.start).min() else {
+        return fail("no test connection");
+    };
+    let end = reports.iter().map(|(_, t)| t.end).max().unwrap_or(start);
+    let mut stamps: Vec<Instant> = reports
+        .iter()
+        .flat_map(|(_, t)| t.stamps.iter().copied())
+        .collect();
+    stamps.sort_unstable();
+    let pk = peak(&stamps, start, size, (plan.tx_depth * n) as usize);
+    Ok(bw_report(
+        plan.gbits,
+        size,
+        plan.iters * n,
+        end.duration_since(start),
+        (!plan.no_peak).then_some(pk),
+    ))
+}
+
+/// The bandwidth sender over every QP of the run (see [`bw_client`], [`bw_multi`]).
+fn bw_clients(
+    rnic: &Rnic,
+    ds: &mut [Data],
+    plan: &Plan,
+    size: u64,
+    credit: Option<u64>,
+    out: &mut dyn Write,
+) -> Result<BwReport, PerfError> {
+    bw_multi(
+        ds,
+        plan,
+        size,
+        |d, out| bw_client(rnic, d, plan, size, credit, out),
+        out,
+    )
+}
+
+/// send-bw's receiver over every QP of the run (see [`send_bw_server`], [`bw_multi`]).
+fn send_bw_servers(
+    rnic: &Rnic,
+    ds: &mut [Data],
+    plan: &Plan,
+    size: u64,
+    out: &mut dyn Write,
+) -> Result<BwReport, PerfError> {
+    bw_multi(
+        ds,
+        plan,
+        size,
+        |d, out| send_bw_server(rnic, d, plan, size, out),
+        out,
+    )
 }
 
 /// perftest's CQ moderation: request `i` (from 0) of `iters` is signaled when it is every
@@ -2298,7 +2538,7 @@ fn send_bw_server(
     plan: &Plan,
     size: u64,
     out: &mut dyn Write,
-) -> Result<BwReport, PerfError> {
+) -> Result<(BwReport, Timing), PerfError> {
     let counted = plan.mode == Mode::Iters;
     let iters = if counted { plan.iters } else { u64::MAX };
     let mut clock = None;
@@ -2406,26 +2646,30 @@ fn send_bw_server(
         d.wait(rnic, &d.scq, "credit write")?;
         credits_out -= 1;
     }
-    if let Some(c) = clock {
-        return Ok(bw_report(plan.gbits, size, sampled, c.sample(), None));
-    }
     let first = start.unwrap_or(last);
+    if let Some(c) = clock {
+        return Ok((
+            bw_report(plan.gbits, size, sampled, c.sample(), None),
+            Timing {
+                start: first,
+                end: last,
+                stamps,
+            },
+        ));
+    }
     let total = last.duration_since(first);
     // As perftest's receiver reports it: every message, timed from the first receive to
     // the last.
     let n = iters;
-    let pk = peak(
-        stamps.get(1..).unwrap_or(&[]),
-        first,
-        size,
-        plan.tx_depth as usize,
-    );
-    Ok(bw_report(
-        plan.gbits,
-        size,
-        n,
-        total,
-        (!plan.no_peak).then_some(pk),
+    let after_first = stamps.get(1..).unwrap_or(&[]).to_vec();
+    let pk = peak(&after_first, first, size, plan.tx_depth as usize);
+    Ok((
+        bw_report(plan.gbits, size, n, total, (!plan.no_peak).then_some(pk)),
+        Timing {
+            start: first,
+            end: last,
+            stamps: after_first,
+        },
     ))
 }
 
@@ -2906,8 +3150,11 @@ mod tests {
                 );
             }
         }
-        assert!(refusal("--qp=4").unwrap().contains("-q/--qp"));
-        assert!(refusal("-q4").unwrap().contains("-q/--qp"));
+        assert!(refusal("--tos=4").unwrap().contains("-T/--tos"));
+        assert!(refusal("-X4").unwrap().contains("-X/--vector"));
+        // -q is implemented.
+        assert_eq!(refusal("-q4"), None);
+        assert_eq!(refusal("--qp=4"), None);
         assert_eq!(refusal("--bogus"), None);
         assert_eq!(refusal("-s"), None);
     }

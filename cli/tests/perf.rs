@@ -917,10 +917,13 @@ fn bidirectional_runs() {
 fn perftest_options_not_implemented_are_refused() {
     for (args, needle) in [
         (
-            &["-q", "2"][..],
-            "perftest's -q/--qp is not implemented by softrnic",
+            &["-X", "2"][..],
+            "perftest's -X/--vector is not implemented by softrnic",
         ),
-        (&["--qp=2"][..], "perftest's -q/--qp is not implemented"),
+        (
+            &["--mr_per_qp"][..],
+            "perftest's --mr_per_qp is not implemented",
+        ),
         (
             &["--cpu_util"][..],
             "perftest's --cpu_util is not implemented",
@@ -951,4 +954,108 @@ fn perftest_options_not_implemented_are_refused() {
     let out = bin().args(["read-lat", "-V"]).output().unwrap();
     assert!(out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "Version: 6.06\n");
+}
+
+/// The QPNs of a tool's "local address" or "remote address" lines, in order.
+fn qpns(text: &str, side: &str) -> Vec<String> {
+    let head = format!(" {side} address: ");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&head))
+        .filter_map(|l| l.split_whitespace().nth(3).map(str::to_owned))
+        .collect()
+}
+
+/// perftest's -q N: N test connections (each its own MPA connection and QP, after the
+/// control connection), each QP's pingpong_dest exchanged in turn, every QP running the
+/// iterations of its own and the report counting them all (perftest's iterations × QPs).
+#[test]
+fn several_qps_per_bandwidth_test() {
+    for tool in ["write-bw", "read-bw", "send-bw"] {
+        for n in [1usize, 2, 4, 8] {
+            let q = n.to_string();
+            let (client, server) = perf_pair(tool, &["-q", &q, "-n", "40", "-s", "4096"]);
+            let want = format!(" Number of qps   : {n}\t\tTransport type : IW");
+            assert!(client.contains(&want), "{tool} -q {n}: {client}");
+            assert!(server.contains(&want), "{tool} -q {n}: {server}");
+            // N QPs at each end, each QP paired with one of the peer's: the client's local
+            // QPNs are the server's remote ones and the other way round, one per connection.
+            let (cl, cr) = (qpns(&client, "local"), qpns(&client, "remote"));
+            let (sl, sr) = (qpns(&server, "local"), qpns(&server, "remote"));
+            assert_eq!(cl.len(), n, "{tool} -q {n}: {client}");
+            assert_eq!((cl.clone(), cr.clone()), (sr, sl), "{tool} -q {n}");
+            let mut distinct = cr.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(distinct.len(), n, "{tool} -q {n}: the server's QPs: {cr:?}");
+            let rows = result_rows(&client);
+            assert_eq!(rows.len(), 1, "{tool} -q {n}: {client}");
+            assert_eq!(
+                (rows[0][0], rows[0][1]),
+                (4096.0, 40.0 * n as f64),
+                "{tool} -q {n}: {client}"
+            );
+            assert!(rows[0][3] > 0.0, "{tool} -q {n}: {client}");
+            let srows = result_rows(&server);
+            assert_eq!(srows.len(), 1, "{tool} -q {n}: {server}");
+            assert_eq!(
+                (srows[0][0], srows[0][1]),
+                (4096.0, 40.0 * n as f64),
+                "{tool} -q {n}: {server}"
+            );
+        }
+    }
+    // With the options that combine with it: all sizes, a post list, a duration.
+    let (client, server) = perf_pair("write-bw", &["-q", "3", "-a", "-n", "4"]);
+    let sizes: Vec<(f64, f64)> = result_rows(&client).iter().map(|r| (r[0], r[1])).collect();
+    let want: Vec<(f64, f64)> = (1..=23).map(|i| (f64::from(1u32 << i), 12.0)).collect();
+    assert_eq!(sizes, want, "{client}");
+    assert_eq!(result_rows(&server).len(), 1, "{server}");
+    let (client, _) = perf_pair("send-bw", &["-q", "2", "-l", "5", "-n", "50", "-s", "64"]);
+    assert_eq!(result_rows(&client)[0][1], 100.0, "{client}");
+    // Completion events (a channel per QP) and manual progress (every QP's thread drives
+    // the RNIC).
+    for (tool, opt) in [("send-bw", "-e"), ("read-bw", "--manual-progress")] {
+        let (client, server) = perf_pair(tool, &["-q", "4", opt, "-n", "100", "-s", "8192"]);
+        assert_eq!(result_rows(&client)[0][1], 400.0, "{tool} {opt}: {client}");
+        assert_eq!(result_rows(&server)[0][1], 400.0, "{tool} {opt}: {server}");
+    }
+    let (client, server) = perf_pair("read-bw", &["-q", "2", "-D", "2", "-s", "4096"]);
+    let rows = result_rows(&client);
+    assert!(rows.len() == 1 && rows[0][1] > 0.0, "{client}");
+    assert_eq!(result_rows(&server), rows, "{server}");
+}
+
+/// -q as perftest takes it: bandwidth tests only (even -q 1), 1 .. 16384; and what
+/// softrnic does not do with several QPs is refused, never ignored.
+#[test]
+fn several_qps_refused_where_not_available() {
+    for (tool, args, needle) in [
+        (
+            "write-lat",
+            &["-q", "1"][..],
+            "multiple QPs only available on bw tests",
+        ),
+        (
+            "send-lat",
+            &["--qp=2"][..],
+            "multiple QPs only available on bw tests",
+        ),
+        ("write-bw", &["-q", "0"][..], "-q 0: the number of QPs"),
+        ("write-bw", &["-q", "16385"][..], "must be 1 .. 16384"),
+        (
+            "send-bw",
+            &["-q", "2", "-b"][..],
+            "-q with -b is not implemented",
+        ),
+        (
+            "read-bw",
+            &["-q", "2", "--run_infinitely"][..],
+            "-q with --run_infinitely is not implemented",
+        ),
+    ] {
+        let out = bin().args([tool, "127.0.0.1"]).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tool} {args:?}: {err}");
+        assert!(err.contains(needle), "{tool} {args:?}: {err}");
+    }
 }

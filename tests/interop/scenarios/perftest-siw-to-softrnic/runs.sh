@@ -50,6 +50,12 @@ write_bw 65536 -b
 read_bw 65536 -b
 send_bw 4096 -b
 send_bw 4096 -b -D 2
+write_bw 65536 -q 2
+write_bw 4096 -q 4
+read_bw 65536 -q 2
+read_bw 4096 -q 4
+send_bw 4096 -q 2
+send_bw 65536 -q 4
 RUNS
 }
 

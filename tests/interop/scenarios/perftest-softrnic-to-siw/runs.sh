@@ -43,5 +43,11 @@ read_bw 65536 -b
 send_bw 4096 -b
 send_bw 4096 -b -D 2
 write_lat 64 -H
+write_bw 65536 -q 2
+write_bw 4096 -q 4
+read_bw 65536 -q 2
+read_bw 4096 -q 4
+send_bw 4096 -q 2
+send_bw 65536 -q 4
 RUNS
 }
