@@ -609,19 +609,23 @@ mod tests {
     #[test]
     fn ksctp_specs_refused() {
         for bad in [
-            "ksctp://[::1]:7174",                      // IPv6
-            "ksctp://10.0.0.1:7174?bind=::1",          // IPv6 bind
+            "ksctp://[::1]:7174",                                // IPv6
+            "ksctp://10.0.0.1:7174?bind=::1",                    // IPv6 bind
             "ksctp://1.0.0.1,1.0.0.2,1.0.0.3,1.0.0.4,1.0.0.5:7", // more than connectx takes
-            "ksctp://10.0.0.1:7174?udp-port=9899",     // no UDP encapsulation here
-            "ksctp://10.0.0.1:7174?dev=tap0",          // no device
-            "ksctp://10.0.0.1:7174?cmt=on",            // the kernel's own path use
+            "ksctp://10.0.0.1:7174?udp-port=9899",               // no UDP encapsulation here
+            "ksctp://10.0.0.1:7174?dev=tap0",                    // no device
+            "ksctp://10.0.0.1:7174?cmt=on",                      // the kernel's own path use
             "ksctp://10.0.0.1:7174?mtu=100",
-            "ksctp://host.example:7174",               // literal addresses only
+            "ksctp://host.example:7174", // literal addresses only
         ] {
             assert!(bad.parse::<TransportAddr>().is_err(), "{bad} parsed");
         }
         // bind= is ksctp's alone.
-        assert!("sctp://10.0.0.1:7?bind=10.0.0.2".parse::<TransportAddr>().is_err());
+        assert!(
+            "sctp://10.0.0.1:7?bind=10.0.0.2"
+                .parse::<TransportAddr>()
+                .is_err()
+        );
     }
 
     #[test]

@@ -37,8 +37,8 @@ use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use nix::errno::Errno;
 use nix::sys::socket::{
-    self as nsock, AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockProtocol,
-    SockType, SockaddrIn, sockopt,
+    self as nsock, AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockProtocol, SockType,
+    SockaddrIn, sockopt,
 };
 use nix::{getsockopt_impl, setsockopt_impl, sockopt_impl};
 use sctp::ddp_adapt::{self, PeerAdaptation, StreamSession};
@@ -377,12 +377,10 @@ pub(crate) fn parse_rcvinfo(b: &[u8]) -> Option<RcvInfo> {
 /// Why a kernel SCTP socket could not be made.
 fn socket_error(e: Errno) -> io::Error {
     match e {
-        Errno::EPROTONOSUPPORT | Errno::ESOCKTNOSUPPORT | Errno::EAFNOSUPPORT => {
-            io::Error::new(
-                io::ErrorKind::Unsupported,
-                "this kernel has no SCTP (modprobe sctp)",
-            )
-        }
+        Errno::EPROTONOSUPPORT | Errno::ESOCKTNOSUPPORT | Errno::EAFNOSUPPORT => io::Error::new(
+            io::ErrorKind::Unsupported,
+            "this kernel has no SCTP (modprobe sctp)",
+        ),
         e => io::Error::from(e),
     }
 }
@@ -543,8 +541,11 @@ impl KsctpListen {
     pub(crate) fn open(a: &SctpAddr, _cfg: &RnicConfig) -> io::Result<(KsctpListen, SctpAddr)> {
         let sock = open_socket()?;
         bind_all(&sock, &a.addrs, a.port)?;
-        nsock::listen(&sock, nsock::Backlog::new(128).unwrap_or(nsock::Backlog::MAXCONN))
-            .map_err(|e| nix_err("listen", e))?;
+        nsock::listen(
+            &sock,
+            nsock::Backlog::new(128).unwrap_or(nsock::Backlog::MAXCONN),
+        )
+        .map_err(|e| nix_err("listen", e))?;
         let mut bound = a.clone();
         if let Ok(s) = nsock::getsockname::<SockaddrIn>(sock.as_raw_fd()) {
             bound.port = s.port();
@@ -591,13 +592,10 @@ impl KsctpConnect {
 #[derive(Debug)]
 enum Role {
     /// Active: the association is coming up.
-    Connecting {
-        qp: Arc<QpShared>,
-        cfg: mpa::Config,
-    },
+    Connecting { qp: Arc<QpShared>, cfg: mpa::Config },
     /// Passive: waiting for the Session Initiate.
     Waiting { deadline: Duration },
-    /// Passive: reported as a connection request; `held` is the Initiate.
+    /// Passive: reported as a connection request (the Initiate waits in `held`).
     Requested { req: ConnReqId },
     /// A QP runs on it.
     Qp {
@@ -627,8 +625,6 @@ pub(super) struct KAssoc {
     partial: Vec<u8>,
     /// The PPID `SCTP_DEFAULT_SNDINFO` now sends with.
     snd_ppid: Option<u32>,
-    /// A send found the socket full.
-    blocked: bool,
 }
 
 /// A kernel SCTP listener or association.
@@ -694,6 +690,8 @@ struct Received {
     paths: Vec<(IpAddr, PathChange)>,
     /// The association ended, and how.
     ended: Option<CloseReason>,
+    /// The batch was full: the socket may hold more (readiness is edge-triggered).
+    more: bool,
 }
 
 impl KAssoc {
@@ -708,7 +706,6 @@ impl KAssoc {
             held: Vec::new(),
             partial: Vec::new(),
             snd_ppid: None,
-            blocked: false,
         }
     }
 
@@ -716,6 +713,7 @@ impl KAssoc {
     fn receive(&mut self, buf: &mut [u8]) -> Received {
         let mut r = Received::default();
         let mut cmsg = nix::cmsg_space!([u8; 32]);
+        r.more = true;
         for _ in 0..RECV_BATCH {
             let mut iov = [io::IoSliceMut::new(buf)];
             let res = nsock::recvmsg::<()>(
@@ -739,7 +737,10 @@ impl KAssoc {
                     }
                     (m.bytes, m.flags, info)
                 }
-                Err(Errno::EAGAIN) => break,
+                Err(Errno::EAGAIN) => {
+                    r.more = false;
+                    break;
+                }
                 Err(Errno::EINTR) => continue,
                 Err(e) => {
                     tracing::debug!(error = %e, "kernel SCTP receive");
@@ -768,7 +769,10 @@ impl KAssoc {
             } else if let Some(info) = info {
                 r.msgs.push((info, msg));
             } else {
-                tracing::warn!(len = msg.len(), "kernel SCTP message without SCTP_RCVINFO: dropped");
+                tracing::warn!(
+                    len = msg.len(),
+                    "kernel SCTP message without SCTP_RCVINFO: dropped"
+                );
             }
         }
         r
@@ -836,10 +840,8 @@ impl KAssoc {
         }
         match nsock::send(self.sock.as_raw_fd(), data, MsgFlags::MSG_NOSIGNAL) {
             Ok(_) => Ok(true),
-            Err(Errno::EAGAIN) => {
-                self.blocked = true;
-                Ok(false)
-            }
+            // Full: the socket's writable edge brings the core back.
+            Err(Errno::EAGAIN) => Ok(false),
             Err(e) => Err(nix_err("SCTP send", e)),
         }
     }
@@ -1029,9 +1031,17 @@ impl Core {
             self.spare_rx = buf;
             return;
         };
-        let rx = a.receive(&mut buf);
+        // Until the socket has nothing more (readiness is edge-triggered), a batch at a
+        // time, each handed to the engine before the next is read.
+        let done = loop {
+            let rx = a.receive(&mut buf);
+            let more = rx.more && rx.ended.is_none();
+            let done = step(shared, a, rx, now);
+            if done || !more {
+                break done;
+            }
+        };
         self.spare_rx = buf;
-        let done = step(shared, a, rx, now);
         if done {
             self.remove_ksctp(t);
         }
@@ -1271,6 +1281,7 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Duration) -> bool {
         mut msgs,
         paths,
         ended,
+        ..
     } = rx;
     // RFC 5043 §11.1: no DDP over an association whose peer did not announce it. The
     // indication is notified right after SCTP_COMM_UP, before any message.
@@ -1285,7 +1296,9 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Duration) -> bool {
                 fail_connect(
                     shared,
                     qp,
-                    CmError::Tcp("the peer did not announce the DDP adaptation (RFC 5043 §11.1)".into()),
+                    CmError::Tcp(
+                        "the peer did not announce the DDP adaptation (RFC 5043 §11.1)".into(),
+                    ),
                 );
             }
             Role::Qp { qp, .. } => close_engine(shared, qp, now, CloseReason::Reset),
@@ -1308,7 +1321,9 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Duration) -> bool {
                 fail_connect(
                     shared,
                     &qp,
-                    CmError::Tcp(format!("kernel SCTP association not established ({reason:?})")),
+                    CmError::Tcp(format!(
+                        "kernel SCTP association not established ({reason:?})"
+                    )),
                 );
                 return true;
             }
@@ -1324,7 +1339,12 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Duration) -> bool {
             };
             install(&qp, engine);
             let span = qp_span(&qp, a);
-            span.in_scope(|| tracing::debug!(max_segment = seg, "kernel SCTP association up, DDP session setup starts"));
+            span.in_scope(|| {
+                tracing::debug!(
+                    max_segment = seg,
+                    "kernel SCTP association up, DDP session setup starts"
+                )
+            });
             a.role = Role::Qp {
                 qp,
                 shut: false,
@@ -1461,7 +1481,6 @@ fn drive(
         eng.handle_timeout(now);
     }
     let mut finished = false;
-    a.blocked = false;
     if ended.is_none() && !was_shut {
         while let Some((stream, ppid, data)) = eng.poll_message() {
             // The kernel copies the message: the engine's buffer is only dropped.
@@ -1481,6 +1500,10 @@ fn drive(
         }
     }
     if let Some(reason) = ended {
+        if reason == CloseReason::Reset {
+            // Whatever is left of the association goes with an ABORT.
+            a.abort_on_close();
+        }
         let reason = if was_shut && reason == CloseReason::PeerClosed {
             CloseReason::Local
         } else {
