@@ -963,10 +963,7 @@ impl Core {
     fn accept_ksctp_all(&mut self, t: Token) -> Vec<Token> {
         let now = self.now();
         let mut new = Vec::new();
-        loop {
-            let Some(Conn::Ksctp(k)) = self.conns.get(&t) else {
-                break;
-            };
+        while let Some(Conn::Ksctp(k)) = self.conns.get(&t) {
             let Ksctp::Listener { id, l } = &**k else {
                 break;
             };
