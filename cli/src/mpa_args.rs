@@ -55,6 +55,8 @@ pub enum TransportArg {
     /// DDP over softrnic's SCTP on raw IPv4 (protocol 132; root or CAP_NET_RAW, and a host
     /// without kernel SCTP).
     Sctp,
+    /// DDP over the kernel's SCTP sockets (RFC 5043; a kernel with SCTP, no privileges).
+    Ksctp,
     /// MPA over softrnic's own TCP/IP on a TAP device (kernel bypass; `--device`, and
     /// `--bind` for the stack's own IPv4 address; CAP_NET_ADMIN or a TAP device owned by
     /// the user).
@@ -163,10 +165,10 @@ pub struct MpaArgs {
     #[arg(long)]
     pub ord: Option<u16>,
     /// Lower layer: `tcp` (MPA over kernel TCP), `sctp+udp` (DDP over softrnic's SCTP,
-    /// UDP-encapsulated, no privileges), `sctp` (softrnic's SCTP on raw IPv4, root) or `tap`
-    /// (MPA over softrnic's own TCP/IP on the TAP device `--device`, with the address
-    /// `--bind`). Over SCTP a client names the server's addresses comma-separated for
-    /// multihoming.
+    /// UDP-encapsulated, no privileges), `sctp` (softrnic's SCTP on raw IPv4, root), `ksctp`
+    /// (DDP over the kernel's SCTP sockets, where the kernel has SCTP) or `tap` (MPA over
+    /// softrnic's own TCP/IP on the TAP device `--device`, with the address `--bind`). Over
+    /// SCTP a client names the server's addresses comma-separated for multihoming.
     #[arg(long, value_enum, default_value_t = TransportArg::Tcp)]
     pub transport: TransportArg,
     /// SCTP: our local addresses, comma-separated (a server listens and a client sends
@@ -266,7 +268,10 @@ impl MpaArgs {
 
     /// Whether the connection runs over SCTP.
     pub fn sctp(&self) -> bool {
-        matches!(self.transport, TransportArg::SctpUdp | TransportArg::Sctp)
+        matches!(
+            self.transport,
+            TransportArg::SctpUdp | TransportArg::Sctp | TransportArg::Ksctp
+        )
     }
 
     /// Whether the connection runs on a raw-Ethernet device with softrnic's TCP/IP.
@@ -318,9 +323,18 @@ impl MpaArgs {
                 );
             }
             if !self.bind.is_empty() {
-                return Err("--bind applies to --transport sctp+udp|sctp|tap|xdp only".into());
+                return Err(
+                    "--bind applies to --transport sctp+udp|sctp|ksctp|tap|xdp only".into(),
+                );
             }
             return Ok(());
+        }
+        if self.transport == TransportArg::Ksctp && self.cmt != CmtArg::Off {
+            return Err(
+                "--cmt applies to softrnic's SCTP (--transport sctp+udp|sctp); the kernel's SCTP \
+                 uses its paths its own way"
+                    .into(),
+            );
         }
         let mpa_only = [
             (self.profile.is_some(), "--profile"),
@@ -332,11 +346,7 @@ impl MpaArgs {
         match mpa_only.iter().find(|(given, _)| *given) {
             Some((_, name)) => Err(format!(
                 "{name} is an MPA option and does not apply to --transport {}",
-                if self.transport == TransportArg::Sctp {
-                    "sctp"
-                } else {
-                    "sctp+udp"
-                }
+                self.transport_name()
             )),
             None => Ok(()),
         }
@@ -393,6 +403,7 @@ impl MpaArgs {
             port,
             encap: match self.transport {
                 TransportArg::Sctp => SctpEncap::RawIpv4,
+                TransportArg::Ksctp => SctpEncap::Kernel,
                 _ => SctpEncap::Udp(encap_port),
             },
             local: Vec::new(),
@@ -523,6 +534,32 @@ mod tests {
         let e = parse(&["--cmt"]).check().unwrap_err();
         assert!(e.contains("--cmt applies to"), "{e}");
         assert!(parse(&[]).check().is_ok());
+    }
+
+    /// `--transport ksctp` names the kernel's SCTP with the same `--bind` and address
+    /// syntax as softrnic's SCTP (multihomed: comma-separated addresses), and refuses the
+    /// options that belong to softrnic's SCTP or to MPA.
+    #[test]
+    fn ksctp_transport_addresses() {
+        let a = parse(&["--transport", "ksctp", "--bind", "10.99.0.2,10.99.1.2"]);
+        a.check().unwrap();
+        let l = a.listen_addr(7174);
+        assert_eq!(l.to_string(), "ksctp://10.99.0.2,10.99.1.2:7174");
+        let c = a
+            .connect_addr("10.99.0.1,10.99.1.1", 7174, |_, _| unreachable!())
+            .unwrap();
+        assert_eq!(
+            c.to_string(),
+            "ksctp://10.99.0.1,10.99.1.1:7174?bind=10.99.0.2,10.99.1.2"
+        );
+        let e = parse(&["--transport", "ksctp", "--cmt"])
+            .check()
+            .unwrap_err();
+        assert!(e.contains("kernel's SCTP"), "{e}");
+        let e = parse(&["--transport", "ksctp", "--crc"])
+            .check()
+            .unwrap_err();
+        assert!(e.contains("--transport ksctp"), "{e}");
     }
 
     /// `--profile` alone gives exactly the profile's settings for each role, and its

@@ -6,6 +6,7 @@
 //! | `HOST:PORT` or `tcp://HOST:PORT` | MPA over the kernel's TCP |
 //! | `sctp+udp://A[,B...]:PORT` | DDP over softrnic's SCTP (RFC 5043), UDP encapsulation (RFC 6951), no privileges |
 //! | `sctp://A[,B...]:PORT` | DDP over softrnic's SCTP directly on IPv4 (protocol 132; root or CAP_NET_RAW) |
+//! | `ksctp://A[,B...]:PORT` | DDP over the kernel's SCTP (one-to-one sockets; a kernel with SCTP, no privileges) |
 //! | `tap://IFACE/HOST:PORT` | MPA over softrnic's own TCP/IP on the TAP device IFACE (kernel bypass) |
 //! | `xdp://IFACE/HOST:PORT` | the same on an AF_XDP socket on IFACE (kernel bypass; root; builds with the `xdp` feature) |
 //! | `dev://NAME/HOST:PORT` | the same on a device attached with [`crate::Rnic::attach_device`] |
@@ -22,6 +23,11 @@
 //! bypass; the addresses are the stack's own on the device); `cmt=on|pf|nopf|off` stripes new
 //! data over every active path (Concurrent Multipath Transfer; `on` and `pf` with CMT-PF,
 //! `nopf` without it; default `off`: one path at a time, the others for failover).
+//! `ksctp://` takes IPv4 addresses (a listener's are bound with `sctp_bindx`, none or
+//! `0.0.0.0` for all; a connect's peer addresses go to `sctp_connectx`, at most four),
+//! `bind=A[,B...]` (or `local=`: a connect's own addresses, bound with `sctp_bindx`; by
+//! default the kernel's choice) and `mtu=N` (the path MTU used until the kernel reports
+//! the association's own).
 //!
 //! On a device (`tap://`, `dev://`) softrnic's stack owns its own IPv4 address. A listener
 //! names that address (`tap://tap0/10.0.0.2:7174`); a connect names the peer and gives its
@@ -52,6 +58,8 @@ pub enum SctpEncap {
     Udp(u16),
     /// IPv4 protocol 132 through raw sockets.
     RawIpv4,
+    /// The kernel's SCTP (`ksctp://`): one-to-one SCTP sockets.
+    Kernel,
 }
 
 /// An SCTP transport address.
@@ -161,7 +169,7 @@ pub enum TransportAddr {
 /// A transport spec that does not parse.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "bad transport address {spec:?}: {why} (forms: HOST:PORT, tcp://HOST:PORT, sctp+udp://A[,B]:PORT[?udp-port=N&local=A,B&mtu=N], sctp://A[,B]:PORT, tap://IFACE/IPV4:PORT[?local=A&prefix=N&gw=A&mtu=N&mac=M], xdp://IFACE/IPV4:PORT[?...&queue=N&mode=skb|native&take=addr|all], dev://NAME/IPV4:PORT)"
+    "bad transport address {spec:?}: {why} (forms: HOST:PORT, tcp://HOST:PORT, sctp+udp://A[,B]:PORT[?udp-port=N&local=A,B&mtu=N], sctp://A[,B]:PORT, ksctp://A[,B]:PORT[?bind=A,B&mtu=N], tap://IFACE/IPV4:PORT[?local=A&prefix=N&gw=A&mtu=N&mac=M], xdp://IFACE/IPV4:PORT[?...&queue=N&mode=skb|native&take=addr|all], dev://NAME/IPV4:PORT)"
 )]
 pub struct AddrError {
     /// The spec.
@@ -171,7 +179,7 @@ pub struct AddrError {
 }
 
 impl TransportAddr {
-    /// The lower layer's name: "tcp", "sctp+udp", "sctp", "tap" or "dev".
+    /// The lower layer's name: "tcp", "sctp+udp", "sctp", "ksctp", "tap", "xdp" or "dev".
     pub fn scheme(&self) -> &'static str {
         match self {
             TransportAddr::Tcp(_) => "tcp",
@@ -183,6 +191,7 @@ impl TransportAddr {
             TransportAddr::Sctp(s) => match s.encap {
                 SctpEncap::Udp(_) => "sctp+udp",
                 SctpEncap::RawIpv4 => "sctp",
+                SctpEncap::Kernel => "ksctp",
             },
         }
     }
@@ -220,15 +229,15 @@ impl TransportAddr {
                     .ok_or_else(|| err("the host resolves to no address"))?;
                 Ok(TransportAddr::Tcp(addr))
             }
-            "sctp+udp" | "sctp" => {
+            "sctp+udp" | "sctp" | "ksctp" => {
                 let addrs = parse_ips(hosts).map_err(|w| err(&w))?;
                 let mut s = SctpAddr {
                     addrs,
                     port,
-                    encap: if scheme == "sctp" {
-                        SctpEncap::RawIpv4
-                    } else {
-                        SctpEncap::Udp(SCTP_UDP_PORT)
+                    encap: match scheme {
+                        "sctp" => SctpEncap::RawIpv4,
+                        "ksctp" => SctpEncap::Kernel,
+                        _ => SctpEncap::Udp(SCTP_UDP_PORT),
                     },
                     local: Vec::new(),
                     mtu: DEFAULT_SCTP_MTU,
@@ -245,6 +254,9 @@ impl TransportAddr {
                             s.encap = SctpEncap::Udp(p);
                         }
                         "local" => s.local = parse_ips(v).map_err(|w| err(&w))?,
+                        "bind" if scheme == "ksctp" => {
+                            s.local = parse_ips(v).map_err(|w| err(&w))?
+                        }
                         "dev" if scheme == "sctp" => {
                             let (kind, name) = match v.split_once(':') {
                                 Some(("tap", n)) => (DevKind::Tap, n),
@@ -269,7 +281,7 @@ impl TransportAddr {
                             }
                             s.mtu = m;
                         }
-                        "cmt" => {
+                        "cmt" if scheme != "ksctp" => {
                             s.multipath = match v {
                                 "off" => Multipath::Failover,
                                 "on" | "pf" => Multipath::CmtPf,
@@ -280,10 +292,13 @@ impl TransportAddr {
                         _ => return Err(err(&format!("unknown option {k:?}"))),
                     }
                 }
+                if scheme == "ksctp" {
+                    check_ksctp(&s).map_err(|w| err(&w))?;
+                }
                 Ok(TransportAddr::Sctp(s))
             }
             other => Err(err(&format!(
-                "unknown scheme {other:?} (tcp, sctp+udp, sctp, tap or dev)"
+                "unknown scheme {other:?} (tcp, sctp+udp, sctp, ksctp, tap, xdp or dev)"
             ))),
         }
     }
@@ -358,7 +373,12 @@ impl fmt::Display for TransportAddr {
                 }
                 if !s.local.is_empty() {
                     let l: Vec<String> = s.local.iter().map(fmt_ip).collect();
-                    opts.push(format!("local={}", l.join(",")));
+                    let key = if s.encap == SctpEncap::Kernel {
+                        "bind"
+                    } else {
+                        "local"
+                    };
+                    opts.push(format!("{key}={}", l.join(",")));
                 }
                 if s.mtu != DEFAULT_SCTP_MTU {
                     opts.push(format!("mtu={}", s.mtu));
@@ -382,6 +402,21 @@ impl fmt::Display for TransportAddr {
             }
         }
     }
+}
+
+/// What the kernel's SCTP sockets take: IPv4 addresses, at most four peers for
+/// `sctp_connectx` (a listener binds any number).
+fn check_ksctp(s: &SctpAddr) -> Result<(), String> {
+    if s.addrs.iter().chain(&s.local).any(|a| !a.is_ipv4()) {
+        return Err("ksctp:// takes IPv4 addresses".into());
+    }
+    if s.addrs.len() > crate::transport::ksctp::MAX_CONNECTX {
+        return Err(format!(
+            "ksctp:// names at most {} addresses",
+            crate::transport::ksctp::MAX_CONNECTX
+        ));
+    }
+    Ok(())
 }
 
 /// Parses the part after `tap://`, `xdp://` or `dev://`: `NAME/IPV4[:PORT][?options]`.
@@ -534,6 +569,64 @@ pub(crate) fn route_source(peer: IpAddr) -> std::io::Result<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ksctp_specs_parse_and_print_back() {
+        let t: TransportAddr = "ksctp://10.99.0.2,10.99.1.2:7174?bind=10.99.0.1,10.99.1.1"
+            .parse()
+            .unwrap();
+        let TransportAddr::Sctp(a) = &t else {
+            panic!("{t:?}")
+        };
+        assert_eq!(a.encap, SctpEncap::Kernel);
+        assert_eq!(t.scheme(), "ksctp");
+        assert_eq!(
+            a.addrs,
+            vec![IpAddr::from([10, 99, 0, 2]), IpAddr::from([10, 99, 1, 2])]
+        );
+        assert_eq!(
+            a.local,
+            vec![IpAddr::from([10, 99, 0, 1]), IpAddr::from([10, 99, 1, 1])]
+        );
+        assert_eq!(a.port, 7174);
+        assert_eq!(
+            t.to_string(),
+            "ksctp://10.99.0.2,10.99.1.2:7174?bind=10.99.0.1,10.99.1.1"
+        );
+        assert_eq!(t.to_string().parse::<TransportAddr>().unwrap(), t);
+        // local= is the same as bind=; mtu= as for sctp://.
+        let l: TransportAddr = "ksctp://0.0.0.0:9?local=10.0.0.1&mtu=9000".parse().unwrap();
+        let TransportAddr::Sctp(la) = &l else {
+            panic!()
+        };
+        assert_eq!((la.mtu, la.local.len()), (9000, 1));
+        assert_eq!(l.to_string(), "ksctp://0.0.0.0:9?bind=10.0.0.1&mtu=9000");
+        // The default port.
+        let d = TransportAddr::parse_with_port("ksctp://127.0.0.1", 7174).unwrap();
+        assert_eq!(d.to_string(), "ksctp://127.0.0.1:7174");
+    }
+
+    #[test]
+    fn ksctp_specs_refused() {
+        for bad in [
+            "ksctp://[::1]:7174",                                // IPv6
+            "ksctp://10.0.0.1:7174?bind=::1",                    // IPv6 bind
+            "ksctp://1.0.0.1,1.0.0.2,1.0.0.3,1.0.0.4,1.0.0.5:7", // more than connectx takes
+            "ksctp://10.0.0.1:7174?udp-port=9899",               // no UDP encapsulation here
+            "ksctp://10.0.0.1:7174?dev=tap0",                    // no device
+            "ksctp://10.0.0.1:7174?cmt=on",                      // the kernel's own path use
+            "ksctp://10.0.0.1:7174?mtu=100",
+            "ksctp://host.example:7174", // literal addresses only
+        ] {
+            assert!(bad.parse::<TransportAddr>().is_err(), "{bad} parsed");
+        }
+        // bind= is ksctp's alone.
+        assert!(
+            "sctp://10.0.0.1:7?bind=10.0.0.2"
+                .parse::<TransportAddr>()
+                .is_err()
+        );
+    }
 
     #[test]
     fn specs_parse_and_print_back() {

@@ -122,6 +122,7 @@ pub use crate::shared::{
 };
 use crate::shared::{ConnStatus, QpShared, Ring, Slot};
 use crate::transport::Core;
+use crate::transport::ksctp::{KsctpConnect, KsctpListen};
 use crate::transport::sctp::{SctpConnect, SctpListen};
 use crate::transport::{Cmd, Shared};
 use crate::wr::{RecvWr, SendWr};
@@ -329,6 +330,18 @@ impl Rnic {
         let s = match at {
             TransportAddr::Tcp(a) => return self.listen(*a),
             TransportAddr::Dev(d) => return self.listen_dev(d),
+            TransportAddr::Sctp(s) if s.encap == crate::addr::SctpEncap::Kernel => {
+                let (l, bound) = KsctpListen::open(s, &self.shared.cfg)?;
+                let id = ListenerId(self.shared.next_listener.fetch_add(1, Ordering::Relaxed));
+                let local_addr = SocketAddr::new(bound.addrs[0], bound.port);
+                self.shared.command(Cmd::ListenKsctp(id, Box::new(l)));
+                self.kick();
+                return Ok(Listener {
+                    id,
+                    local_addr,
+                    transport: TransportAddr::Sctp(bound),
+                });
+            }
             TransportAddr::Sctp(s) => s,
         };
         let dev = self.sctp_device(s, &s.addrs)?;
@@ -361,6 +374,14 @@ impl Rnic {
                 self.claim(qp)?;
                 self.shared
                     .command(Cmd::ConnectDev(qp.inner.clone(), dev, d.addr, d.local, cfg));
+                self.kick();
+                return Ok(());
+            }
+            TransportAddr::Sctp(s) if s.encap == crate::addr::SctpEncap::Kernel => {
+                let c = KsctpConnect::open(s, &self.shared.cfg)?;
+                self.claim(qp)?;
+                self.shared
+                    .command(Cmd::ConnectKsctp(qp.inner.clone(), Box::new(c), cfg));
                 self.kick();
                 return Ok(());
             }

@@ -33,9 +33,11 @@ use crate::shared::{
     RnicConfig, RnicError, Slot, setup_event,
 };
 
+pub(crate) mod ksctp;
 pub(crate) mod sctp;
 mod timers;
 
+use ksctp::{KsctpConnect, KsctpListen};
 use sctp::{SctpConnect, SctpListen};
 
 /// Token of the eventfd waker.
@@ -279,6 +281,8 @@ enum Conn {
     /// An SCTP endpoint (a listener's, or an active connection's), under the token of its
     /// first socket.
     Sctp(Box<sctp::SctpEp>),
+    /// A kernel SCTP listener or association (one-to-one socket).
+    Ksctp(Box<ksctp::Ksctp>),
 }
 
 /// The progress core of one RNIC.
@@ -403,6 +407,7 @@ fn deadline_of(c: &Conn, now: Instant) -> Option<Instant> {
             }
         }
         Conn::Sctp(e) => e.next_deadline(now),
+        Conn::Ksctp(k) => k.next_deadline(now),
         Conn::Listener { .. } | Conn::Connecting { .. } | Conn::DevListener { .. } => None,
     }
 }
@@ -584,6 +589,8 @@ impl Core {
             Cmd::SocketInode(qp, reply) => self.socket_inode(&qp, &reply),
             Cmd::ListenSctp(id, l) => self.listen_sctp(shared, id, *l),
             Cmd::ConnectSctp(qp, c, cfg) => self.connect_sctp(shared, qp, *c, cfg),
+            Cmd::ListenKsctp(id, l) => self.listen_ksctp(shared, id, *l),
+            Cmd::ConnectKsctp(qp, c, cfg) => self.connect_ksctp(shared, qp, *c, cfg),
             Cmd::StackUnacked(qp, reply) => self.stack_unacked(&qp, &reply),
             Cmd::Modify(qp, to) => self.disconnect(shared, qp, to),
             Cmd::Destroy(qp) => self.destroy(shared, qp),
@@ -606,7 +613,7 @@ impl Core {
         }
     }
 
-    /// Removes a listener (kernel TCP or device).
+    /// Removes a listener (kernel TCP, device or kernel SCTP).
     fn close_listener(&mut self, id: ListenerId) {
         let t = self
             .conns
@@ -620,6 +627,8 @@ impl Core {
             _ => None,
         }) {
             self.remove(t);
+        } else {
+            self.close_ksctp_listener(id);
         }
     }
 
@@ -682,7 +691,9 @@ impl Core {
             _ => None,
         });
         let Some(t) = t else {
-            if !self.accept_sctp(shared, req, &qp, &cfg) {
+            if !self.accept_sctp(shared, req, &qp, &cfg)
+                && !self.accept_ksctp(shared, req, &qp, &cfg)
+            {
                 fail_connect(shared, &qp, CmError::Withdrawn);
             }
             return;
@@ -700,7 +711,9 @@ impl Core {
             _ => None,
         });
         let Some(t) = t else {
-            self.reject_sctp(shared, req, &pd);
+            if !self.reject_sctp(shared, req, &pd) {
+                self.reject_ksctp(shared, req, &pd);
+            }
             return;
         };
         let Some(Conn::Incoming { sock, buf, .. }) = self.conns.remove(&t) else {
@@ -770,7 +783,10 @@ impl Core {
             })) => Some(d.unacked()),
             _ => None,
         });
-        let _ = reply.try_send(dev.or_else(|| self.sctp_unacked(qp)));
+        let _ = reply.try_send(
+            dev.or_else(|| self.sctp_unacked(qp))
+                .or_else(|| self.ksctp_unacked(qp)),
+        );
     }
 
     /// A graceful disconnect: posted work completes, then the stream closes.
@@ -796,7 +812,9 @@ impl Core {
                 fail_connect(shared, &qp, CmError::Aborted);
             }
             _ => {
-                self.disconnect_sctp(shared, &qp, to);
+                if !self.disconnect_sctp(shared, &qp, to) {
+                    self.disconnect_ksctp(shared, &qp, to);
+                }
             }
         }
     }
@@ -829,7 +847,9 @@ impl Core {
                 self.add_conn(t, other);
             }
             None => {
-                self.destroy_sctp(shared, &qp);
+                if !self.destroy_sctp(shared, &qp) {
+                    self.destroy_ksctp(shared, &qp);
+                }
             }
         }
         qp.flush_early();
@@ -875,6 +895,7 @@ impl Core {
             tokens.extend(self.conns.iter().filter_map(|(t, c)| match c {
                 Conn::Active(a) if a.qp.tx_pending.swap(false, Ordering::SeqCst) => Some(*t),
                 Conn::Sctp(e) if e.doorbell() => Some(*t),
+                Conn::Ksctp(k) if k.doorbell() => Some(*t),
                 _ => None,
             }));
         }
@@ -907,6 +928,10 @@ impl Core {
                 Conn::Sctp(e) => {
                     self.add_conn(t, Conn::Sctp(e));
                     self.remove_sctp(t);
+                }
+                Conn::Ksctp(k) => {
+                    self.add_conn(t, Conn::Ksctp(k));
+                    self.remove_ksctp(t);
                 }
             }
         }
@@ -1008,6 +1033,7 @@ impl Core {
             Conn::Active(_) => 4,
             Conn::Sctp(_) => 5,
             Conn::DevListener { .. } => 6,
+            Conn::Ksctp(_) => 7,
         }) else {
             return;
         };
@@ -1018,6 +1044,7 @@ impl Core {
             3 => self.service_rejecting(t),
             4 => self.service_active(shared, t, readable, writable),
             5 => self.service_sctp(shared, t),
+            7 => self.service_ksctp(shared, t),
             _ => self.accept_dev(shared, t),
         }
     }
@@ -1324,6 +1351,7 @@ impl Core {
                     self.service(shared, t, false, false);
                 }
                 Some(Conn::Sctp(_)) => self.service_sctp(shared, t),
+                Some(Conn::Ksctp(_)) => self.service_ksctp(shared, t),
                 _ => {}
             }
         }
@@ -1359,6 +1387,10 @@ impl Core {
                 Some(c @ Conn::Sctp(_)) => {
                     self.add_conn(t, c);
                     self.shutdown_sctp(shared, t);
+                }
+                Some(c @ Conn::Ksctp(_)) => {
+                    self.conns.insert(t, c);
+                    self.shutdown_ksctp(shared, t);
                 }
                 _ => {}
             }
@@ -1700,6 +1732,10 @@ pub(crate) enum Cmd {
     ListenSctp(ListenerId, Box<SctpListen>),
     /// Connect over SCTP from an opened endpoint.
     ConnectSctp(Arc<QpShared>, Box<SctpConnect>, mpa::Config),
+    /// Listen for kernel SCTP associations on an opened, listening socket.
+    ListenKsctp(ListenerId, Box<KsctpListen>),
+    /// Run a QP on a kernel SCTP socket whose connect was started.
+    ConnectKsctp(Arc<QpShared>, Box<KsctpConnect>, mpa::Config),
     /// Answer the octets not yet acknowledged on the QP's connection in softrnic's own
     /// stacks: its SCTP association or its TCP connection on a device (`None`: no such
     /// connection; kernel sockets are asked through `SocketInode`).

@@ -107,6 +107,7 @@ SCENARIO_DIRECTION="?"
 SCENARIO_TIMEOUT=300
 SCENARIO_HOST_CMD=""
 SCENARIO_SIW_PATCH=""   # NAME: run the guests on the siw variant siw-variants/NAME.patch
+SCENARIO_GUEST_SOFTRNIC=0  # 1: the host's softrnic binary goes to the guests as /lab/lib/softrnic
 # shellcheck source=/dev/null
 source "$SCENARIO_DIR/scenario.sh"
 guest_script=$SCENARIO_DIR/guest.sh
@@ -289,6 +290,11 @@ if [[ -z ${LAB_SOFTRNIC:-} ]]; then LAB_SOFTRNIC=$(lab_softrnic); fi
 # A scenario's own preconditions (e.g. a softrnic subcommand): SKIPPED when they fail.
 if declare -F scenario_requires >/dev/null; then
     why=$(LAB_SOFTRNIC=$LAB_SOFTRNIC scenario_requires 2>&1) || lab_skip "$SCENARIO_NAME: ${why:-a requirement is missing}"
+fi
+if [[ $SCENARIO_GUEST_SOFTRNIC -eq 1 ]]; then
+    # The guests run the host's release build (the same Debian release): over the 9p share.
+    [[ -x ${LAB_SOFTRNIC:-} ]] || lab_skip "$SCENARIO_NAME: no softrnic binary for the guests"
+    install -m 0755 "$LAB_SOFTRNIC" "$results/lib/softrnic"
 fi
 export LAB_NETNS=$NS LAB_HOST_IP=$HOST_IP LAB_G1_IP=${GUEST_IPS[0]} LAB_G2_IP=${GUEST_IPS[1]}
 export LAB_GUEST_IPS="${GUEST_IPS[*]:0:SCENARIO_GUESTS}" LAB_RESULTS=$results

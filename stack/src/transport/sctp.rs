@@ -49,6 +49,15 @@ const RECV_WINDOW: u32 = 4 << 20;
 /// Packets read per socket per pass.
 const RECV_BATCH: usize = 256;
 
+/// A `ksctp://` address reached softrnic's own SCTP (the RNIC sends those to the kernel
+/// SCTP carrier).
+fn kernel_sctp_here() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "ksctp:// runs on the kernel's SCTP sockets, not on softrnic's SCTP",
+    )
+}
+
 fn seed() -> io::Result<u64> {
     getrandom::u64().map_err(|e| io::Error::other(format!("OS random generator: {e}")))
 }
@@ -253,6 +262,7 @@ impl SctpListen {
                 remote_port: crate::addr::SCTP_UDP_PORT,
             },
             SctpEncap::RawIpv4 => Transport::RawIpv4,
+            SctpEncap::Kernel => return Err(kernel_sctp_here()),
         };
         let port = match a.port {
             0 => ephemeral_port()?,
@@ -334,6 +344,7 @@ impl SctpConnect {
                 remote_port: p,
             },
             SctpEncap::RawIpv4 => Transport::RawIpv4,
+            SctpEncap::Kernel => return Err(kernel_sctp_here()),
         };
         let port = ephemeral_port()?;
         let io = match dev {
