@@ -241,6 +241,10 @@ struct Sent {
     in_flight: bool,
     rtx: Rtx,
     fast_retransmitted: bool,
+    /// The highest TSN sent when this chunk was last retransmitted. With CMT's split fast
+    /// retransmit, a fast retransmission that is lost again is reported missing only by
+    /// SACKs acknowledging a higher TSN sent to its destination: data sent after it.
+    fast_retransmitted_below: Option<u64>,
     /// Sent as a zero window probe (RFC 9260 §6.1 A): into a closed window with nothing
     /// else in flight.
     zero_window_probe: bool,
@@ -1640,6 +1644,7 @@ impl Association {
             })
             .emit(buf);
             *any = true;
+            c.fast_retransmitted_below = Some(self.next_tsn - 1);
             c.rtx = Rtx::No;
             c.tx_count += 1;
             c.path = d;
@@ -1713,6 +1718,7 @@ impl Association {
                 in_flight: true,
                 rtx: Rtx::No,
                 fast_retransmitted: false,
+                fast_retransmitted_below: None,
                 zero_window_probe: probe,
             };
             p.flight += sent.size();
@@ -3034,9 +3040,19 @@ impl Association {
             if c.tsn >= hg {
                 break;
             }
-            if c.acked || c.rtx != Rtx::No || c.fast_retransmitted || !c.in_flight {
+            if c.acked || c.rtx != Rtx::No || !c.in_flight {
                 continue;
             }
+            // A fast retransmission that was lost again: without SFR the chunk waits for
+            // T3-rtx (RFC 9260 §7.2.4 step 5). With SFR, misses are counted per destination
+            // against data sent there after the retransmission, as for a first transmission.
+            let refresh = match c.fast_retransmitted_below {
+                Some(below) if c.fast_retransmitted && cmt.split_fast_retransmit => Some(below),
+                _ if c.fast_retransmitted => continue,
+                _ => None,
+            };
+            // The TSN the acknowledged data must lie above.
+            let after = refresh.unwrap_or(c.tsn);
             let reported = if cmt.split_fast_retransmit {
                 tally.acked_bytes.get(c.path).is_some_and(|&b| b > 0)
                     && tally
@@ -3044,7 +3060,7 @@ impl Association {
                         .get(c.path)
                         .copied()
                         .flatten()
-                        .is_some_and(|h| c.tsn < h)
+                        .is_some_and(|h| after < h)
             } else {
                 let in_fr = self.paths[c.path].recovery_exit.is_some();
                 let limit = if in_fr && cum_advanced {
@@ -3058,7 +3074,7 @@ impl Association {
                 continue;
             }
             c.misses += 1;
-            if dac_twice && tally.lowest_newack.is_some_and(|l| c.tsn < l) {
+            if dac_twice && tally.lowest_newack.is_some_and(|l| after < l) {
                 c.misses += 1;
             }
             if c.misses >= 3 {

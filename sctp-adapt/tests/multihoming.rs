@@ -261,3 +261,40 @@ fn rfc7829_5_1_all_paths_pf_picks_the_fewest_errors_not_the_primary() {
         p.events_a
     );
 }
+
+/// RFC 7829 §5.1 and RFC 9260 §8.3: a Potentially Failed destination is probed with one
+/// HEARTBEAT per RTO (HB.interval is not added), and each unanswered HEARTBEAT backs the RTO
+/// off (doubles it, up to RTO.Max). The probes after a failure are therefore 2, 4, 8, 16 s
+/// apart (the T3-rtx expiry that made the path PF already doubled RTO.Min); a link that
+/// comes back between two probes is found by the next one, up to one backed-off RTO later.
+#[test]
+fn rfc7829_5_1_pf_destination_heartbeats_once_per_backed_off_rto() {
+    let mut p = Pair::connected(26, AssociationConfig::default());
+    p.keep_log = true;
+    p.run_for(Duration::from_secs(1));
+    let mut bulk = Bulk::new(200_000, 1000, p.now);
+    assert!(!p.run_until(p.now + Duration::from_millis(100), |p| bulk.step(p)));
+    p.down = vec![1];
+    let t_fail = p.now;
+    p.run_until(p.now + Duration::from_secs(40), |p| {
+        bulk.step(p);
+        false
+    });
+    let primary = addr("10.0.1.2:0");
+    let probes: Vec<Instant> = p
+        .log
+        .iter()
+        .filter(|s| s.from == Side::A && s.dst == primary && s.at > t_fail)
+        .filter(|s| common::chunk_types(&s.bytes).contains(&4))
+        .map(|s| s.at)
+        .collect();
+    let gaps: Vec<Duration> = probes.windows(2).map(|w| w[1] - w[0]).collect();
+    eprintln!("PF heartbeats after the failure: {gaps:?}");
+    assert!(gaps.len() >= 4, "{gaps:?}");
+    for (g, want) in gaps.iter().zip([2u64, 4, 8, 16]) {
+        assert_eq!(*g, Duration::from_secs(want), "{gaps:?}");
+    }
+    let st = &p.assoc_a().path_stats()[0];
+    assert_eq!(st.state, PathState::PotentiallyFailed);
+    assert!(st.rto <= AssociationConfig::default().rto_max);
+}
