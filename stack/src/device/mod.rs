@@ -411,6 +411,23 @@ impl phy::RxToken for RxTok<'_> {
 
 impl phy::TxToken for TxTok<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        // AF_XDP: the stack writes the frame straight into a UMEM frame when it fits one and
+        // nothing waits before it.
+        #[cfg(feature = "xdp")]
+        if let Link::Xdp(x) = self.link
+            && self.backlog.is_empty()
+        {
+            let mut x = x.borrow_mut();
+            if x.tx_room(len) {
+                let (r, queued) = x.send_in_place(len, f);
+                if queued {
+                    self.stats.sent(len);
+                } else {
+                    self.stats.tx_dropped += 1;
+                }
+                return r;
+            }
+        }
         self.buf.resize(len, 0);
         let r = f(self.buf.get_mut(..len).unwrap_or_default());
         let frame = self.buf.get(..len).unwrap_or_default();

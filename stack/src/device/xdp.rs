@@ -66,9 +66,9 @@ const RX_BATCH: usize = 64;
 const FRAME_ROOM: usize = FRAME as usize - 256;
 /// Largest MTU when a frame must fit one UMEM frame (no multi-buffer AF_XDP): 3826.
 pub const SINGLE_BUFFER_MTU: usize = FRAME_ROOM - 14;
-/// UMEM frames one sent frame may take with multi-buffer AF_XDP. Copy mode takes up to
-/// MAX_SKB_FRAGS + 1 (18 in a default kernel build); 16 hold a 64 KiB IP packet.
-const MAX_TX_PARTS: usize = 16;
+/// UMEM frames one sent frame may take with multi-buffer AF_XDP: copy mode takes up to
+/// MAX_SKB_FRAGS + 1 (18 in a default kernel build), which hold a 65535-byte MTU's frame.
+const MAX_TX_PARTS: usize = 18;
 /// Largest MTU with multi-buffer AF_XDP (jumbo frames; 65535, as a veth's).
 pub const MULTI_BUFFER_MTU: usize = 65_535;
 /// The descriptor option marking a frame continued in the next descriptor (XDP_PKT_CONTD).
@@ -602,6 +602,60 @@ impl XdpLink {
             self.kick()?;
         }
         Ok(frame.len())
+    }
+
+    /// Whether a frame of `len` bytes can go out now written in place
+    /// ([`XdpLink::send_in_place`]): it fits one UMEM frame, one is free and the TX ring has
+    /// room.
+    pub(crate) fn tx_room(&mut self, len: usize) -> bool {
+        if len > FRAME_ROOM {
+            return false;
+        }
+        if self.tx_free.is_empty() {
+            self.reclaim();
+        }
+        !self.tx_free.is_empty() && self.tx_q.nb_free(1) >= 1
+    }
+
+    /// Sends a frame of `len` bytes that `f` writes straight into a UMEM frame (one copy
+    /// fewer than [`XdpLink::send`]); [`XdpLink::tx_room`] said there is room. The flag is
+    /// `false` if the frame could not be queued after all (it is then lost, as on a wire).
+    pub(crate) fn send_in_place<R>(
+        &mut self,
+        len: usize,
+        f: impl FnOnce(&mut [u8]) -> R,
+    ) -> (R, bool) {
+        let Some(mut desc) = self.tx_free.pop() else {
+            let mut scratch = vec![0; len];
+            return (f(&mut scratch), false);
+        };
+        let r = {
+            // SAFETY: a free TX frame of this UMEM: the kernel has completed it (or never
+            // had it), so nothing else reads or writes it.
+            let mut data = unsafe { self.umem.data_mut(&mut desc) };
+            data.cursor().set_pos(len);
+            let frame = data.contents_mut();
+            if frame.len() == len {
+                f(frame)
+            } else {
+                let mut scratch = vec![0; len];
+                let r = f(&mut scratch);
+                self.tx_free.push(desc);
+                return (r, false);
+            }
+        };
+        desc.set_options(0);
+        // SAFETY: the frame was written above and belongs to the kernel until it comes back
+        // on the completion queue.
+        if unsafe { self.tx_q.produce_one(&desc) } == 0 {
+            self.tx_free.push(desc);
+            return (r, false);
+        }
+        self.unkicked += 1;
+        if self.unkicked >= TX_BATCH {
+            let _ = self.kick();
+        }
+        (r, true)
     }
 
     /// Asks the kernel to send what the TX ring holds, and gives the fill queue the
