@@ -221,11 +221,7 @@ impl Link {
             Link::Tap(d) => d.mtu().ok().map(usize::from),
             Link::Datagram(_) | Link::Frames(_) => None,
             #[cfg(feature = "xdp")]
-            Link::Xdp(x) => {
-                std::fs::read_to_string(format!("/sys/class/net/{}/mtu", x.borrow().name()))
-                    .ok()
-                    .and_then(|m| m.trim().parse().ok())
-            }
+            Link::Xdp(x) => x.borrow().iface_mtu(),
         }
     }
 
@@ -233,20 +229,7 @@ impl Link {
     fn mac(&self) -> Option<[u8; 6]> {
         match self {
             #[cfg(feature = "xdp")]
-            Link::Xdp(x) => {
-                let s = std::fs::read_to_string(format!(
-                    "/sys/class/net/{}/address",
-                    x.borrow().name()
-                ))
-                .ok()?;
-                let b: Vec<u8> = s
-                    .trim()
-                    .split(':')
-                    .map(|h| u8::from_str_radix(h, 16))
-                    .collect::<Result<_, _>>()
-                    .ok()?;
-                b.try_into().ok()
-            }
+            Link::Xdp(x) => x.borrow().iface_mac(),
             _ => None,
         }
     }
@@ -255,7 +238,7 @@ impl Link {
     fn max_mtu(&self) -> usize {
         match self {
             #[cfg(feature = "xdp")]
-            Link::Xdp(_) => xdp::MAX_MTU,
+            Link::Xdp(x) => x.borrow().max_mtu(),
             _ => 65_535,
         }
     }
@@ -352,6 +335,18 @@ pub struct DeviceStats {
     /// Times the device's queue was full: frames waited in the backlog and the stack
     /// stopped sending until the device took them.
     pub tx_full: u64,
+    /// The largest frame received (bytes, from the Ethernet header on).
+    pub rx_largest: u64,
+    /// The largest frame sent (bytes, from the Ethernet header on).
+    pub tx_largest: u64,
+}
+
+impl DeviceStats {
+    /// Counts a frame of `len` bytes the device took.
+    fn sent(&mut self, len: usize) {
+        self.tx_frames += 1;
+        self.tx_largest = self.tx_largest.max(len as u64);
+    }
 }
 
 /// Frames kept while the device's queue is full (a NIC ring's worth): the stack sends
@@ -418,6 +413,23 @@ impl phy::RxToken for RxTok<'_> {
 
 impl phy::TxToken for TxTok<'_> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        // AF_XDP: the stack writes the frame straight into a UMEM frame when it fits one and
+        // nothing waits before it.
+        #[cfg(feature = "xdp")]
+        if let Link::Xdp(x) = self.link
+            && self.backlog.is_empty()
+        {
+            let mut x = x.borrow_mut();
+            if x.tx_room(len) {
+                let (r, queued) = x.send_in_place(len, f);
+                if queued {
+                    self.stats.sent(len);
+                } else {
+                    self.stats.tx_dropped += 1;
+                }
+                return r;
+            }
+        }
         self.buf.resize(len, 0);
         let r = f(self.buf.get_mut(..len).unwrap_or_default());
         let frame = self.buf.get(..len).unwrap_or_default();
@@ -432,7 +444,7 @@ impl phy::TxToken for TxTok<'_> {
             return r;
         }
         match self.link.send(frame) {
-            Ok(_) => self.stats.tx_frames += 1,
+            Ok(_) => self.stats.sent(frame.len()),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // The queue is full: keep the frame and stop sending until it drains.
                 self.stats.tx_full += 1;
@@ -472,6 +484,7 @@ impl phy::Device for Phy<'_> {
             }
         };
         self.stats.rx_frames += 1;
+        self.stats.rx_largest = self.stats.rx_largest.max(n as u64);
         Some((
             RxTok {
                 frame: self.rx.get(..n).unwrap_or_default(),
@@ -756,7 +769,7 @@ impl DevStack {
         while let Some(f) = self.backlog.front() {
             match self.link.send(f) {
                 Ok(_) => {
-                    self.stats.tx_frames += 1;
+                    self.stats.sent(f.len());
                     self.backlog.pop_front();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

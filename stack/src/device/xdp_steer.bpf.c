@@ -57,8 +57,11 @@ static int to_rnic(struct xdp_md *ctx)
     return redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
 }
 
-SEC("xdp")
-int softrnic_steer(struct xdp_md *ctx)
+/*
+ * The decision for one frame. Only the first buffer of a multi-buffer frame is in
+ * [data, data_end): the Ethernet, IPv4 and ARP headers read here always are.
+ */
+static __attribute__((always_inline)) int steer(struct xdp_md *ctx)
 {
     u8 *data = (u8 *)(long)ctx->data;
     u8 *end = (u8 *)(long)ctx->data_end;
@@ -86,6 +89,25 @@ int softrnic_steer(struct xdp_md *ctx)
     if (!map_lookup(&addrs, &key))
         return XDP_PASS;
     return to_rnic(ctx);
+}
+
+/*
+ * Multi-buffer aware (BPF_F_XDP_HAS_FRAGS): frames larger than a page (jumbo frames) reach
+ * the program whole, as several buffers, and an AF_XDP socket bound with XDP_USE_SG receives
+ * them as a chain of UMEM frames. The loader falls back to softrnic_steer_linear on kernels
+ * without multi-buffer XDP (before 5.18).
+ */
+SEC("xdp.frags")
+int softrnic_steer(struct xdp_md *ctx)
+{
+    return steer(ctx);
+}
+
+/* The same program for frames that fit one buffer. */
+SEC("xdp")
+int softrnic_steer_linear(struct xdp_md *ctx)
+{
+    return steer(ctx);
 }
 
 /* The project's licence; the program uses no GPL-only helper. */
