@@ -507,6 +507,16 @@ impl QpShared {
         self.slot.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The engine's next deadline, as the progress thread sees it without waiting: a slot an
+    /// application thread holds right now counts as due at `now` (its timers are looked at
+    /// once the lock is free).
+    pub(crate) fn engine_deadline(&self, now: crate::Instant) -> Option<crate::Instant> {
+        match self.slot.try_lock() {
+            Ok(s) => s.engine.as_ref().and_then(|e| e.poll_timeout()),
+            Err(_) => Some(now),
+        }
+    }
+
     /// Moves the rings' work requests into the engine (whose slot the caller holds), in
     /// posting order; receives first, so data read next finds them.
     pub(crate) fn drain_rings(&self, eng: &mut QpEngine) {

@@ -389,23 +389,15 @@ fn is_transient(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::Interrupted
 }
 
-/// A connection's next deadline. A QP whose engine is locked
-/// by an application thread right now counts as due: its timers are looked at once the
-/// lock is free.
+/// A connection's next deadline (see [`QpShared::engine_deadline`] for a QP's).
 fn deadline_of(c: &Conn, now: Instant) -> Option<Instant> {
     match c {
         Conn::Incoming { deadline, .. } => *deadline,
         Conn::Rejecting { deadline, .. } => Some(*deadline),
-        Conn::Active(a) => {
-            let e = match a.qp.slot.try_lock() {
-                Ok(s) => s.engine.as_ref().and_then(|e| e.poll_timeout()),
-                Err(_) => Some(now),
-            };
-            match (a.shut, e) {
-                (Some(x), Some(y)) => Some(x.min(y)),
-                (x, y) => x.or(y),
-            }
-        }
+        Conn::Active(a) => match (a.shut, a.qp.engine_deadline(now)) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        },
         Conn::Sctp(e) => e.next_deadline(now),
         Conn::Ksctp(k) => k.next_deadline(now),
         Conn::Listener { .. } | Conn::Connecting { .. } | Conn::DevListener { .. } => None,

@@ -665,10 +665,7 @@ impl Ksctp {
         };
         match &a.role {
             Role::Waiting { deadline } | Role::Closing { deadline } => Some(*deadline),
-            Role::Qp { qp, .. } => match qp.slot.try_lock() {
-                Ok(s) => s.engine.as_ref().and_then(|e| e.poll_timeout()),
-                Err(_) => Some(now),
-            },
+            Role::Qp { qp, .. } => qp.engine_deadline(now),
             _ => None,
         }
     }

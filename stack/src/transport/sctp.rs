@@ -430,13 +430,7 @@ impl SctpEp {
                 AssocRole::Waiting { deadline, .. } | AssocRole::Closing { deadline } => {
                     consider(Some(*deadline))
                 }
-                AssocRole::Qp { qp, .. } => {
-                    if let Ok(s) = qp.slot.try_lock() {
-                        consider(s.engine.as_ref().and_then(|e| e.poll_timeout()));
-                    } else {
-                        consider(Some(now));
-                    }
-                }
+                AssocRole::Qp { qp, .. } => consider(qp.engine_deadline(now)),
                 AssocRole::Requested { .. } => {}
             }
         }
