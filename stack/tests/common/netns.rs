@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::os::fd::AsFd;
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Runs `ip ARGS`, failing the test if it fails.
 pub fn ip(args: &[&str]) {
@@ -20,9 +21,12 @@ pub fn run(cmd: &str, args: &[&str]) {
 pub struct Netns(pub String);
 
 impl Netns {
-    /// `srnic-TAG<pid>`.
+    /// `srnic-TAG<pid>-<n>`: the pid keeps test processes apart, `n` (a count per
+    /// process) the tests of one process that run in parallel with the same tag.
     pub fn new(tag: &str) -> Netns {
-        let ns = format!("srnic-{tag}{}", std::process::id() % 100_000);
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let ns = format!("srnic-{tag}{}-{n}", std::process::id() % 100_000);
         ip(&["netns", "add", &ns]);
         ip(&["-n", &ns, "link", "set", "lo", "up"]);
         Netns(ns)
