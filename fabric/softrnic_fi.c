@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -48,6 +49,16 @@
 
 static struct fi_provider sr_prov;
 
+/* libsoftrnic's functions, resolved at load time (dlopen) so that a provider whose
+ * libsoftrnic.so is missing still loads and says why through libfabric's log. */
+#define SR_FUNCS(X) X(channel_create) X(channel_destroy) X(channel_fd) X(channel_get_cq) X(conn_request_accept) X(conn_request_peer) X(conn_request_private_data) X(conn_request_reject) X(cq_arm) X(cq_create) X(cq_create_with_channel) X(cq_destroy) X(cq_poll) X(cq_poll_block) X(deregister_mem) X(last_error) X(listen) X(listener_destroy) X(listener_get_request) X(listener_port) X(mr_query) X(nsmr_register_mem) X(pd_allocate) X(pd_deallocate) X(qp_connect) X(qp_create) X(qp_destroy) X(qp_disconnect) X(qp_id) X(qp_post_rq) X(qp_post_sq) X(rnic_close) X(rnic_event_fd) X(rnic_open) X(rnic_poll_event_data)
+#define SR_MEMBER(f) __typeof__(&softrnic_##f) f;
+static struct {
+	SR_FUNCS(SR_MEMBER)
+} sr_lib;
+static const char *sr_load_error; /* why libsoftrnic could not be loaded */
+
+
 #define SR_WARN(subsys, ...) FI_WARN(&sr_prov, subsys, __VA_ARGS__)
 
 /* A libsoftrnic status as a libfabric error code (negative). */
@@ -78,7 +89,7 @@ static int sr_err(int st)
 static int sr_check(int st, const char *what)
 {
 	if (st < 0) {
-		SR_WARN(FI_LOG_CORE, "%s: %s\n", what, softrnic_last_error());
+		SR_WARN(FI_LOG_CORE, "%s: %s\n", what, sr_lib.last_error());
 		return sr_err(st);
 	}
 	return st;
@@ -267,7 +278,7 @@ static struct fi_info *sr_connreq_info(struct sr_pep *pep, softrnic_conn_request
 	(*creq)->fid.fclass = FI_CLASS_CONNREQ;
 	(*creq)->req = req;
 	info->handle = &(*creq)->fid;
-	if (softrnic_conn_request_peer(req, peer, sizeof(peer)) > 0) {
+	if (sr_lib.conn_request_peer(req, peer, sizeof(peer)) > 0) {
 		char *colon = strrchr(peer, ':');
 		struct sockaddr_in *sin = calloc(1, sizeof(*sin));
 		if (colon && sin) {
@@ -291,7 +302,7 @@ static void sr_progress_cm(struct sr_fabric *fab)
 	softrnic_event ev;
 	uint8_t data[SR_CM_DATA];
 	size_t dlen;
-	while (softrnic_rnic_poll_event_data(fab->rnic, &ev, data, sizeof(data), &dlen) == 1) {
+	while (sr_lib.rnic_poll_event_data(fab->rnic, &ev, data, sizeof(data), &dlen) == 1) {
 		struct sr_ep *ep = sr_find_ep(fab, ev.qp_id);
 		struct sr_eq_entry *e = NULL;
 		if (dlen > sizeof(data))
@@ -328,22 +339,22 @@ static void sr_progress_cm(struct sr_fabric *fab)
 		softrnic_conn_request *req;
 		if (!pep->eq || !pep->listener)
 			continue;
-		while (softrnic_listener_get_request(pep->listener, 0, &req) == SOFTRNIC_OK) {
+		while (sr_lib.listener_get_request(pep->listener, 0, &req) == SOFTRNIC_OK) {
 			struct sr_connreq *creq = NULL;
 			struct fi_info *info = sr_connreq_info(pep, req, &creq);
-			int n = softrnic_conn_request_private_data(req, data, sizeof(data));
+			int n = sr_lib.conn_request_private_data(req, data, sizeof(data));
 			struct sr_eq_entry *e;
 			if (n < 0)
 				n = 0;
 			if ((size_t)n > sizeof(data))
 				n = sizeof(data);
 			if (!info) {
-				softrnic_conn_request_reject(req, NULL, 0);
+				sr_lib.conn_request_reject(req, NULL, 0);
 				continue;
 			}
 			e = sr_cm_entry(FI_CONNREQ, &pep->pep_fid.fid, info, data, (size_t)n);
 			if (!e) {
-				softrnic_conn_request_reject(req, NULL, 0);
+				sr_lib.conn_request_reject(req, NULL, 0);
 				free(creq);
 				info->handle = NULL;
 				fi_freeinfo(info);
@@ -456,7 +467,7 @@ static ssize_t sr_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf, si
 {
 	struct sr_eq *eq = (struct sr_eq *)eq_fid;
 	int64_t end = timeout < 0 ? -1 : sr_now_ms() + timeout;
-	int fd = softrnic_rnic_event_fd(eq->fab->rnic);
+	int fd = sr_lib.rnic_event_fd(eq->fab->rnic);
 	for (;;) {
 		ssize_t ret = sr_eq_read(eq_fid, event, buf, len, flags);
 		if (ret != -FI_EAGAIN)
@@ -513,7 +524,7 @@ static int sr_eq_control(struct fid *fid, int command, void *arg)
 		return -FI_ENODATA;
 	if (!arg)
 		return -FI_EINVAL;
-	*(int *)arg = softrnic_rnic_event_fd(eq->fab->rnic);
+	*(int *)arg = sr_lib.rnic_event_fd(eq->fab->rnic);
 	return 0;
 }
 
@@ -553,10 +564,10 @@ static int sr_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct
 static int sr_mr_close(struct fid *fid)
 {
 	struct sr_mr *mr = (struct sr_mr *)fid;
-	int st = softrnic_deregister_mem(mr->mr);
+	int st = sr_lib.deregister_mem(mr->mr);
 	if (st == SOFTRNIC_ERR_BUSY)
 		SR_WARN(FI_LOG_MR, "region %#x deregistered while work still holds it: %s\n",
-			mr->stag, softrnic_last_error());
+			mr->stag, sr_lib.last_error());
 	else if (st < 0)
 		return sr_check(st, "softrnic_deregister_mem");
 	free(mr);
@@ -591,12 +602,12 @@ static int sr_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t acce
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -FI_ENOMEM;
-	st = softrnic_nsmr_register_mem(dom->pd, (void *)buf, len, acc, &mr->mr);
+	st = sr_lib.nsmr_register_mem(dom->pd, (void *)buf, len, acc, &mr->mr);
 	if (st < 0) {
 		free(mr);
 		return sr_check(st, "softrnic_nsmr_register_mem");
 	}
-	softrnic_mr_query(mr->mr, &mi);
+	sr_lib.mr_query(mr->mr, &mi);
 	mr->stag = mi.stag;
 	mr->dom = dom;
 	mr->mr_fid.fid.fclass = FI_CLASS_MR;
@@ -704,9 +715,9 @@ static int sr_cq_refill(struct sr_cq *cq, int timeout_ms)
 		return 0;
 	cq->head = 0;
 	if (timeout_ms == 0)
-		n = softrnic_cq_poll(cq->cq, cq->buf, SR_CQ_BUF);
+		n = sr_lib.cq_poll(cq->cq, cq->buf, SR_CQ_BUF);
 	else
-		n = softrnic_cq_poll_block(cq->cq, cq->buf, SR_CQ_BUF, timeout_ms);
+		n = sr_lib.cq_poll_block(cq->cq, cq->buf, SR_CQ_BUF, timeout_ms);
 	if (n == SOFTRNIC_ERR_TIMEOUT)
 		return 0;
 	if (n < 0)
@@ -844,11 +855,11 @@ static int sr_cq_trywait(struct sr_cq *cq)
 	softrnic_cq *fired;
 	if (!cq->ch)
 		return -FI_EINVAL;
-	while (softrnic_channel_get_cq(cq->ch, 0, &fired) == SOFTRNIC_OK)
+	while (sr_lib.channel_get_cq(cq->ch, 0, &fired) == SOFTRNIC_OK)
 		;
 	if (cq->count)
 		return -FI_EAGAIN;
-	softrnic_cq_arm(cq->cq, 0);
+	sr_lib.cq_arm(cq->cq, 0);
 	if (sr_cq_refill(cq, 0) == 0 && cq->count)
 		return -FI_EAGAIN;
 	return 0;
@@ -863,18 +874,18 @@ static int sr_cq_control(struct fid *fid, int command, void *arg)
 		return -FI_ENODATA;
 	if (!arg)
 		return -FI_EINVAL;
-	*(int *)arg = softrnic_channel_fd(cq->ch);
+	*(int *)arg = sr_lib.channel_fd(cq->ch);
 	return 0;
 }
 
 static int sr_cq_close(struct fid *fid)
 {
 	struct sr_cq *cq = (struct sr_cq *)fid;
-	int st = softrnic_cq_destroy(cq->cq);
+	int st = sr_lib.cq_destroy(cq->cq);
 	if (st < 0)
 		return sr_check(st, "softrnic_cq_destroy");
 	if (cq->ch)
-		softrnic_channel_destroy(cq->ch);
+		sr_lib.channel_destroy(cq->ch);
 	free(cq);
 	return 0;
 }
@@ -911,16 +922,16 @@ static int sr_cq_create(struct sr_domain *dom, struct fi_cq_attr *attr, struct s
 	cq->format = attr && attr->format != FI_CQ_FORMAT_UNSPEC ? attr->format :
 								   FI_CQ_FORMAT_CONTEXT;
 	if (wait == FI_WAIT_FD || wait == FI_WAIT_UNSPEC) {
-		st = softrnic_channel_create(dom->fab->rnic, &cq->ch);
+		st = sr_lib.channel_create(dom->fab->rnic, &cq->ch);
 		if (st == SOFTRNIC_OK)
-			st = softrnic_cq_create_with_channel(dom->fab->rnic, (uint32_t)depth, cq->ch,
+			st = sr_lib.cq_create_with_channel(dom->fab->rnic, (uint32_t)depth, cq->ch,
 							     &cq->cq);
 	} else {
-		st = softrnic_cq_create(dom->fab->rnic, (uint32_t)depth, &cq->cq);
+		st = sr_lib.cq_create(dom->fab->rnic, (uint32_t)depth, &cq->cq);
 	}
 	if (st < 0) {
 		if (cq->ch)
-			softrnic_channel_destroy(cq->ch);
+			sr_lib.channel_destroy(cq->ch);
 		free(cq);
 		return sr_check(st, "softrnic_cq_create");
 	}
@@ -974,7 +985,7 @@ static ssize_t sr_post_send(struct sr_ep *ep, softrnic_send_wr *wr, uint64_t fla
 		wr->flags |= SOFTRNIC_WR_UNSIGNALED;
 	if (flags & FI_FENCE)
 		wr->flags |= SOFTRNIC_WR_FENCE;
-	st = softrnic_qp_post_sq(ep->qp, wr);
+	st = sr_lib.qp_post_sq(ep->qp, wr);
 	if (st == SOFTRNIC_ERR_QUEUE_FULL)
 		return -FI_EAGAIN;
 	return st < 0 ? sr_check(st, "softrnic_qp_post_sq") : 0;
@@ -991,7 +1002,7 @@ static ssize_t sr_recvv_flags(struct sr_ep *ep, const struct iovec *iov, void **
 		return ret;
 	if (!ep->qp)
 		return -FI_EOPBADSTATE;
-	st = softrnic_qp_post_rq(ep->qp, &wr);
+	st = sr_lib.qp_post_rq(ep->qp, &wr);
 	if (st == SOFTRNIC_ERR_QUEUE_FULL)
 		return -FI_EAGAIN;
 	return st < 0 ? sr_check(st, "softrnic_qp_post_rq") : 0;
@@ -1211,10 +1222,10 @@ static int sr_ep_close(struct fid *fid)
 	struct sr_ep *ep = (struct sr_ep *)fid;
 	sr_ep_unlink(ep);
 	if (ep->qp)
-		softrnic_qp_destroy(ep->qp);
+		sr_lib.qp_destroy(ep->qp);
 	if (ep->connreq) {
 		if (ep->connreq->req)
-			softrnic_conn_request_reject(ep->connreq->req, NULL, 0);
+			sr_lib.conn_request_reject(ep->connreq->req, NULL, 0);
 		free(ep->connreq);
 	}
 	if (ep->own_cq)
@@ -1269,11 +1280,11 @@ static int sr_ep_enable(struct sr_ep *ep)
 		if (ret)
 			return ret;
 	}
-	st = softrnic_qp_create(ep->dom->pd, ep->tx_cq ? ep->tx_cq->cq : ep->own_cq->cq,
+	st = sr_lib.qp_create(ep->dom->pd, ep->tx_cq ? ep->tx_cq->cq : ep->own_cq->cq,
 				ep->rx_cq ? ep->rx_cq->cq : ep->own_cq->cq, &attr, &ep->qp);
 	if (st < 0)
 		return sr_check(st, "softrnic_qp_create");
-	softrnic_qp_id(ep->qp, &ep->qp_id);
+	sr_lib.qp_id(ep->qp, &ep->qp_id);
 	pthread_mutex_lock(&fab->lock);
 	ep->next = fab->eps;
 	fab->eps = ep;
@@ -1366,7 +1377,7 @@ static int sr_ep_connect(struct fid_ep *ep_fid, const void *addr, const void *pa
 	if (sr_addr_str(sin, to, sizeof(to)))
 		return -FI_EINVAL;
 	ep->peer = *sin;
-	return sr_check(softrnic_qp_connect(ep->qp, to, &cp), "softrnic_qp_connect");
+	return sr_check(sr_lib.qp_connect(ep->qp, to, &cp), "softrnic_qp_connect");
 }
 
 static int sr_ep_accept(struct fid_ep *ep_fid, const void *param, size_t paramlen)
@@ -1382,7 +1393,7 @@ static int sr_ep_accept(struct fid_ep *ep_fid, const void *param, size_t paramle
 	ret = sr_ep_enable(ep);
 	if (ret)
 		return ret;
-	ret = sr_check(softrnic_conn_request_accept(ep->connreq->req, ep->qp, &cp),
+	ret = sr_check(sr_lib.conn_request_accept(ep->connreq->req, ep->qp, &cp),
 		       "softrnic_conn_request_accept");
 	if (!ret)
 		ep->connreq->req = NULL;
@@ -1395,7 +1406,7 @@ static int sr_ep_shutdown(struct fid_ep *ep_fid, uint64_t flags)
 	(void)flags;
 	if (!ep->qp)
 		return -FI_EOPBADSTATE;
-	return sr_check(softrnic_qp_disconnect(ep->qp), "softrnic_qp_disconnect");
+	return sr_check(sr_lib.qp_disconnect(ep->qp), "softrnic_qp_disconnect");
 }
 
 static int sr_ep_getname(fid_t fid, void *addr, size_t *addrlen)
@@ -1508,7 +1519,7 @@ static int sr_pep_close(struct fid *fid)
 		}
 	pthread_mutex_unlock(&fab->lock);
 	if (pep->listener)
-		softrnic_listener_destroy(pep->listener);
+		sr_lib.listener_destroy(pep->listener);
 	fi_freeinfo(pep->info);
 	free(pep);
 	return 0;
@@ -1567,10 +1578,10 @@ static int sr_pep_listen(struct fid_pep *pep_fid)
 		return -FI_ENOEQ;
 	if (sr_addr_str(&pep->src, at, sizeof(at)))
 		return -FI_EINVAL;
-	st = softrnic_listen(pep->fab->rnic, at, &pep->listener);
+	st = sr_lib.listen(pep->fab->rnic, at, &pep->listener);
 	if (st < 0)
 		return sr_check(st, "softrnic_listen") == -FI_EIO ? -FI_EADDRINUSE : sr_err(st);
-	if (softrnic_listener_port(pep->listener, &port) == SOFTRNIC_OK)
+	if (sr_lib.listener_port(pep->listener, &port) == SOFTRNIC_OK)
 		pep->src.sin_port = htons(port);
 	pthread_mutex_lock(&pep->fab->lock);
 	pep->next = pep->fab->peps;
@@ -1588,7 +1599,7 @@ static int sr_pep_reject(struct fid_pep *pep, fid_t handle, const void *param, s
 		return -FI_EINVAL;
 	if (len > SR_CM_DATA || (len && !param))
 		return -FI_EINVAL;
-	st = softrnic_conn_request_reject(creq->req, param, len);
+	st = sr_lib.conn_request_reject(creq->req, param, len);
 	creq->req = NULL;
 	free(creq);
 	return sr_check(st, "softrnic_conn_request_reject");
@@ -1639,7 +1650,7 @@ static int sr_passive_ep(struct fid_fabric *fabric, struct fi_info *info, struct
 static int sr_domain_close(struct fid *fid)
 {
 	struct sr_domain *dom = (struct sr_domain *)fid;
-	int st = softrnic_pd_deallocate(dom->pd);
+	int st = sr_lib.pd_deallocate(dom->pd);
 	if (st < 0)
 		return sr_check(st, "softrnic_pd_deallocate");
 	fi_freeinfo(dom->info);
@@ -1693,7 +1704,7 @@ static int sr_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid
 	if (!dom)
 		return -FI_ENOMEM;
 	dom->fab = fab;
-	st = softrnic_pd_allocate(fab->rnic, &dom->pd);
+	st = sr_lib.pd_allocate(fab->rnic, &dom->pd);
 	if (st < 0) {
 		free(dom);
 		return sr_check(st, "softrnic_pd_allocate");
@@ -1713,7 +1724,7 @@ static int sr_fabric_close(struct fid *fid)
 	struct sr_fabric *fab = (struct sr_fabric *)fid;
 	if (fab->eps || fab->peps)
 		return -FI_EBUSY;
-	softrnic_rnic_close(fab->rnic);
+	sr_lib.rnic_close(fab->rnic);
 	pthread_mutex_destroy(&fab->lock);
 	free(fab);
 	return 0;
@@ -1771,7 +1782,7 @@ static int sr_fabric(struct fi_fabric_attr *attr, struct fid_fabric **out, void 
 	fab = calloc(1, sizeof(*fab));
 	if (!fab)
 		return -FI_ENOMEM;
-	st = softrnic_rnic_open(0, &fab->rnic);
+	st = sr_lib.rnic_open(0, &fab->rnic);
 	if (st < 0) {
 		free(fab);
 		return sr_check(st, "softrnic_rnic_open");
@@ -1823,6 +1834,10 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 	struct fi_info *fi;
 	struct sockaddr_in addr;
 	int ret;
+	if (sr_load_error) {
+		FI_WARN(&sr_prov, FI_LOG_CORE, "cannot start: %s\n", sr_load_error);
+		return -FI_ENODATA;
+	}
 	if (!sr_hints_ok(hints, version))
 		return -FI_ENODATA;
 	fi = fi_allocinfo();
@@ -1836,7 +1851,7 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 	fi->ep_attr->protocol_version = 1;
 	fi->ep_attr->max_msg_size = SR_MAX_MSG;
 	fi->ep_attr->max_order_raw_size = SR_MAX_MSG;
-	fi->ep_attr->max_order_war_size = SR_MAX_MSG;
+	fi->ep_attr->max_order_war_size = 0; /* FI_ORDER_WAR is not claimed */
 	fi->ep_attr->max_order_waw_size = SR_MAX_MSG;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
@@ -1933,7 +1948,41 @@ static struct fi_provider sr_prov = {
 	.cleanup = sr_cleanup,
 };
 
+/* Loads libsoftrnic: $SOFTRNIC_LIB if set, else libsoftrnic.so from the library path or
+ * the provider's run path. */
+static void sr_load(void)
+{
+	static char why[512];
+	const char *name = getenv("SOFTRNIC_LIB");
+	void *h;
+	if (!name || !*name)
+		name = "libsoftrnic.so";
+	h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(why, sizeof(why), "libsoftrnic could not be loaded: %s", dlerror());
+		sr_load_error = why;
+		FI_WARN(&sr_prov, FI_LOG_CORE, "%s\n", why);
+		return;
+	}
+#define SR_RESOLVE(f)                                                                     \
+	if (!sr_load_error) {                                                              \
+		*(void **)&sr_lib.f = dlsym(h, "softrnic_" #f);                            \
+		if (!sr_lib.f) {                                                           \
+			snprintf(why, sizeof(why), "%s has no softrnic_%s (an older library?)", \
+				 name, #f);                                                 \
+			sr_load_error = why;                                               \
+		}                                                                          \
+	}
+	SR_FUNCS(SR_RESOLVE)
+#undef SR_RESOLVE
+	if (sr_load_error) {
+		FI_WARN(&sr_prov, FI_LOG_CORE, "%s\n", why);
+		dlclose(h);
+	}
+}
+
 FI_EXT_INI
 {
+	sr_load();
 	return &sr_prov;
 }
