@@ -40,6 +40,9 @@
 #define SR_CAPS (FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
 		 FI_REMOTE_READ | FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define SR_MR_MODE (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY)
+/* RDMAP over one LLP stream keeps these (RFC 5040 §5.5): Sends, Writes and Read Requests
+ * are placed in order; a Read's response is not ordered against later Writes/Sends. */
+#define SR_MSG_ORDER (FI_ORDER_SAS | FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAW)
 #define SR_QUEUE 256          /* send and receive queue depth */
 #define SR_MAX_SGE 6          /* the C ABI's default SGEs per work request */
 #define SR_MAX_MSG (1u << 30) /* largest message */
@@ -1817,6 +1820,10 @@ static int sr_hints_ok(const struct fi_info *h, uint32_t version)
 		int mode = h->domain_attr->mr_mode;
 		if (h->domain_attr->name && strcmp(h->domain_attr->name, SR_PROV_NAME))
 			return 0;
+		if (h->domain_attr->caps & ~(uint64_t)(FI_LOCAL_COMM | FI_REMOTE_COMM))
+			return 0;
+		if (mode == FI_MR_SCALABLE)
+			return 0;
 		/* Before API 1.5 FI_MR_UNSPEC/FI_MR_BASIC meant the basic mode, which is ours. */
 		if (!(mode & FI_MR_BASIC) &&
 		    !(FI_VERSION_LT(version, FI_VERSION(1, 5)) && mode == FI_MR_UNSPEC) &&
@@ -1824,6 +1831,10 @@ static int sr_hints_ok(const struct fi_info *h, uint32_t version)
 			return 0;
 	}
 	if (h->tx_attr && h->tx_attr->inject_size > 0)
+		return 0;
+	if (h->tx_attr && (h->tx_attr->msg_order & ~(uint64_t)SR_MSG_ORDER))
+		return 0;
+	if (h->rx_attr && (h->rx_attr->msg_order & ~(uint64_t)SR_MSG_ORDER))
 		return 0;
 	return 1;
 }
@@ -1855,16 +1866,14 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 	fi->ep_attr->max_order_waw_size = SR_MAX_MSG;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
-	fi->tx_attr->caps = SR_CAPS & ~(uint64_t)(FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE);
-	fi->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_RAW | FI_ORDER_WAW | FI_ORDER_WAS |
-				 FI_ORDER_SAW;
+	fi->tx_attr->caps = FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE;
+	fi->tx_attr->msg_order = SR_MSG_ORDER;
 	fi->tx_attr->comp_order = FI_ORDER_STRICT;
 	fi->tx_attr->inject_size = 0;
 	fi->tx_attr->size = SR_QUEUE;
 	fi->tx_attr->iov_limit = SR_MAX_SGE;
 	fi->tx_attr->rma_iov_limit = 1;
-	fi->rx_attr->caps = FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE |
-			    FI_LOCAL_COMM | FI_REMOTE_COMM;
+	fi->rx_attr->caps = FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
 	fi->rx_attr->msg_order = fi->tx_attr->msg_order;
 	fi->rx_attr->comp_order = FI_ORDER_STRICT | FI_ORDER_DATA;
 	fi->rx_attr->size = SR_QUEUE;
@@ -1890,8 +1899,28 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 	fi->fabric_attr->name = strdup(SR_PROV_NAME);
 	fi->fabric_attr->prov_version = SR_PROV_VERSION;
 	fi->fabric_attr->api_version = SR_API_VERSION;
-	if (hints && hints->caps)
-		fi->caps = hints->caps | (fi->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM));
+	if (hints && hints->caps) {
+		/* What was asked for (a subset of SR_CAPS, checked above). */
+		fi->caps = hints->caps;
+		fi->tx_attr->caps &= fi->caps;
+		fi->rx_attr->caps &= fi->caps;
+	}
+	if (hints && hints->domain_attr) {
+		/* The progress thread always progresses; an application that asked to drive
+		 * progress itself (FI_PROGRESS_MANUAL) may, and loses nothing. */
+		if (hints->domain_attr->data_progress == FI_PROGRESS_MANUAL)
+			fi->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+		if (hints->domain_attr->control_progress == FI_PROGRESS_MANUAL)
+			fi->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+		/* The API 1.0 modes: FI_MR_BASIC (or FI_MR_UNSPEC before 1.5) is what
+		 * SR_MR_MODE spells out bit by bit, with FI_LOCAL_MR for FI_MR_LOCAL. */
+		if (hints->domain_attr->mr_mode == FI_MR_BASIC ||
+		    (hints->domain_attr->mr_mode == FI_MR_UNSPEC &&
+		     FI_VERSION_LT(version, FI_VERSION(1, 5)))) {
+			fi->domain_attr->mr_mode = FI_MR_BASIC;
+			fi->mode |= FI_LOCAL_MR;
+		}
+	}
 	if (hints && hints->tx_attr && hints->tx_attr->op_flags)
 		fi->tx_attr->op_flags = hints->tx_attr->op_flags & FI_COMPLETION;
 	if (hints && hints->rx_attr && hints->rx_attr->op_flags)
@@ -1932,6 +1961,17 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 			memcpy(fi->dest_addr, hints->dest_addr, sizeof(struct sockaddr_in));
 			fi->dest_addrlen = sizeof(struct sockaddr_in);
 		}
+	}
+	if (!fi->src_addr) {
+		/* No source given: any local address, a port chosen at fi_listen/connect. */
+		struct sockaddr_in *a = calloc(1, sizeof(*a));
+		if (!a) {
+			fi_freeinfo(fi);
+			return -FI_ENOMEM;
+		}
+		a->sin_family = AF_INET;
+		fi->src_addr = a;
+		fi->src_addrlen = sizeof(*a);
 	}
 	*out = fi;
 	return 0;
