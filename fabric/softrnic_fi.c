@@ -46,7 +46,9 @@
 #define SR_QUEUE 256          /* send and receive queue depth */
 #define SR_MAX_SGE 6          /* the C ABI's default SGEs per work request */
 #define SR_MAX_MSG (1u << 30) /* largest message */
-#define SR_CM_DATA 512        /* MPA private data (RFC 5044 allows 512 bytes) */
+/* ULP private data per MPA frame: RFC 5044 §7.1.1 allows 512 octets, RFC 6581 enhanced
+ * connection setup (used by default) takes 4 of them for IRD/ORD. */
+#define SR_CM_DATA 508
 #define SR_IRD_ORD 16
 #define SR_CQ_BUF 64
 
@@ -178,6 +180,7 @@ struct sr_ep {
 	struct sr_connreq *connreq;
 	struct sockaddr_in peer;
 	int connected;
+	int cq_data; /* fi_writedata allowed (FI_RX_CQ_DATA mode in the info) */
 	struct sr_ep *next;
 };
 
@@ -303,7 +306,7 @@ static struct fi_info *sr_connreq_info(struct sr_pep *pep, softrnic_conn_request
 static void sr_progress_cm(struct sr_fabric *fab)
 {
 	softrnic_event ev;
-	uint8_t data[SR_CM_DATA];
+	uint8_t data[512]; /* the most an MPA frame carries */
 	size_t dlen;
 	while (sr_lib.rnic_poll_event_data(fab->rnic, &ev, data, sizeof(data), &dlen) == 1) {
 		struct sr_ep *ep = sr_find_ep(fab, ev.qp_id);
@@ -1115,6 +1118,8 @@ static ssize_t sr_rma(struct sr_ep *ep, uint32_t opcode, const struct iovec *iov
 	wr.remote_to = addr;
 	if (!with_data)
 		return sr_post_send(ep, &wr, flags);
+	if (!ep->cq_data)
+		return -FI_ENOSYS;
 	/* fi_writedata: the RDMA Write, then RFC 7306 Immediate Data carrying the 8 bytes of
 	 * `data`, which completes a receive of the peer with FI_REMOTE_CQ_DATA. Only the
 	 * Immediate Data completes locally: ordering on the QP means the Write was placed. */
@@ -1493,6 +1498,7 @@ static int sr_endpoint(struct fid_domain *domain, struct fi_info *info, struct f
 		if (info->dest_addr && info->dest_addrlen >= sizeof(ep->peer))
 			memcpy(&ep->peer, info->dest_addr, sizeof(ep->peer));
 	}
+	ep->cq_data = info->domain_attr && info->domain_attr->cq_data_size > 0;
 	if (info->tx_attr)
 		ep->tx_flags = info->tx_attr->op_flags;
 	if (info->rx_attr)
@@ -1899,6 +1905,15 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 	fi->fabric_attr->name = strdup(SR_PROV_NAME);
 	fi->fabric_attr->prov_version = SR_PROV_VERSION;
 	fi->fabric_attr->api_version = SR_API_VERSION;
+	/* Remote CQ data (fi_writedata's RFC 7306 Immediate Data) consumes a posted receive
+	 * of the target, as FI_RX_CQ_DATA says. An application that cannot post receives for
+	 * it gets no remote CQ data (cq_data_size 0: fi_writedata is -FI_ENOSYS). */
+	if (!hints || (hints->mode & FI_RX_CQ_DATA)) {
+		fi->mode |= FI_RX_CQ_DATA;
+		fi->rx_attr->mode |= FI_RX_CQ_DATA;
+	} else {
+		fi->domain_attr->cq_data_size = 0;
+	}
 	if (hints && hints->caps) {
 		/* What was asked for (a subset of SR_CAPS, checked above). */
 		fi->caps = hints->caps;
