@@ -333,6 +333,17 @@ static void sr_progress_cm(struct sr_fabric *fab)
 				e = sr_cm_entry(FI_SHUTDOWN, &ep->ep_fid.fid, NULL, NULL, 0);
 			}
 			break;
+		case SOFTRNIC_EVENT_TERMINATE_SENT:
+		case SOFTRNIC_EVENT_TERMINATE_RECEIVED:
+			FI_WARN(&sr_prov, FI_LOG_EP_DATA,
+				"QP %u: Terminate %s (layer/type/code %#x, RFC 5040 §8)\n", ev.qp_id,
+				ev.kind == SOFTRNIC_EVENT_TERMINATE_SENT ? "sent" : "received",
+				ev.detail);
+			break;
+		case SOFTRNIC_EVENT_CQ_OVERFLOW:
+			FI_WARN(&sr_prov, FI_LOG_CQ, "QP %u: CQ %u overflowed\n", ev.qp_id,
+				ev.detail);
+			break;
 		default:
 			FI_INFO(&sr_prov, FI_LOG_EP_CTRL, "QP %u: event %u (detail %#x)\n",
 				ev.qp_id, ev.kind, ev.detail);
@@ -797,6 +808,10 @@ static ssize_t sr_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 	wc = &cq->buf[cq->head];
 	if (wc->status == SOFTRNIC_WC_SUCCESS)
 		return -FI_EAGAIN;
+	/* Route the RNIC's events now, so that the cause (a Terminate) is logged. */
+	pthread_mutex_lock(&cq->dom->fab->lock);
+	sr_progress_cm(cq->dom->fab);
+	pthread_mutex_unlock(&cq->dom->fab->lock);
 	/* err_data_size is an input since API 1.5: keep what the caller gave. */
 	size_t keep = buf->err_data_size;
 	void *keep_data = buf->err_data;
