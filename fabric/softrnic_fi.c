@@ -56,12 +56,15 @@ static struct fi_provider sr_prov;
 
 /* libsoftrnic's functions, resolved at load time (dlopen) so that a provider whose
  * libsoftrnic.so is missing still loads and says why through libfabric's log. */
-#define SR_FUNCS(X) X(channel_create) X(channel_destroy) X(channel_fd) X(channel_get_cq) X(conn_request_accept) X(conn_request_peer) X(conn_request_private_data) X(conn_request_reject) X(cq_arm) X(cq_create) X(cq_create_with_channel) X(cq_destroy) X(cq_poll) X(cq_poll_block) X(deregister_mem) X(last_error) X(listen) X(listener_destroy) X(listener_get_request) X(listener_port) X(mr_query) X(nsmr_register_mem) X(pd_allocate) X(pd_deallocate) X(qp_connect) X(qp_create) X(qp_destroy) X(qp_disconnect) X(qp_id) X(qp_post_rq) X(qp_post_sq) X(rnic_close) X(rnic_event_fd) X(rnic_open) X(rnic_poll_event_data)
+#define SR_FUNCS(X) X(channel_create) X(channel_destroy) X(channel_fd) X(channel_get_cq) X(conn_request_accept) X(conn_request_peer) X(conn_request_private_data) X(conn_request_reject) X(cq_arm) X(cq_create) X(cq_create_with_channel) X(cq_destroy) X(cq_poll) X(cq_poll_block) X(deregister_mem) X(last_error) X(listen) X(listener_destroy) X(listener_get_request) X(listener_port) X(mr_query) X(nsmr_register_mem) X(pd_allocate) X(pd_deallocate) X(qp_connect) X(qp_create) X(qp_destroy) X(qp_disconnect) X(qp_id) X(qp_post_rq) X(qp_post_sq) X(rnic_advance) X(rnic_close) X(rnic_event_fd) X(rnic_open) X(rnic_poll_event_data)
 #define SR_MEMBER(f) __typeof__(&softrnic_##f) f;
 static struct {
 	SR_FUNCS(SR_MEMBER)
 } sr_lib;
 static const char *sr_load_error; /* why libsoftrnic could not be loaded */
+/* FI_SOFTRNIC_PROGRESS=manual: no progress thread; the application's calls into the
+ * provider (CQ and EQ reads) run the RNIC, as FI_PROGRESS_MANUAL says. */
+static int sr_manual;
 
 
 #define SR_WARN(subsys, ...) FI_WARN(&sr_prov, subsys, __VA_ARGS__)
@@ -390,6 +393,8 @@ static ssize_t sr_eq_read(struct fid_eq *eq_fid, uint32_t *event, void *buf, siz
 	ssize_t ret;
 	if (!event && !(flags & FI_PEEK))
 		return -FI_EINVAL;
+	if (sr_manual)
+		sr_lib.rnic_advance(eq->fab->rnic, 0);
 	pthread_mutex_lock(&eq->fab->lock);
 	sr_progress_cm(eq->fab);
 	e = eq->head;
@@ -498,7 +503,9 @@ static ssize_t sr_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf, si
 				wait = (int)left;
 		}
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (fd >= 0)
+		if (sr_manual)
+			sr_lib.rnic_advance(eq->fab->rnic, wait);
+		else if (fd >= 0)
 			poll(&p, 1, wait);
 	}
 }
@@ -563,11 +570,14 @@ static int sr_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct
 	if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
 	    attr->wait_obj != FI_WAIT_FD)
 		return -FI_ENOSYS;
+	if (sr_manual && attr->wait_obj == FI_WAIT_FD)
+		return -FI_ENOSYS;
 	eq = calloc(1, sizeof(*eq));
 	if (!eq)
 		return -FI_ENOMEM;
 	eq->fab = (struct sr_fabric *)fabric;
-	eq->wait = attr->wait_obj == FI_WAIT_UNSPEC ? FI_WAIT_FD : attr->wait_obj;
+	eq->wait = attr->wait_obj == FI_WAIT_UNSPEC ? (sr_manual ? FI_WAIT_NONE : FI_WAIT_FD) :
+						       attr->wait_obj;
 	eq->eq_fid.fid.fclass = FI_CLASS_EQ;
 	eq->eq_fid.fid.context = context;
 	eq->eq_fid.fid.ops = &sr_eq_fi_ops;
@@ -932,6 +942,10 @@ static int sr_cq_create(struct sr_domain *dom, struct fi_cq_attr *attr, struct s
 		return -FI_ENOSYS;
 	if (wait != FI_WAIT_NONE && wait != FI_WAIT_UNSPEC && wait != FI_WAIT_FD)
 		return -FI_ENOSYS;
+	if (sr_manual && wait == FI_WAIT_FD)
+		return -FI_ENOSYS; /* nothing would signal it between the application's calls */
+	if (sr_manual)
+		wait = FI_WAIT_NONE; /* fi_cq_sread still waits, running the RNIC */
 	if (depth > (1u << 22))
 		return -FI_EINVAL;
 	if (depth < 2 * SR_QUEUE)
@@ -1775,6 +1789,8 @@ static int sr_trywait(struct fid_fabric *fabric, struct fid **fids, int count)
 			break;
 		case FI_CLASS_EQ: {
 			struct sr_eq *eq = (struct sr_eq *)fids[i];
+			if (sr_manual)
+				return -FI_EAGAIN; /* nothing signals the fd without progress calls */
 			pthread_mutex_lock(&eq->fab->lock);
 			sr_progress_cm(eq->fab);
 			ret = eq->head ? -FI_EAGAIN : 0;
@@ -1806,7 +1822,7 @@ static int sr_fabric(struct fi_fabric_attr *attr, struct fid_fabric **out, void 
 	fab = calloc(1, sizeof(*fab));
 	if (!fab)
 		return -FI_ENOMEM;
-	st = sr_lib.rnic_open(0, &fab->rnic);
+	st = sr_lib.rnic_open(sr_manual ? SOFTRNIC_RNIC_MANUAL_PROGRESS : 0, &fab->rnic);
 	if (st < 0) {
 		free(fab);
 		return sr_check(st, "softrnic_rnic_open");
@@ -1842,6 +1858,9 @@ static int sr_hints_ok(const struct fi_info *h, uint32_t version)
 		if (h->domain_attr->name && strcmp(h->domain_attr->name, SR_PROV_NAME))
 			return 0;
 		if (h->domain_attr->caps & ~(uint64_t)(FI_LOCAL_COMM | FI_REMOTE_COMM))
+			return 0;
+		if (sr_manual && (h->domain_attr->data_progress == FI_PROGRESS_AUTO ||
+				  h->domain_attr->control_progress == FI_PROGRESS_AUTO))
 			return 0;
 		if (mode == FI_MR_SCALABLE)
 			return 0;
@@ -1901,8 +1920,8 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 	fi->rx_attr->iov_limit = SR_MAX_SGE;
 	fi->domain_attr->name = strdup(SR_PROV_NAME);
 	fi->domain_attr->threading = FI_THREAD_SAFE;
-	fi->domain_attr->control_progress = FI_PROGRESS_AUTO;
-	fi->domain_attr->data_progress = FI_PROGRESS_AUTO;
+	fi->domain_attr->control_progress = sr_manual ? FI_PROGRESS_MANUAL : FI_PROGRESS_AUTO;
+	fi->domain_attr->data_progress = sr_manual ? FI_PROGRESS_MANUAL : FI_PROGRESS_AUTO;
 	fi->domain_attr->resource_mgmt = FI_RM_DISABLED;
 	fi->domain_attr->av_type = FI_AV_UNSPEC;
 	fi->domain_attr->mr_mode = SR_MR_MODE;
@@ -2053,6 +2072,18 @@ static void sr_load(void)
 
 FI_EXT_INI
 {
+	char *progress = NULL;
+	fi_param_define(&sr_prov, "progress", FI_PARAM_STRING,
+			"auto (default): a progress thread runs the RNIC (FI_PROGRESS_AUTO); "
+			"manual: the application's CQ and EQ calls run it (FI_PROGRESS_MANUAL), "
+			"which suits busy-polling applications on few cores");
+	if (fi_param_get_str(&sr_prov, "progress", &progress) == 0 && progress) {
+		if (!strcmp(progress, "manual"))
+			sr_manual = 1;
+		else if (strcmp(progress, "auto"))
+			FI_WARN(&sr_prov, FI_LOG_CORE,
+				"FI_SOFTRNIC_PROGRESS=%s: neither auto nor manual; auto\n", progress);
+	}
 	sr_load();
 	return &sr_prov;
 }

@@ -146,6 +146,8 @@ fn fi_info_lists_the_provider_with_its_attributes() {
         "iov_limit: 6",
         "rma_iov_limit: 1",
         "size: 256",
+        "data_progress: FI_PROGRESS_AUTO",
+        "mode: [ FI_RX_CQ_DATA ]",
     ] {
         assert!(s.contains(want), "no {want:?} in:\n{s}");
     }
@@ -183,14 +185,12 @@ fn result_line(out: &str, size: &str) -> Option<Vec<String>> {
         .find(|c| c.first().map(String::as_str) == Some(size) && c.len() == 8)
 }
 
-#[test]
-fn fi_pingpong_runs_between_two_processes_over_msg_endpoints() {
-    if let Some(why) = missing() {
-        println!("SKIPPED: {why}");
-        return;
-    }
+/// Runs fi_pingpong -e msg between a server and a client process (4 KiB messages, 200
+/// iterations, FI_SOFTRNIC_PROGRESS=`progress`) and checks both ends' result lines.
+fn pingpong(progress: &str) {
     let port = free_port().to_string();
     let server = fi_command("fi_pingpong")
+        .env("FI_SOFTRNIC_PROGRESS", progress)
         .args(["-p", "softrnic", "-e", "msg", "-B", &port])
         .args(["-S", "4096", "-I", "200"])
         .spawn()
@@ -200,6 +200,7 @@ fn fi_pingpong_runs_between_two_processes_over_msg_endpoints() {
     let client = loop {
         let c = finish(
             fi_command("fi_pingpong")
+                .env("FI_SOFTRNIC_PROGRESS", progress)
                 .args(["-p", "softrnic", "-e", "msg", "-P", &port])
                 .args(["-S", "4096", "-I", "200", "127.0.0.1"])
                 .spawn()
@@ -230,8 +231,40 @@ fn fi_pingpong_runs_between_two_processes_over_msg_endpoints() {
         assert_eq!((c[1].as_str(), c[2].as_str()), ("200", "=200"), "{who}: {out}");
         let usec: f64 = c[6].parse().unwrap_or_else(|_| panic!("{who}: {out}"));
         assert!(usec > 0.0, "{who}: {out}");
-        println!("{who}: {}", c.join(" "));
+        println!("{progress} progress, {who}: {}", c.join(" "));
     }
+}
+
+#[test]
+fn fi_pingpong_runs_between_two_processes_over_msg_endpoints() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    pingpong("auto");
+}
+
+/// FI_SOFTRNIC_PROGRESS=manual: no progress thread, fi_pingpong's CQ polling runs the RNIC
+/// (and fi_info reports FI_PROGRESS_MANUAL).
+#[test]
+fn fi_pingpong_with_manual_progress() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let out = finish(
+        fi_command("fi_info")
+            .env("FI_SOFTRNIC_PROGRESS", "manual")
+            .args(["-p", "softrnic", "-t", "FI_EP_MSG", "-v"])
+            .spawn()
+            .expect("fi_info"),
+        Duration::from_secs(30),
+        "fi_info",
+    );
+    let s = text(&out.stdout);
+    assert!(s.contains("data_progress: FI_PROGRESS_MANUAL"), "{s}");
+    assert!(s.contains("control_progress: FI_PROGRESS_MANUAL"), "{s}");
+    pingpong("manual");
 }
 
 #[test]
