@@ -11,6 +11,8 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -1590,16 +1592,38 @@ static int sr_pep_setname(fid_t fid, void *addr, size_t len)
 	return 0;
 }
 
+/* A connectable address for a listener bound to INADDR_ANY: the host's first IPv4
+ * address that is up and not loopback, else 127.0.0.1. */
+static struct in_addr sr_host_addr(void)
+{
+	struct ifaddrs *ifs, *i;
+	struct in_addr a = { htonl(INADDR_LOOPBACK) };
+	if (getifaddrs(&ifs))
+		return a;
+	for (i = ifs; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+		    !(i->ifa_flags & IFF_LOOPBACK)) {
+			a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+			break;
+		}
+	freeifaddrs(ifs);
+	return a;
+}
+
 static int sr_pep_getname(fid_t fid, void *addr, size_t *addrlen)
 {
 	struct sr_pep *pep = (struct sr_pep *)fid;
+	struct sockaddr_in name;
 	if (!addrlen)
 		return -FI_EINVAL;
 	if (*addrlen < sizeof(struct sockaddr_in)) {
 		*addrlen = sizeof(struct sockaddr_in);
 		return -FI_ETOOSMALL;
 	}
-	memcpy(addr, &pep->src, sizeof(pep->src));
+	name = pep->src;
+	if (name.sin_addr.s_addr == htonl(INADDR_ANY))
+		name.sin_addr = sr_host_addr();
+	memcpy(addr, &name, sizeof(name));
 	*addrlen = sizeof(pep->src);
 	return 0;
 }
