@@ -46,7 +46,8 @@ use verbs::{
 pub use error::softrnic_status;
 use error::{Error, Result, guard, guard_ok, softrnic_status::*};
 use handles::{
-    ChannelObj, ConnReqObj, CqObj, ListenerObj, MrObj, PdObj, QpObj, RnicObj, SrqObj, get, insert, remove,
+    ChannelObj, ConnReqObj, CqObj, ListenerObj, MrObj, PdObj, QpObj, RnicObj, SrqObj, get, insert,
+    remove,
 };
 
 // ------------------------------------------------------------------------ opaque handles
@@ -2262,7 +2263,10 @@ pub unsafe extern "C" fn softrnic_qp_connect(
         let to = unsafe { transport_addr(addr) }?;
         // SAFETY: NULL or valid per the caller.
         let cfg = unsafe { conn_config(param) }?;
-        q.rnic.rnic.as_stack().connect_to(q.qp.as_stack(), &to, cfg)?;
+        q.rnic
+            .rnic
+            .as_stack()
+            .connect_to(q.qp.as_stack(), &to, cfg)?;
         Ok(())
     })
 }

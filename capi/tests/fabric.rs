@@ -228,7 +228,11 @@ fn pingpong(progress: &str) {
     // bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec, on both ends.
     for (who, out) in [("client", &cs), ("server", &ss)] {
         let c = result_line(out, "4k").unwrap_or_else(|| panic!("{who}: no 4k line:\n{out}"));
-        assert_eq!((c[1].as_str(), c[2].as_str()), ("200", "=200"), "{who}: {out}");
+        assert_eq!(
+            (c[1].as_str(), c[2].as_str()),
+            ("200", "=200"),
+            "{who}: {out}"
+        );
         let usec: f64 = c[6].parse().unwrap_or_else(|_| panic!("{who}: {out}"));
         assert!(usec > 0.0, "{who}: {out}");
         println!("{progress} progress, {who}: {}", c.join(" "));
@@ -268,7 +272,7 @@ fn fi_pingpong_with_manual_progress() {
 }
 
 #[test]
-fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_reject_with_cm_data_and_misuse() {
+fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject_with_cm_data_and_misuse() {
     if let Some(why) = missing() {
         println!("SKIPPED: {why}");
         return;
@@ -346,7 +350,8 @@ fn a_provider_without_libsoftrnic_says_why() {
         "cannot start: libsoftrnic could not be loaded",
     ] {
         assert!(
-            e.lines().any(|l| l.contains(":softrnic:") && l.contains(want)),
+            e.lines()
+                .any(|l| l.contains(":softrnic:") && l.contains(want)),
             "no warning {want:?}:\n{e}"
         );
     }
