@@ -2063,30 +2063,6 @@ pub extern "C" fn softrnic_qp_modify(qp: *mut softrnic_qp, to: u32) -> c_int {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_status_has_a_distinct_text() {
-        let mut seen = std::collections::HashSet::new();
-        for s in error::ALL {
-            assert_eq!(softrnic_status::from_code(s as c_int), Some(s));
-            assert!(seen.insert(s.text()), "{s:?}");
-        }
-        assert_eq!(softrnic_status::from_code(1), None);
-    }
-
-    #[test]
-    fn a_panic_becomes_an_internal_error() {
-        let code = guard(|| panic!("boom"));
-        assert_eq!(code, SOFTRNIC_ERR_INTERNAL as c_int);
-        // SAFETY: the pointer is NUL-terminated and valid until this thread's next error.
-        let msg = unsafe { CStr::from_ptr(softrnic_last_error()) };
-        assert!(msg.to_str().unwrap().contains("boom"), "{msg:?}");
-    }
-}
-
 // ------------------------------------------------------------------------ connection management, step by step
 
 /// Copies `data` into `buf` of `len` bytes (truncated) and returns its full length.
@@ -2317,4 +2293,28 @@ pub unsafe extern "C" fn softrnic_rnic_poll_event_data(
         unsafe { put(out, c_event(&e), "out") }?;
         Ok(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_status_has_a_distinct_text() {
+        let mut seen = std::collections::HashSet::new();
+        for s in error::ALL {
+            assert_eq!(softrnic_status::from_code(s as c_int), Some(s));
+            assert!(seen.insert(s.text()), "{s:?}");
+        }
+        assert_eq!(softrnic_status::from_code(1), None);
+    }
+
+    #[test]
+    fn a_panic_becomes_an_internal_error() {
+        let code = guard(|| panic!("boom"));
+        assert_eq!(code, SOFTRNIC_ERR_INTERNAL as c_int);
+        // SAFETY: the pointer is NUL-terminated and valid until this thread's next error.
+        let msg = unsafe { CStr::from_ptr(softrnic_last_error()) };
+        assert!(msg.to_str().unwrap().contains("boom"), "{msg:?}");
+    }
 }

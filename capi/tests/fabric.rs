@@ -272,7 +272,8 @@ fn fi_pingpong_with_manual_progress() {
 }
 
 #[test]
-fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject_with_cm_data_and_misuse() {
+fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject_with_cm_data_and_misuse()
+ {
     if let Some(why) = missing() {
         println!("SKIPPED: {why}");
         return;
