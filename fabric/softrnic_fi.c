@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -783,6 +784,8 @@ static ssize_t sr_cq_read(struct fid_cq *cq_fid, void *buf, size_t count)
 	ret = sr_cq_refill(cq, 0);
 	if (ret)
 		return ret;
+	if (!cq->count && !sr_manual)
+		sched_yield(); /* a busy-polling caller leaves the CPU to the progress thread */
 	return sr_cq_take(cq, buf, count);
 }
 
