@@ -6,7 +6,8 @@
 # non-zero when any test fails.
 set -uo pipefail
 bin="$(cd "${1:?usage: run-fabtests.sh FABTESTS_BIN_DIR PROVIDER_DIR}" && pwd)"
-export FI_PROVIDER_PATH="$(cd "${2:?usage: run-fabtests.sh FABTESTS_BIN_DIR PROVIDER_DIR}" && pwd)"
+FI_PROVIDER_PATH="$(cd "${2:?usage: run-fabtests.sh FABTESTS_BIN_DIR PROVIDER_DIR}" && pwd)"
+export FI_PROVIDER_PATH
 limit=${FABTESTS_TIMEOUT:-120}
 port=$(( 20000 + RANDOM % 20000 ))
 fails=0
