@@ -232,6 +232,9 @@ typedef enum softrnic_qp_state_t {
 // A completion channel (opaque): a file descriptor that armed CQs signal.
 typedef struct softrnic_channel softrnic_channel;
 
+// A connection request taken from a listener (opaque), until it is accepted or rejected.
+typedef struct softrnic_conn_request softrnic_conn_request;
+
 // A completion queue (opaque).
 typedef struct softrnic_cq softrnic_cq;
 
@@ -789,6 +792,85 @@ int softrnic_qp_state(struct softrnic_qp *qp, uint32_t *out);
 // closes) or ERROR (abortive close); outstanding work requests are flushed.
 // `SOFTRNIC_ERR_QP_STATE` for a transition the QP's state does not allow.
 int softrnic_qp_modify(struct softrnic_qp *qp, uint32_t to);
+
+// `wait_request`: waits up to `timeout_ms` (0: only looks; negative: without limit) for
+// the next connection request on `listener` and hands it out as `*out`, unanswered
+// (`softrnic_conn_request_private_data` shows what the initiator sent; answer with
+// `softrnic_conn_request_accept` or `softrnic_conn_request_reject`).
+// `SOFTRNIC_ERR_TIMEOUT` when none arrived.
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a pointer.
+int softrnic_listener_get_request(struct softrnic_listener *listener,
+                                  int timeout_ms,
+                                  struct softrnic_conn_request **out);
+
+// The initiator's private data of a connection request, written into `buf` of `len`
+// bytes (truncated if it does not fit). Returns its full length.
+//
+// # Safety
+// `buf` is NULL (only with `len` 0) or valid for writes of `len` bytes.
+int softrnic_conn_request_private_data(const struct softrnic_conn_request *req,
+                                       uint8_t *buf,
+                                       size_t len);
+
+// The initiator's address of a connection request ("192.0.2.1:40000"), written
+// NUL-terminated into `buf` of `len` bytes (truncated as `snprintf`). Returns the length of
+// the full address without the NUL.
+//
+// # Safety
+// `buf` is NULL (only with `len` 0) or valid for writes of `len` bytes.
+int softrnic_conn_request_peer(const struct softrnic_conn_request *req, char *buf, size_t len);
+
+// `accept`: answers connection request `req` on `qp` (of the same RNIC) with `param`
+// (NULL: defaults; its private data goes into the MPA Reply) without waiting: the outcome
+// comes as `SOFTRNIC_EVENT_ESTABLISHED` or `SOFTRNIC_EVENT_CONNECT_FAILED` for the QP
+// (`softrnic_rnic_poll_event`). The request handle is consumed when this succeeds.
+//
+// # Safety
+// `param` is NULL or valid (see `softrnic_conn_param`).
+int softrnic_conn_request_accept(struct softrnic_conn_request *req,
+                                 struct softrnic_qp *qp,
+                                 const struct softrnic_conn_param *param);
+
+// `reject`: refuses connection request `req`: an MPA Reply with the Reject bit carrying
+// the `len` bytes of `private_data` goes to the initiator and the connection closes. The
+// request handle is consumed.
+//
+// # Safety
+// `private_data` is NULL (only with `len` 0) or valid for reads of `len` bytes.
+int softrnic_conn_request_reject(struct softrnic_conn_request *req,
+                                 const uint8_t *private_data,
+                                 size_t len);
+
+// `connect`: starts connecting `qp` to `addr` ("127.0.0.1:40123" or a transport address)
+// with `param` (NULL: defaults) without waiting: the outcome comes as
+// `SOFTRNIC_EVENT_ESTABLISHED`, `SOFTRNIC_EVENT_REJECTED` or
+// `SOFTRNIC_EVENT_CONNECT_FAILED` for the QP (`softrnic_rnic_poll_event_data` gives the
+// peer's private data with them).
+//
+// # Safety
+// `addr` is NULL (an error) or a NUL-terminated string; `param` is NULL or valid (see
+// `softrnic_conn_param`).
+int softrnic_qp_connect(struct softrnic_qp *qp,
+                        const char *addr,
+                        const struct softrnic_conn_param *param);
+
+// `poll_event` that also hands out the private data the event carries: the peer's (its
+// MPA Reply's) with `SOFTRNIC_EVENT_ESTABLISHED`, the rejecting responder's with
+// `SOFTRNIC_EVENT_REJECTED`; none with the others. The data goes into `buf` of `len`
+// bytes (truncated) and its full length into `*data_len`. Returns 1 with an event, 0
+// when none is waiting.
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a `softrnic_event`; `buf` is NULL
+// (only with `len` 0) or valid for writes of `len` bytes; `data_len` is NULL (an error)
+// or valid for a write of a `size_t`.
+int softrnic_rnic_poll_event_data(struct softrnic_rnic *rnic,
+                                  struct softrnic_event *out,
+                                  uint8_t *buf,
+                                  size_t len,
+                                  size_t *data_len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -62,6 +62,13 @@ pub(crate) struct ChannelObj {
     pub(crate) pending: Mutex<std::collections::VecDeque<CqId>>,
 }
 
+/// A connection request taken from a listener, not yet accepted or rejected.
+#[derive(Debug)]
+pub(crate) struct ConnReqObj {
+    pub(crate) rnic: Arc<RnicObj>,
+    pub(crate) req: verbs::ConnectRequest,
+}
+
 /// A shared receive queue.
 #[derive(Debug)]
 pub(crate) struct SrqObj {
@@ -79,6 +86,7 @@ pub(crate) enum Object {
     Listener(Arc<ListenerObj>),
     Channel(Arc<ChannelObj>),
     Srq(Arc<SrqObj>),
+    ConnReq(Arc<ConnReqObj>),
 }
 
 struct Entry {
@@ -142,6 +150,12 @@ kind!(
     "completion channel"
 );
 kind!(SrqObj, crate::softrnic_srq, Srq, "shared receive queue");
+kind!(
+    ConnReqObj,
+    crate::softrnic_conn_request,
+    ConnReq,
+    "connection request"
+);
 
 /// Handle numbers are multiples of 16, so they look like (and never collide with small)
 /// aligned pointers.

@@ -46,7 +46,8 @@ use verbs::{
 pub use error::softrnic_status;
 use error::{Error, Result, guard, guard_ok, softrnic_status::*};
 use handles::{
-    ChannelObj, CqObj, ListenerObj, MrObj, PdObj, QpObj, RnicObj, SrqObj, get, insert, remove,
+    ChannelObj, ConnReqObj, CqObj, ListenerObj, MrObj, PdObj, QpObj, RnicObj, SrqObj, get, insert,
+    remove,
 };
 
 // ------------------------------------------------------------------------ opaque handles
@@ -88,6 +89,11 @@ pub struct softrnic_mr {
 
 /// A listening endpoint (opaque).
 pub struct softrnic_listener {
+    _private: [u8; 0],
+}
+
+/// A connection request taken from a listener (opaque), until it is accepted or rejected.
+pub struct softrnic_conn_request {
     _private: [u8; 0],
 }
 
@@ -2054,6 +2060,238 @@ pub extern "C" fn softrnic_qp_modify(qp: *mut softrnic_qp, to: u32) -> c_int {
         };
         q.rnic.rnic.qp_modify(&q.qp, to)?;
         Ok(())
+    })
+}
+
+// ------------------------------------------------------------------------ connection management, step by step
+
+/// Copies `data` into `buf` of `len` bytes (truncated) and returns its full length.
+///
+/// # Safety
+/// `buf` is NULL (only with `len` 0) or valid for writes of `len` bytes.
+unsafe fn copy_out(data: &[u8], buf: *mut u8, len: usize) -> Result<c_int> {
+    let n = data.len().min(len);
+    if n > 0 {
+        if buf.is_null() {
+            return Err(null("buf (with len > 0)"));
+        }
+        // SAFETY: `buf` is non-null and valid for `len >= n` bytes per the caller; `data`
+        // is a live slice of at least `n` bytes that cannot overlap the caller's buffer.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+    }
+    c_int::try_from(data.len()).map_err(|_| invalid("private data too long"))
+}
+
+/// `wait_request`: waits up to `timeout_ms` (0: only looks; negative: without limit) for
+/// the next connection request on `listener` and hands it out as `*out`, unanswered
+/// (`softrnic_conn_request_private_data` shows what the initiator sent; answer with
+/// `softrnic_conn_request_accept` or `softrnic_conn_request_reject`).
+/// `SOFTRNIC_ERR_TIMEOUT` when none arrived.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_listener_get_request(
+    listener: *mut softrnic_listener,
+    timeout_ms: c_int,
+    out: *mut *mut softrnic_conn_request,
+) -> c_int {
+    guard_ok(|| {
+        let (l, rid) = get::<ListenerObj>(listener)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        let req = l
+            .rnic
+            .rnic
+            .as_stack()
+            .wait_request(&l.listener, timeout(timeout_ms))?;
+        let h = insert(
+            Some(rid),
+            Arc::new(ConnReqObj {
+                rnic: l.rnic.clone(),
+                req,
+            }),
+        );
+        // SAFETY: `out` is non-null and valid for a write per the caller.
+        unsafe { put(out, h, "out") }
+    })
+}
+
+/// The initiator's private data of a connection request, written into `buf` of `len`
+/// bytes (truncated if it does not fit). Returns its full length.
+///
+/// # Safety
+/// `buf` is NULL (only with `len` 0) or valid for writes of `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_conn_request_private_data(
+    req: *const softrnic_conn_request,
+    buf: *mut u8,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        let (r, _) = get::<ConnReqObj>(req)?;
+        // SAFETY: as the caller promises for `buf`.
+        unsafe { copy_out(r.req.private_data(), buf, len) }
+    })
+}
+
+/// The initiator's address of a connection request ("192.0.2.1:40000"), written
+/// NUL-terminated into `buf` of `len` bytes (truncated as `snprintf`). Returns the length of
+/// the full address without the NUL.
+///
+/// # Safety
+/// `buf` is NULL (only with `len` 0) or valid for writes of `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_conn_request_peer(
+    req: *const softrnic_conn_request,
+    buf: *mut c_char,
+    len: usize,
+) -> c_int {
+    guard(|| {
+        let (r, _) = get::<ConnReqObj>(req)?;
+        let s = r.req.peer.to_string();
+        if len > 0 {
+            let mut bytes = s.as_bytes()[..s.len().min(len - 1)].to_vec();
+            bytes.push(0);
+            // SAFETY: as the caller promises for `buf`; `bytes.len() <= len`.
+            unsafe { copy_out(&bytes, buf.cast(), len) }?;
+        }
+        c_int::try_from(s.len()).map_err(|_| invalid("address too long"))
+    })
+}
+
+/// `accept`: answers connection request `req` on `qp` (of the same RNIC) with `param`
+/// (NULL: defaults; its private data goes into the MPA Reply) without waiting: the outcome
+/// comes as `SOFTRNIC_EVENT_ESTABLISHED` or `SOFTRNIC_EVENT_CONNECT_FAILED` for the QP
+/// (`softrnic_rnic_poll_event`). The request handle is consumed when this succeeds.
+///
+/// # Safety
+/// `param` is NULL or valid (see `softrnic_conn_param`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_conn_request_accept(
+    req: *mut softrnic_conn_request,
+    qp: *mut softrnic_qp,
+    param: *const softrnic_conn_param,
+) -> c_int {
+    guard_ok(|| {
+        let (r, _) = get::<ConnReqObj>(req)?;
+        let (q, _) = get::<QpObj>(qp)?;
+        same_rnic(&r.rnic, &q.rnic, "the request and the QP")?;
+        // SAFETY: NULL or valid per the caller.
+        let cfg = unsafe { conn_config(param) }?;
+        q.rnic
+            .rnic
+            .as_stack()
+            .accept(r.req.id, q.qp.as_stack(), cfg)?;
+        remove::<ConnReqObj>(req);
+        Ok(())
+    })
+}
+
+/// `reject`: refuses connection request `req`: an MPA Reply with the Reject bit carrying
+/// the `len` bytes of `private_data` goes to the initiator and the connection closes. The
+/// request handle is consumed.
+///
+/// # Safety
+/// `private_data` is NULL (only with `len` 0) or valid for reads of `len` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_conn_request_reject(
+    req: *mut softrnic_conn_request,
+    private_data: *const u8,
+    len: usize,
+) -> c_int {
+    guard_ok(|| {
+        let (r, _) = get::<ConnReqObj>(req)?;
+        let data: &[u8] = if len == 0 {
+            &[]
+        } else if private_data.is_null() {
+            return Err(null("private_data (with len > 0)"));
+        } else {
+            // SAFETY: non-null and valid for `len` bytes per the caller.
+            unsafe { std::slice::from_raw_parts(private_data, len) }
+        };
+        let res = r.rnic.rnic.as_stack().reject(r.req.id, data);
+        remove::<ConnReqObj>(req);
+        res?;
+        Ok(())
+    })
+}
+
+/// `connect`: starts connecting `qp` to `addr` ("127.0.0.1:40123" or a transport address)
+/// with `param` (NULL: defaults) without waiting: the outcome comes as
+/// `SOFTRNIC_EVENT_ESTABLISHED`, `SOFTRNIC_EVENT_REJECTED` or
+/// `SOFTRNIC_EVENT_CONNECT_FAILED` for the QP (`softrnic_rnic_poll_event_data` gives the
+/// peer's private data with them).
+///
+/// # Safety
+/// `addr` is NULL (an error) or a NUL-terminated string; `param` is NULL or valid (see
+/// `softrnic_conn_param`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_qp_connect(
+    qp: *mut softrnic_qp,
+    addr: *const c_char,
+    param: *const softrnic_conn_param,
+) -> c_int {
+    guard_ok(|| {
+        let (q, _) = get::<QpObj>(qp)?;
+        // SAFETY: NULL or NUL-terminated per the caller.
+        let to = unsafe { transport_addr(addr) }?;
+        // SAFETY: NULL or valid per the caller.
+        let cfg = unsafe { conn_config(param) }?;
+        q.rnic
+            .rnic
+            .as_stack()
+            .connect_to(q.qp.as_stack(), &to, cfg)?;
+        Ok(())
+    })
+}
+
+/// `poll_event` that also hands out the private data the event carries: the peer's (its
+/// MPA Reply's) with `SOFTRNIC_EVENT_ESTABLISHED`, the rejecting responder's with
+/// `SOFTRNIC_EVENT_REJECTED`; none with the others. The data goes into `buf` of `len`
+/// bytes (truncated) and its full length into `*data_len`. Returns 1 with an event, 0
+/// when none is waiting.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a `softrnic_event`; `buf` is NULL
+/// (only with `len` 0) or valid for writes of `len` bytes; `data_len` is NULL (an error)
+/// or valid for a write of a `size_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_rnic_poll_event_data(
+    rnic: *mut softrnic_rnic,
+    out: *mut softrnic_event,
+    buf: *mut u8,
+    len: usize,
+    data_len: *mut usize,
+) -> c_int {
+    guard(|| {
+        let (r, _) = get::<RnicObj>(rnic)?;
+        if out.is_null() {
+            return Err(null("out"));
+        }
+        if data_len.is_null() {
+            return Err(null("data_len"));
+        }
+        if len > 0 && buf.is_null() {
+            return Err(null("buf (with len > 0)"));
+        }
+        let Some(e) = r.rnic.as_stack().poll_async_event() else {
+            return Ok(0);
+        };
+        let data: &[u8] = match &e {
+            Event::Established { session, .. } => &session.peer_private_data,
+            Event::Rejected { private_data, .. } => private_data,
+            _ => &[],
+        };
+        // SAFETY: `buf` is valid for `len` bytes per the caller (checked non-null above
+        // when `len > 0`).
+        unsafe { copy_out(data, buf, len) }?;
+        // SAFETY: `data_len` and `out` are non-null and valid for writes per the caller.
+        unsafe { put(data_len, data.len(), "data_len") }?;
+        // SAFETY: as above.
+        unsafe { put(out, c_event(&e), "out") }?;
+        Ok(1)
     })
 }
 

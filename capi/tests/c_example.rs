@@ -189,3 +189,28 @@ fn misuse_gets_error_codes_not_crashes() {
         20
     );
 }
+
+/// cm.c: connection management step by step without blocking — a request taken unanswered
+/// with its private data, rejected with private data (RFC 5044 §7.1.1: the Reject's MPA
+/// Reply carries it to the initiator's REJECTED event), then accepted with private data
+/// both ways.
+#[test]
+fn cm_requests_rfc5044_7_1_1_reject_and_accept_carry_private_data() {
+    let Some(cc) = compiler() else {
+        println!("SKIPPED: no C compiler");
+        return;
+    };
+    let exe = build(&cc, "cm");
+    let (ok, out, err) = run(&exe);
+    assert!(ok, "cm failed:\n{out}\n{err}");
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        [
+            "request: ok (5 bytes of private data from 127.0.0.1)",
+            "reject: ok (REJECTED with 7 bytes of the responder's private data)",
+            "accept: ok (ESTABLISHED on both QPs, \"hello\" and \"welcome\" delivered)",
+            "misuse: ok",
+            "teardown: ok",
+        ]
+    );
+}

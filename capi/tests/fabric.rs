@@ -1,0 +1,359 @@
+//! The libfabric provider `softrnic` (fabric/softrnic_fi.c) on the libsoftrnic.so of this
+//! build: the provider is compiled with the system C compiler into a directory that
+//! `FI_PROVIDER_PATH` names, then libfabric 1.17's own tools (`fi_info`, `fi_pingpong`) and
+//! fabric/tests/fi_rma_check.c (libfabric's API end to end) run against it.
+//! Without a C compiler, libfabric's headers or its tools, each test prints
+//! "SKIPPED: <why>" and passes (`scripts/install-libfabric.sh` installs them on Debian).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+fn have(cmd: &str, arg: &str) -> bool {
+    Command::new(cmd)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+fn compiler() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "cc".into())
+}
+
+/// Why the tests cannot run here, if they cannot.
+fn missing() -> Option<String> {
+    if !have(&compiler(), "--version") {
+        return Some("no C compiler".into());
+    }
+    if !Path::new("/usr/include/rdma/providers/fi_prov.h").is_file() {
+        return Some("libfabric's headers are not installed (libfabric-dev)".into());
+    }
+    for tool in ["fi_info", "fi_pingpong"] {
+        if !have(tool, "--version") {
+            return Some(format!("{tool} is not installed (libfabric-bin)"));
+        }
+    }
+    None
+}
+
+/// The directory holding the libsoftrnic.so of this build (next to the test executable).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.ancestors()
+        .skip(1)
+        .take(3)
+        .find(|d| d.join("libsoftrnic.so").is_file())
+        .unwrap_or_else(|| panic!("no libsoftrnic.so next to {}", exe.display()))
+        .to_path_buf()
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Compiles the provider once into `dir/libsoftrnic-fi.so`, linked against libsoftrnic in
+/// `lib`.
+fn build_provider(dir: &Path, lib: &Path) {
+    std::fs::create_dir_all(dir).expect("provider directory");
+    let out = Command::new("bash")
+        .arg(repo().join("fabric/build.sh"))
+        .arg(lib)
+        .arg(dir)
+        .output()
+        .expect("run fabric/build.sh");
+    assert!(
+        out.status.success(),
+        "fabric/build.sh failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The directory holding this build's provider (built on first use).
+fn provider_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fabric-provider");
+        build_provider(&dir, &lib_dir());
+        dir
+    })
+}
+
+/// A libfabric tool (or test program) with the provider on its path and only it enabled.
+fn fi_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new(program);
+    c.env("FI_PROVIDER_PATH", provider_dir())
+        .env("LD_LIBRARY_PATH", lib_dir())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Waits for `child` (killed after `limit`) and returns its output.
+fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            return child.wait_with_output().expect("output");
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let mut out = String::new();
+            let mut err = String::new();
+            let _ = child.stdout.take().map(|mut s| s.read_to_string(&mut out));
+            let _ = child.stderr.take().map(|mut s| s.read_to_string(&mut err));
+            panic!("{what} did not finish within {limit:?}:\n{out}\n{err}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn fi_info_lists_the_provider_with_its_attributes() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let out = finish(
+        fi_command("fi_info")
+            .args(["-p", "softrnic", "-t", "FI_EP_MSG", "-v"])
+            .spawn()
+            .expect("fi_info"),
+        Duration::from_secs(30),
+        "fi_info",
+    );
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}\n{}", text(&out.stderr));
+    for want in [
+        "prov_name: softrnic",
+        "type: FI_EP_MSG",
+        "protocol: FI_PROTO_IWARP",
+        "addr_format: FI_SOCKADDR_IN",
+        "mr_mode: [ FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY ]",
+        "caps: [ FI_MSG, FI_RMA, FI_READ, FI_WRITE, FI_RECV, FI_SEND, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_LOCAL_COMM, FI_REMOTE_COMM ]",
+        "cq_data_size: 8",
+        "inject_size: 0",
+        "iov_limit: 6",
+        "rma_iov_limit: 1",
+        "size: 256",
+        "data_progress: FI_PROGRESS_AUTO",
+        "mode: [ FI_RX_CQ_DATA ]",
+    ] {
+        assert!(s.contains(want), "no {want:?} in:\n{s}");
+    }
+    // The short listing names it too.
+    let out = finish(
+        fi_command("fi_info")
+            .args(["-p", "softrnic"])
+            .spawn()
+            .expect("fi_info"),
+        Duration::from_secs(30),
+        "fi_info",
+    );
+    assert!(
+        text(&out.stdout)
+            .lines()
+            .any(|l| l.trim() == "provider: softrnic"),
+        "{}",
+        text(&out.stdout)
+    );
+}
+
+/// A free TCP port for fi_pingpong's control connection.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// fi_pingpong's result line for `size`: its columns.
+fn result_line(out: &str, size: &str) -> Option<Vec<String>> {
+    out.lines()
+        .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+        .find(|c| c.first().map(String::as_str) == Some(size) && c.len() == 8)
+}
+
+/// Runs fi_pingpong -e msg between a server and a client process (4 KiB messages, 200
+/// iterations, FI_SOFTRNIC_PROGRESS=`progress`) and checks both ends' result lines.
+fn pingpong(progress: &str) {
+    let port = free_port().to_string();
+    let server = fi_command("fi_pingpong")
+        .env("FI_SOFTRNIC_PROGRESS", progress)
+        .args(["-p", "softrnic", "-e", "msg", "-B", &port])
+        .args(["-S", "4096", "-I", "200"])
+        .spawn()
+        .expect("fi_pingpong server");
+    // The server listens for the control connection once it is up; the client retries.
+    let start = Instant::now();
+    let client = loop {
+        let c = finish(
+            fi_command("fi_pingpong")
+                .env("FI_SOFTRNIC_PROGRESS", progress)
+                .args(["-p", "softrnic", "-e", "msg", "-P", &port])
+                .args(["-S", "4096", "-I", "200", "127.0.0.1"])
+                .spawn()
+                .expect("fi_pingpong client"),
+            Duration::from_secs(120),
+            "fi_pingpong client",
+        );
+        if c.status.success() || start.elapsed() > Duration::from_secs(10) {
+            break c;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let server = finish(server, Duration::from_secs(120), "fi_pingpong server");
+    let (cs, ss) = (text(&client.stdout), text(&server.stdout));
+    assert!(
+        client.status.success(),
+        "client:\n{cs}\n{}",
+        text(&client.stderr)
+    );
+    assert!(
+        server.status.success(),
+        "server:\n{ss}\n{}",
+        text(&server.stderr)
+    );
+    // bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec, on both ends.
+    for (who, out) in [("client", &cs), ("server", &ss)] {
+        let c = result_line(out, "4k").unwrap_or_else(|| panic!("{who}: no 4k line:\n{out}"));
+        assert_eq!(
+            (c[1].as_str(), c[2].as_str()),
+            ("200", "=200"),
+            "{who}: {out}"
+        );
+        let usec: f64 = c[6].parse().unwrap_or_else(|_| panic!("{who}: {out}"));
+        assert!(usec > 0.0, "{who}: {out}");
+        println!("{progress} progress, {who}: {}", c.join(" "));
+    }
+}
+
+#[test]
+fn fi_pingpong_runs_between_two_processes_over_msg_endpoints() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    pingpong("auto");
+}
+
+/// FI_SOFTRNIC_PROGRESS=manual: no progress thread, fi_pingpong's CQ polling runs the RNIC
+/// (and fi_info reports FI_PROGRESS_MANUAL).
+#[test]
+fn fi_pingpong_with_manual_progress() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let out = finish(
+        fi_command("fi_info")
+            .env("FI_SOFTRNIC_PROGRESS", "manual")
+            .args(["-p", "softrnic", "-t", "FI_EP_MSG", "-v"])
+            .spawn()
+            .expect("fi_info"),
+        Duration::from_secs(30),
+        "fi_info",
+    );
+    let s = text(&out.stdout);
+    assert!(s.contains("data_progress: FI_PROGRESS_MANUAL"), "{s}");
+    assert!(s.contains("control_progress: FI_PROGRESS_MANUAL"), "{s}");
+    pingpong("manual");
+}
+
+#[test]
+fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject_with_cm_data_and_misuse()
+ {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fi_rma_check");
+    let out = Command::new(compiler())
+        .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L"])
+        .args(["-Wall", "-Wextra", "-Werror"])
+        .arg(repo().join("fabric/tests/fi_rma_check.c"))
+        .arg("-o")
+        .arg(&exe)
+        .arg("-lfabric")
+        .output()
+        .expect("run the C compiler");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = finish(
+        fi_command(&exe).spawn().expect("fi_rma_check"),
+        Duration::from_secs(60),
+        "fi_rma_check",
+    );
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}\n{}", text(&out.stderr));
+    let lines: Vec<&str> = s.lines().collect();
+    assert!(lines[0].starts_with("listen: ok (port "), "{s}");
+    assert_eq!(
+        &lines[1..],
+        [
+            "misuse: ok (Function not implemented for a CQ format, Operation not permitted in current state for a post before connecting)",
+            "reject: ok (FI_ECONNREFUSED, \"Connection refused\", 12 + 8 bytes of CM data)",
+            "connect: ok (CM data \"hello\" in the request, \"welcome\" in the reply)",
+            "send/recv: ok (fi_sendv 2 pieces -> fi_recvmsg, 10 bytes, woken by the CQ's wait fd)",
+            "rdma write: ok (65536 bytes placed and verified)",
+            "rdma read: ok (32768 bytes read and verified)",
+            "rdma writedata: ok (4096 bytes and remote CQ data 0x1122334455667788)",
+            "bad key: ok (completion error Permission denied, provider: remote access error)",
+            "shutdown: ok (FI_SHUTDOWN on the server)",
+            "fi_rma_check: all checks passed",
+        ]
+    );
+}
+
+/// A provider that cannot find libsoftrnic.so still loads, and says why through
+/// libfabric's log (FI_LOG_LEVEL=warn) instead of listing itself.
+#[test]
+fn a_provider_without_libsoftrnic_says_why() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fabric-nolib");
+    let lib = tmp.join("lib");
+    let dir = tmp.join("prov");
+    std::fs::create_dir_all(&lib).expect("dir");
+    // Its run path names a directory without libsoftrnic.so.
+    build_provider(&dir, &lib);
+    let out = finish(
+        Command::new("fi_info")
+            .args(["-p", "softrnic"])
+            .env("FI_PROVIDER_PATH", &dir)
+            .env("FI_LOG_LEVEL", "warn")
+            .env_remove("LD_LIBRARY_PATH")
+            .env_remove("SOFTRNIC_LIB")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("fi_info"),
+        Duration::from_secs(30),
+        "fi_info",
+    );
+    let (s, e) = (text(&out.stdout), text(&out.stderr));
+    assert!(!out.status.success(), "{s}");
+    assert!(!s.contains("provider: softrnic"), "{s}");
+    for want in [
+        "libsoftrnic could not be loaded: libsoftrnic.so: cannot open shared object file",
+        "cannot start: libsoftrnic could not be loaded",
+    ] {
+        assert!(
+            e.lines()
+                .any(|l| l.contains(":softrnic:") && l.contains(want)),
+            "no warning {want:?}:\n{e}"
+        );
+    }
+}
