@@ -31,7 +31,8 @@
 //!    With `-q N` (bandwidth tests) N test connections are made here, one QP each, in
 //!    turn (perftest's client starts all N at once; its server takes them in the order
 //!    they arrive); QP i of one side is the i-th made or taken. Everything else still goes
-//!    over the control connection.
+//!    over the control connection. With `-b` (write-bw, read-bw) both sides send over
+//!    every QP, with the same exchanges as one QP.
 //!
 //! Then, on the control connection, `pingpong_dest` exchanges carrying each side's QP
 //! number, PSN, STag (perftest's rkey) and buffer address: three for `write-bw` and
@@ -79,7 +80,10 @@
 //!   seconds (send-bw's receiver from its first message), measuring only the middle
 //!   `SECS - 2 × margin` (`-f`, default SECS/4); the exchanges are those of one size.
 //!   `--run_infinitely` (bandwidth tests) prints a line every period and never ends; its
-//!   peer waits on the control connection as long.
+//!   peer waits on the control connection as long. With `-q N` the QPs' threads add up
+//!   their completions and one line per period covers them all; with `-b` (write-bw,
+//!   read-bw) both sides run at once with no exchange, each printing its own rate counted
+//!   twice (perftest's `run_inf_bi_factor`).
 //! * RDMA Write and Send completions come when the data was handed to TCP, so a sender
 //!   waits until the peer's TCP has acknowledged all of the test connection's data
 //!   ([`Rnic::wait_tx_acked`]) before the closing exchange on the control connection (and
@@ -90,6 +94,7 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -263,7 +268,8 @@ pub struct PerfArgs {
     pub margin: Option<u64>,
     /// Bandwidth tests: run until interrupted, printing a result line every -D seconds
     /// (default 5), each measured over that period alone (perftest's --run_infinitely; not
-    /// with -e or -b).
+    /// with -e, nor with -b in send-bw). With -q the line sums every QP; with -b (write-bw,
+    /// read-bw) both ends run at once and each prints its own rate doubled, as perftest.
     #[arg(long = "run_infinitely")]
     pub run_infinitely: bool,
     /// Print only one number per result, as perftest: the average bandwidth (bandwidth
@@ -285,7 +291,8 @@ pub struct PerfArgs {
     pub unsorted: bool,
     /// Bandwidth tests: bidirectional, both ends send (perftest's -b; give it to both ends):
     /// each side prints the sum of both sides' results, exchanged after each size (a -D
-    /// send-bw prints its own, as perftest). Not with --run_infinitely.
+    /// send-bw prints its own, as perftest). write-bw and read-bw take -q and
+    /// --run_infinitely with it; send-bw neither.
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
     /// Bandwidth tests: post lists of N work requests, one post call each (perftest's -l;
@@ -295,7 +302,8 @@ pub struct PerfArgs {
     pub post_list: Option<u32>,
     /// Bandwidth tests: run over N QPs, each its own MPA connection, as perftest's -q (1 ..
     /// 16384; give both ends the same N). Each QP carries the iterations (-n) of its own;
-    /// the report sums them. Not with -b or --run_infinitely.
+    /// the report sums them (also with -b, and per period with --run_infinitely). send-bw
+    /// takes no -q with -b.
     #[arg(short = 'q', long = "qp", value_name = "N")]
     pub qps: Option<u32>,
     /// Bandwidth tests: no peak bandwidth (reported as 0), as perftest's -N.
@@ -871,18 +879,14 @@ impl Plan {
             ));
         }
         let n = in_range("-q", "the number of QPs", n, MAX_QPS)?;
-        if n > 1 && a.bidirectional {
+        if n > 1 && a.bidirectional && test == Test::SendBw {
             return Err(PerfError::Usage(
-                "-q with -b is not implemented by softrnic (one QP per bidirectional run)".into(),
-            ));
-        }
-        if n > 1 && matches!(mode, Mode::Infinite { .. }) {
-            return Err(PerfError::Usage(
-                "-q with --run_infinitely is not implemented by softrnic (one QP per \
-                 infinite run)"
+                "-q with -b is not implemented by softrnic for send-bw (one QP per \
+                 bidirectional send-bw run; write-bw and read-bw take both)"
                     .into(),
             ));
         }
+        let _ = mode;
         Ok(u64::from(n))
     }
 
@@ -940,9 +944,10 @@ impl Plan {
                 "-b: bidirectional runs are for the bandwidth tests only (as perftest)".into(),
             ));
         }
-        if a.run_infinitely {
+        if a.run_infinitely && test == Test::SendBw {
             return Err(PerfError::Usage(
-                "-b with --run_infinitely is not implemented (perftest refuses it for send-bw)"
+                "--run_infinitely is not supported in the bidirectional send-bw test (as \
+                 perftest)"
                     .into(),
             ));
         }
@@ -2046,22 +2051,29 @@ fn measure(
     }
     match test {
         Test::WriteBw | Test::ReadBw if plan.duplex => {
-            // perftest's -b: both sides run the sender, between exchanges, and print the
-            // sum of their results (one QP: -q with -b is refused).
-            let d = &mut ds[0];
+            // perftest's -b: both sides run the sender over every QP (-q), between
+            // exchanges, and print the sum of their results. With --run_infinitely both
+            // run at once without an exchange, each printing its own rate doubled (as
+            // perftest's run_inf_bi_factor).
+            if matches!(plan.mode, Mode::Infinite { .. }) {
+                bw_clients(rnic, ds, plan, plan.size, None, out)?;
+                return fail("the infinite run ended");
+            }
             for s in sizes(plan.all, plan.size) {
-                comm.hand_shake(rnic, &d.local)?;
-                let mine = bw_client(rnic, d, plan, s, None, out)?.0;
-                d.drain(rnic)?;
+                comm.hand_shake(rnic, &ds[0].local)?;
+                let mine = bw_clients(rnic, ds, plan, s, None, out)?;
+                for d in ds.iter() {
+                    d.drain(rnic)?;
+                }
                 if plan.all {
-                    comm.hand_shake(rnic, &d.local)?;
+                    comm.hand_shake(rnic, &ds[0].local)?;
                 }
                 let theirs = xchg_report(rnic, comm, &mine)?;
                 bw_line(out, plan, &mine.plus(&theirs))?;
                 out.flush()?;
             }
             rule(out, plan)?;
-            comm.hand_shake(rnic, &d.local)?;
+            comm.hand_shake(rnic, &ds[0].local)?;
         }
         Test::WriteBw | Test::ReadBw => {
             let zero = BwReport {
@@ -2263,6 +2275,7 @@ fn bw_client(
     plan: &Plan,
     size: u64,
     credit: Option<u64>,
+    tally: Option<&Tally>,
     out: &mut dyn Write,
 ) -> Result<(BwReport, Timing), PerfError> {
     let counted = plan.mode == Mode::Iters;
@@ -2327,17 +2340,15 @@ fn bw_client(
             posted += list;
         }
         d.kick(rnic);
-        if let Mode::Infinite { period } = plan.mode
+        if let Some(t) = tally {
+            // Several QPs run infinitely: the caller prints their sum.
+            t.add(done - period_done)?;
+            period_done = done;
+        } else if let Mode::Infinite { period } = plan.mode
             && period_start.elapsed() >= Duration::from_secs(period)
         {
             let now = Instant::now();
-            let r = bw_report(
-                plan.gbits,
-                size,
-                done - period_done,
-                now.duration_since(period_start),
-                None,
-            );
+            let r = infinite_report(plan, size, done - period_done, now - period_start);
             bw_line(out, plan, &r)?;
             out.flush()?;
             (period_start, period_done) = (now, done);
@@ -2484,6 +2495,107 @@ fn bw_multi(
     ))
 }
 
+/// One `--run_infinitely` period's line: `n` messages in `took`. A bidirectional run
+/// (write-bw, read-bw `-b`) counts its own messages twice for both directions, as
+/// perftest's `run_inf_bi_factor` does.
+fn infinite_report(plan: &Plan, size: u64, n: u64, took: Duration) -> BwReport {
+    let factor = if plan.duplex { 2 } else { 1 };
+    BwReport {
+        size,
+        ..bw_report(plan.gbits, size * factor, n, took, None)
+    }
+}
+
+/// The completions of several QPs running infinitely (`-q N --run_infinitely`), added up
+/// by their threads for one line per period over all of them (perftest's
+/// `run_iter_bw_infinitely` polls every QP in one loop and reports their sum).
+#[derive(Default)]
+struct Tally {
+    done: AtomicU64,
+    stop: AtomicBool,
+}
+
+impl Tally {
+    /// Adds `n` completions; an error once the run is being stopped.
+    fn add(&self, n: u64) -> Result<(), PerfError> {
+        self.done.fetch_add(n, Ordering::Relaxed);
+        if self.stop.load(Ordering::Relaxed) {
+            return fail("stopped: another QP's run failed");
+        }
+        Ok(())
+    }
+}
+
+/// `--run_infinitely` over several QPs: each QP's side runs in a thread of its own
+/// (`one`, adding to a shared [`Tally`]); this thread prints a line per `period` seconds
+/// for all of them together. It ends only when a QP's run fails (or printing does), after
+/// stopping the others, with that error.
+fn infinite_multi(
+    ds: &mut [Data],
+    plan: &Plan,
+    size: u64,
+    period: u64,
+    out: &mut dyn Write,
+    one: impl Fn(&mut Data, &Tally) -> Result<(BwReport, Timing), PerfError> + Sync,
+) -> Result<BwReport, PerfError> {
+    let tally = Tally::default();
+    std::thread::scope(|sc| {
+        let mut handles = Vec::with_capacity(ds.len());
+        let mut spawned = Ok(());
+        for (i, d) in ds.iter_mut().enumerate() {
+            let (one, tally) = (&one, &tally);
+            match std::thread::Builder::new()
+                .name(format!("perf-qp{i}"))
+                .spawn_scoped(sc, move || one(d, tally))
+            {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    spawned = Err(PerfError::Io(e));
+                    break;
+                }
+            }
+        }
+        let printed = spawned.and_then(|()| {
+            let (mut start, mut before) = (Instant::now(), 0u64);
+            loop {
+                std::thread::sleep(Duration::from_millis(20));
+                if handles.iter().any(|h| h.is_finished()) {
+                    return fail("a QP's infinite run ended");
+                }
+                if start.elapsed() >= Duration::from_secs(period) {
+                    let now = Instant::now();
+                    let total = tally.done.load(Ordering::Relaxed);
+                    bw_line(
+                        out,
+                        plan,
+                        &infinite_report(plan, size, total - before, now - start),
+                    )?;
+                    out.flush()?;
+                    (start, before) = (now, total);
+                }
+            }
+        });
+        tally.stop.store(true, Ordering::Relaxed);
+        // A QP's own failure says more than "ended".
+        let mut first = None;
+        for h in handles {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| fail("a QP's thread of the run panicked"));
+            if let Err(e) = r
+                && first.is_none()
+            {
+                first = Some(e);
+            }
+        }
+        match (printed, first) {
+            (Err(PerfError::Io(e)), _) => Err(PerfError::Io(e)),
+            (_, Some(e)) => Err(e),
+            (r, None) => r,
+        }
+    })
+}
+
 /// The bandwidth sender over every QP of the run (see [`bw_client`], [`bw_multi`]).
 fn bw_clients(
     rnic: &Rnic,
@@ -2493,11 +2605,18 @@ fn bw_clients(
     credit: Option<u64>,
     out: &mut dyn Write,
 ) -> Result<BwReport, PerfError> {
+    if let Mode::Infinite { period } = plan.mode
+        && ds.len() > 1
+    {
+        return infinite_multi(ds, plan, size, period, out, |d, t| {
+            bw_client(rnic, d, plan, size, credit, Some(t), &mut std::io::sink())
+        });
+    }
     bw_multi(
         ds,
         plan,
         size,
-        |d, out| bw_client(rnic, d, plan, size, credit, out),
+        |d, out| bw_client(rnic, d, plan, size, credit, None, out),
         out,
     )
 }
@@ -2510,11 +2629,18 @@ fn send_bw_servers(
     size: u64,
     out: &mut dyn Write,
 ) -> Result<BwReport, PerfError> {
+    if let Mode::Infinite { period } = plan.mode
+        && ds.len() > 1
+    {
+        return infinite_multi(ds, plan, size, period, out, |d, t| {
+            send_bw_server(rnic, d, plan, size, Some(t), &mut std::io::sink())
+        });
+    }
     bw_multi(
         ds,
         plan,
         size,
-        |d, out| send_bw_server(rnic, d, plan, size, out),
+        |d, out| send_bw_server(rnic, d, plan, size, None, out),
         out,
     )
 }
@@ -2537,6 +2663,7 @@ fn send_bw_server(
     d: &mut Data,
     plan: &Plan,
     size: u64,
+    tally: Option<&Tally>,
     out: &mut dyn Write,
 ) -> Result<(BwReport, Timing), PerfError> {
     let counted = plan.mode == Mode::Iters;
@@ -2558,17 +2685,15 @@ fn send_bw_server(
         if phase_of(clock.as_ref()) == Phase::End {
             break;
         }
-        if let Mode::Infinite { period } = plan.mode
+        if let Some(t) = tally {
+            // Several QPs run infinitely: the caller prints their sum.
+            t.add(rcnt - period_rcnt)?;
+            period_rcnt = rcnt;
+        } else if let Mode::Infinite { period } = plan.mode
             && period_start.elapsed() >= Duration::from_secs(period)
         {
             let now = Instant::now();
-            let r = bw_report(
-                plan.gbits,
-                size,
-                rcnt - period_rcnt,
-                now.duration_since(period_start),
-                None,
-            );
+            let r = infinite_report(plan, size, rcnt - period_rcnt, now - period_start);
             bw_line(out, plan, &r)?;
             out.flush()?;
             (period_start, period_rcnt) = (now, rcnt);

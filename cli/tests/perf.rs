@@ -895,9 +895,9 @@ fn bidirectional_runs() {
     for (tool, args, needle) in [
         ("write-lat", &["-b"][..], "bandwidth tests only"),
         (
-            "write-bw",
+            "send-bw",
             &["-b", "--run_infinitely"][..],
-            "not implemented",
+            "not supported in the bidirectional send-bw test",
         ),
     ] {
         let out = bin()
@@ -1025,6 +1025,108 @@ fn several_qps_per_bandwidth_test() {
     assert_eq!(result_rows(&server), rows, "{server}");
 }
 
+/// The first `n` result rows `child` prints on stdout, and the seconds they took; the
+/// child is killed after.
+fn infinite_rows(mut child: std::process::Child, n: usize) -> (Vec<Vec<f64>>, f64) {
+    use std::io::{BufRead, BufReader};
+    let t0 = std::time::Instant::now();
+    let mut rows = Vec::new();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.map_while(Result::ok) {
+        rows.extend(result_rows(&line));
+        if rows.len() == n {
+            break;
+        }
+    }
+    let took = t0.elapsed().as_secs_f64();
+    assert!(child.try_wait().unwrap().is_none(), "the run ended");
+    child.kill().unwrap();
+    let _ = child.wait();
+    (rows, took)
+}
+
+/// perftest 4.5's combinations of -q, -b and --run_infinitely: -q N with -b (write-bw,
+/// read-bw) sends both ways over every QP and both sides print the same sum;
+/// -q N with --run_infinitely prints one line per period for all QPs together; -b with
+/// --run_infinitely runs both sides at once, each printing lines (its own rate doubled,
+/// as perftest's run_inf_bi_factor), also over several QPs.
+#[test]
+fn several_qps_with_bidirectional_and_run_infinitely() {
+    for tool in ["write-bw", "read-bw"] {
+        let (client, server) = perf_pair(tool, &["-q", "3", "-b", "-n", "40", "-s", "4096"]);
+        for text in [&client, &server] {
+            assert!(text.contains(" Number of qps   : 3\t\t"), "{tool}: {text}");
+            assert!(text.contains(" Bidirectional"), "{tool}: {text}");
+        }
+        let rows = result_rows(&client);
+        assert_eq!(rows.len(), 1, "{tool}: {client}");
+        assert_eq!(
+            (rows[0][0], rows[0][1]),
+            (4096.0, 120.0),
+            "{tool}: {client}"
+        );
+        assert!(rows[0][3] > 0.0, "{tool}: {client}");
+        assert_eq!(
+            result_rows(&server),
+            rows,
+            "{tool}: the same sum on both sides"
+        );
+    }
+    // -q with --run_infinitely (send-bw: the server's line too sums its QPs).
+    for tool in ["write-bw", "send-bw"] {
+        let args = ["-q", "3", "--run_infinitely", "-D", "1", "-s", "4096"];
+        let server = Server::perf(tool, &args);
+        let client = bin()
+            .arg(tool)
+            .arg("127.0.0.1")
+            .args(["-p", &server.port.to_string()])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (rows, took) = infinite_rows(client, 3);
+        assert_eq!(rows.len(), 3, "{tool}: {rows:?}");
+        assert!((2.5..20.0).contains(&took), "{tool}: 3 lines in {took} s");
+        for r in &rows {
+            assert_eq!((r[0], r[2]), (4096.0, 0.0), "{tool}: {rows:?}");
+            assert!(r[1] > 0.0 && r[3] > 0.0, "{tool}: {rows:?}");
+        }
+        let exit = server.kill();
+        if tool == "send-bw" {
+            let srows = result_rows(&exit.stdout);
+            assert!(!srows.is_empty(), "{tool} server: {}", exit.text());
+            assert!(srows.iter().all(|r| r[1] > 0.0), "{}", exit.text());
+        }
+    }
+    // -b with --run_infinitely, one QP and two: both sides run and print.
+    for (tool, q) in [("write-bw", "1"), ("read-bw", "2")] {
+        let args = ["-b", "-q", q, "--run_infinitely", "-D", "1", "-s", "4096"];
+        let server = Server::perf(tool, &args);
+        let client = bin()
+            .arg(tool)
+            .arg("127.0.0.1")
+            .args(["-p", &server.port.to_string()])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (rows, _) = infinite_rows(client, 2);
+        assert_eq!(rows.len(), 2, "{tool} -q {q}: {rows:?}");
+        assert!(
+            rows.iter().all(|r| r[0] == 4096.0 && r[3] > 0.0),
+            "{rows:?}"
+        );
+        let exit = server.kill();
+        let srows = result_rows(&exit.stdout);
+        assert!(
+            !srows.is_empty(),
+            "{tool} -q {q}: the server runs too: {}",
+            exit.text()
+        );
+        assert!(srows.iter().all(|r| r[3] > 0.0), "{}", exit.text());
+    }
+}
+
 /// -q as perftest takes it: bandwidth tests only (even -q 1), 1 .. 16384; and what
 /// softrnic does not do with several QPs is refused, never ignored.
 #[test]
@@ -1046,11 +1148,6 @@ fn several_qps_refused_where_not_available() {
             "send-bw",
             &["-q", "2", "-b"][..],
             "-q with -b is not implemented",
-        ),
-        (
-            "read-bw",
-            &["-q", "2", "--run_infinitely"][..],
-            "-q with --run_infinitely is not implemented",
         ),
     ] {
         let out = bin().args([tool, "127.0.0.1"]).args(args).output().unwrap();

@@ -306,7 +306,9 @@ impl Cq {
             shared: Arc::new(CqShared {
                 id: CqId(NEXT_CQ.fetch_add(1, Ordering::Relaxed)),
                 state: Mutex::new(CqState {
-                    ring: VecDeque::with_capacity(capacity.min(4096)),
+                    // On demand: the ring grows (by doubling) only as far as completions
+                    // actually queue up, so a deep CQ costs nothing until it is used.
+                    ring: VecDeque::with_capacity(capacity.min(64)),
                     capacity,
                     armed: None,
                     overflowed: false,

@@ -1170,6 +1170,20 @@ impl Qp {
             .map_or(s.early_recv.len(), |e| e.rq_posted())
             + self.inner.rq_ring.len()
     }
+
+    /// Outbound RDMA Read and Atomic Requests sent and awaiting their response: at most
+    /// the session's ORD (RFC 5040 §6.4; RFC 6581 §5 negotiates it).
+    pub fn ord_in_use(&self) -> usize {
+        let s = self.inner.lock();
+        s.engine.as_ref().map_or(0, |e| e.ord_in_use())
+    }
+
+    /// Inbound RDMA Read and Atomic Requests accepted and not yet fully answered: at most
+    /// the session's IRD (RFC 5040 §6.4; RFC 6581 §5 negotiates it).
+    pub fn ird_in_use(&self) -> usize {
+        let s = self.inner.lock();
+        s.engine.as_ref().map_or(0, |e| e.ird_in_use() as usize)
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,29 @@
+# shellcheck shell=bash disable=SC2034,SC2016 # variables read by lab.sh; the host command is expanded there
+# The honest comparison with siw: softrnic and Linux siw in the same guest (the same emulated
+# CPU, one vCPU), each against itself over the guest's local TCP (server and client on the
+# guest's own address), one after the other:
+#   RDMA Write bandwidth, 64 KiB and 4 KiB messages (write-bw / ib_write_bw -R -D 4),
+#   2-byte RDMA Write and Send latency (write-lat, send-lat / ib_write_lat, ib_send_lat -R
+#   -n 500, the median; siw's ib_write_lat against itself may block, see guest.sh: then it
+#   is listed in out/g1/perf-missing.txt and its row says n/a),
+#   and a plain TCP stream of 64 KiB writes (python3 sockets) as the floor.
+# softrnic runs with its progress thread (the default) and with --manual-progress. g1 writes
+# out/g1/perf-results.txt ("NAME VALUE") and out/g1/perf-table.txt (the ratios); the check
+# passes when every measurement produced a number (the ratios are reported, not judged).
+SCENARIO_GUESTS=1
+SCENARIO_DIRECTION="softrnic <-> softrnic and siw <-> siw, each on g1's local TCP"
+SCENARIO_TIMEOUT=900
+SCENARIO_GUEST_SOFTRNIC=1
+SCENARIO_HOST_CMD=''
+
+scenario_check() {
+    local res=$LAB_RESULTS/out/g1/perf-results.txt name
+    [[ -s $res ]] || { echo "FAIL: no out/g1/perf-results.txt"; return 1; }
+    for name in tcp_stream_64k \
+        softrnic_write_bw_64k softrnic_write_bw_4k softrnic_write_lat_2 softrnic_send_lat_2 \
+        softrnic_manual_write_bw_64k softrnic_manual_write_bw_4k softrnic_manual_write_lat_2 \
+        softrnic_manual_send_lat_2 siw_write_bw_64k siw_write_bw_4k siw_send_lat_2; do
+        grep -Eq "^$name [0-9.]+$" "$res" || { echo "FAIL: no number for $name in perf-results.txt"; return 1; }
+    done
+    cat "$LAB_RESULTS/out/g1/perf-table.txt"
+}
