@@ -1444,6 +1444,7 @@ mod tests {
                     let c = onesided::curve(&setup, op, t, 1).expect("run");
                     let m = c
                         .mismatch
+                        .clone()
                         .unwrap_or_else(|| panic!("{fault:?} {op:?} {t:?} not caught"));
                     assert_eq!((m.size, m.iteration), (64, 0), "{fault:?} {op:?} {t:?}");
                     assert_eq!(m.first_offset, 0, "{fault:?} {op:?} {t:?}");
