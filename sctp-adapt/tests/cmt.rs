@@ -618,6 +618,11 @@ struct TailRun {
     paths: Vec<PathStats>,
 }
 
+/// What the filter of [`lose_the_tail`] saw: (first DATA chunks counted, tail TSN, tail
+/// transmissions, SACK dropped).
+#[derive(Default)]
+struct TailSeen(u64, Option<u32>, usize, bool);
+
 /// Sends 24 messages of 1000 bytes at once over the in-memory pair (both paths confirmed
 /// first) and drops what `drop` says: a loss at the very end of a transfer, where no later
 /// data can produce miss indications.
@@ -629,9 +634,7 @@ fn lose_the_tail(cfg: AssociationConfig, drop: TailDrop) -> TailRun {
     let deadline = p.now + Duration::from_secs(5);
     p.run_until(deadline, |p| warm.step(p));
     p.run_for(Duration::from_secs(2));
-    // (first DATA chunks counted, tail TSN, tail transmissions, SACK dropped)
-    let seen: Rc<RefCell<(u64, Option<u32>, usize, bool)>> =
-        Rc::new(RefCell::new((0, None, 0, false)));
+    let seen: Rc<RefCell<TailSeen>> = Rc::new(RefCell::new(TailSeen::default()));
     let s = seen.clone();
     p.filter = Some(Box::new(move |_, side, bytes, _| {
         let Ok(pkt) = parse_packet(bytes, false) else {
