@@ -672,6 +672,11 @@ fn run_sctp_command(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
             };
             let _ = writeln!(out, "{}", table_row(&row));
             if args.verbose {
+                let _ = writeln!(
+                    out,
+                    "    T3-rtx timeouts {}, fast retransmits {} (both hosts)",
+                    r.t3_expirations, r.fast_retransmits
+                );
                 for (t, e) in &r.path_events {
                     let _ = writeln!(out, "    {:>8.3} s  {e}", t.as_secs_f64());
                 }
@@ -1135,13 +1140,32 @@ fn onesided_command(args: &SimArgs, setup: &onesided::Setup, out: &mut dyn std::
         }
     };
     let _ = onesided_report(args, setup, &curves, out);
+    let verified: u64 = curves.iter().map(|c| c.verified_bytes).sum();
+    let mut status = 0;
+    let bad: Vec<&onesided::Curve> = curves.iter().filter(|c| c.mismatch.is_some()).collect();
+    if bad.is_empty() {
+        let _ = writeln!(
+            out,
+            "every transfer's bytes checked at their target: {verified} bytes as sent"
+        );
+    } else {
+        for c in bad {
+            if let Some(m) = &c.mismatch {
+                eprintln!(
+                    "softrnic sim: onesided: {} over {}: {m}",
+                    c.op.name(),
+                    c.transport.name()
+                );
+            }
+        }
+        status = 1;
+    }
     let _ = writeln!(
         out,
         "{} runs in {:.1} s of wall-clock time",
         jobs.len(),
         wall.elapsed().as_secs_f64()
     );
-    let mut status = 0;
     if let Some(dir) = &args.out {
         for op in Op::ALL {
             let name = match op {

@@ -205,6 +205,8 @@ pub struct AssociationStats {
     pub t3_expirations: u64,
     /// Fast retransmit events (entries into fast recovery or single marks).
     pub fast_retransmits: u64,
+    /// Tail loss probes sent (CMT, RFC 8985 §7 per destination).
+    pub tail_loss_probes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,6 +250,9 @@ struct Sent {
     /// Sent as a zero window probe (RFC 9260 §6.1 A): into a closed window with nothing
     /// else in flight.
     zero_window_probe: bool,
+    /// Retransmitted by a tail loss probe: like a fast retransmission under split fast
+    /// retransmit, misses count only against data sent after the retransmission.
+    probed: bool,
 }
 
 impl Sent {
@@ -959,6 +964,7 @@ impl Association {
         }
         for p in &self.paths {
             min(p.t3);
+            min(p.pto);
             min(p.hb_pending.as_ref().map(|h| h.deadline));
             min(p.hb_due(&self.shared.config));
         }
@@ -994,6 +1000,8 @@ impl Association {
             }
             if self.paths[i].t3.is_some_and(|t| t <= now) {
                 self.t3_expired(now, i);
+            } else if self.paths[i].pto.is_some_and(|t| t <= now) {
+                self.tail_loss_probe(now, i);
             }
             if self.state == State::Closed {
                 return;
@@ -1536,6 +1544,9 @@ impl Association {
         if any_data && self.paths[d].t3.is_none() {
             self.paths[d].t3 = Some(now + self.paths[d].rto);
         }
+        if any_data {
+            self.arm_pto(now, d);
+        }
         if buf.len() <= COMMON_HEADER_LEN {
             return None;
         }
@@ -1720,6 +1731,7 @@ impl Association {
                 fast_retransmitted: false,
                 fast_retransmitted_below: None,
                 zero_window_probe: probe,
+                probed: false,
             };
             p.flight += sent.size();
             p.stats.data_chunks_sent += 1;
@@ -1820,17 +1832,17 @@ impl Association {
 
     /// RFC 9260 §6.3.3: T3-rtx expired for path `i`.
     fn t3_expired(&mut self, now: Instant, i: usize) {
-        tracing::debug!(
-            vtag = self.local_tag(),
-            remote = %self.paths[i].remote,
-            "SCTP T3-rtx timeout: retransmitting"
-        );
         self.paths[i].t3 = None;
+        self.paths[i].pto = None;
+        self.paths[i].tlp_tsn = None;
+        self.paths[i].tlp_undecided = false;
         let mut marked = 0;
         let mut oldest_sent = now;
         let mut probes_only = true;
+        let mut tsns: Option<(u64, u64)> = None;
         for c in self.outstanding.iter_mut() {
             if c.path == i && c.in_flight && !c.acked {
+                tsns = Some(tsns.map_or((c.tsn, c.tsn), |(lo, _)| (lo, c.tsn)));
                 oldest_sent = oldest_sent.min(c.sent_at);
                 probes_only &= c.zero_window_probe;
                 c.in_flight = false;
@@ -1847,6 +1859,14 @@ impl Association {
         if marked == 0 {
             return;
         }
+        tracing::debug!(
+            vtag = self.local_tag(),
+            remote = %self.paths[i].remote,
+            at = ?now,
+            chunks = marked,
+            tsns = ?tsns,
+            "SCTP T3-rtx timeout: retransmitting"
+        );
         self.stats.t3_expirations += 1;
         let cfg = self.shared.config.clone();
         let p = &mut self.paths[i];
@@ -2821,6 +2841,14 @@ impl Association {
             }
         }
         self.grow_windows(now, &window_may_grow, &tally, &flight_before);
+        if cmt.is_some_and(|c| c.tail_loss_probe) {
+            self.tlp_acknowledged(s, is_sack);
+            for i in 0..self.paths.len() {
+                if tally.acked_bytes[i] > 0 || self.paths[i].flight == 0 {
+                    self.arm_pto(now, i);
+                }
+            }
+        }
         debug_assert_eq!(
             self.unacked_bytes,
             self.outstanding
@@ -3047,7 +3075,9 @@ impl Association {
             // T3-rtx (RFC 9260 §7.2.4 step 5). With SFR, misses are counted per destination
             // against data sent there after the retransmission, as for a first transmission.
             let refresh = match c.fast_retransmitted_below {
-                Some(below) if c.fast_retransmitted && cmt.split_fast_retransmit => Some(below),
+                Some(below) if (c.fast_retransmitted || c.probed) && cmt.split_fast_retransmit => {
+                    Some(below)
+                }
                 _ if c.fast_retransmitted => continue,
                 _ => None,
             };
@@ -3106,6 +3136,145 @@ impl Association {
             flight_before[i] = 0;
         }
         self.fast_once = true;
+    }
+
+    /// Schedules path `i`'s tail loss probe (RFC 8985 §7.2, per destination with CMT):
+    /// PTO = 2·SRTT + WCDelAckT after the last transmission or newly acknowledging SACK,
+    /// where WCDelAckT is the worst-case delayed-ACK time (`sack_delay`, 200 ms; a CMT
+    /// receiver delays even out-of-order acknowledgements), and never later than T3-rtx.
+    /// No probe is scheduled for a path with nothing in flight, without an RTT measurement,
+    /// or while a probe of it is unacknowledged (one probe per tail, §7.3).
+    fn arm_pto(&mut self, now: Instant, i: usize) {
+        if !self
+            .shared
+            .config
+            .cmt
+            .as_ref()
+            .is_some_and(|c| c.tail_loss_probe)
+        {
+            return;
+        }
+        let wc_del_ack = self.shared.config.sack_delay;
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
+        if p.flight == 0 || p.state != PathState::Active {
+            p.pto = None;
+            return;
+        }
+        if p.tlp_tsn.is_some() {
+            return;
+        }
+        let Some(srtt) = p.srtt else {
+            return;
+        };
+        let pto = now + Duration::from_nanos((2.0 * srtt) as u64) + wc_del_ack;
+        p.pto = Some(p.t3.map_or(pto, |t3| t3.min(pto)));
+    }
+
+    /// Path `i`'s probe timeout expired (RFC 8985 §7.3): when no new data can go out, the
+    /// path's last packet — its highest-TSN chunks still in flight, up to one packet's
+    /// worth — is retransmitted at once (whatever the congestion window, like a fast
+    /// retransmission). Its SACK acknowledges the probe and, through split fast retransmit,
+    /// reports the chunks below it that are missing; a probe that repaired the only loss
+    /// ends the tail without T3-rtx.
+    fn tail_loss_probe(&mut self, now: Instant, i: usize) {
+        self.paths[i].pto = None;
+        // New data goes out by itself when it can; a probe is for a tail.
+        let can_send_new = !self.queue.is_empty()
+            && self
+                .queue
+                .front()
+                .is_some_and(|c| c.data.len() <= self.peer_rwnd);
+        if can_send_new || self.paths[i].tlp_tsn.is_some() {
+            return;
+        }
+        let room = self.paths[i]
+            .mtu(&self.shared.config)
+            .saturating_sub(COMMON_HEADER_LEN);
+        let mut used = 0;
+        let mut marked = Vec::new();
+        let mut highest = None;
+        for c in self.outstanding.iter_mut().rev() {
+            if c.path != i || !c.in_flight || c.acked || c.rtx != Rtx::No || c.zero_window_probe {
+                continue;
+            }
+            let size = pad4(c.size());
+            if used > 0 && used + size > room {
+                break;
+            }
+            used += size;
+            highest = highest.max(Some(c.tsn));
+            c.rtx = Rtx::Fast;
+            c.in_flight = false;
+            c.probed = true;
+            self.rtx_fast += 1;
+            marked.push(c.tsn);
+            let p = &mut self.paths[i];
+            p.flight = p.flight.saturating_sub(c.size());
+        }
+        let Some(highest) = highest else {
+            return;
+        };
+        tracing::debug!(
+            vtag = self.local_tag(),
+            remote = %self.paths[i].remote,
+            at = ?now,
+            tsns = ?marked,
+            "SCTP tail loss probe"
+        );
+        self.paths[i].tlp_tsn = Some(highest);
+        self.paths[i].stats.tail_loss_probes += 1;
+        self.stats.tail_loss_probes += 1;
+        self.fast_once = true;
+    }
+
+    /// The end of a tail loss probe episode (RFC 8985 §7.4): once the probe's TSN is
+    /// acknowledged, a SACK that reports it as a duplicate TSN (RFC 9260 §3.3.4, the DSACK of
+    /// §7.4.1) says the original had arrived and nothing was lost; otherwise the probe
+    /// repaired a loss and the path's window is reduced as for a fast retransmission
+    /// (§7.4.2: "invoke congestion control"), unless the path is already in fast recovery.
+    /// A SACK that reports another path's probe as a duplicate was sent for that probe and
+    /// may come before this one's duplicate: the verdict waits for the next SACK.
+    fn tlp_acknowledged(&mut self, s: &SackChunk, is_sack: bool) {
+        let dups: &[u32] = if is_sack { &s.dup_tsns } else { &[] };
+        let probes: Vec<u32> = self
+            .paths
+            .iter()
+            .filter_map(|p| p.tlp_tsn.map(|t| t as u32))
+            .collect();
+        for i in 0..self.paths.len() {
+            let Some(t) = self.paths[i].tlp_tsn else {
+                continue;
+            };
+            let acked = t <= self.cum_ack
+                || self
+                    .outstanding
+                    .iter()
+                    .find(|c| c.tsn == t)
+                    .is_none_or(|c| c.acked);
+            if !acked {
+                continue;
+            }
+            let p = &mut self.paths[i];
+            if dups.contains(&(t as u32)) {
+                p.tlp_tsn = None;
+                p.tlp_undecided = false;
+                continue;
+            }
+            let for_another_probe = probes.iter().any(|&o| o != t as u32 && dups.contains(&o));
+            if for_another_probe && !p.tlp_undecided {
+                p.tlp_undecided = true;
+                continue;
+            }
+            p.tlp_tsn = None;
+            p.tlp_undecided = false;
+            if p.recovery_exit.is_none() {
+                p.ssthresh = (p.cwnd / 2).max(4 * p.pmtu);
+                p.cwnd = p.ssthresh;
+                p.pba = 0;
+            }
+        }
     }
 
     /// Congestion window growth (§7.2.1, §7.2.2) and T3 management (§6.3.2 R3) on each

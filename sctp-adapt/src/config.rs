@@ -87,6 +87,14 @@ pub struct CmtConfig {
     /// and usrsctp set it); as a sender, such a SACK that newly acknowledges data of a single
     /// destination counts two miss indications for chunks below all it acknowledged.
     pub delayed_ack: bool,
+    /// Tail loss probe per destination (RFC 8985 §7, TLP, applied to each CMT destination as
+    /// split fast retransmit applies fast retransmit): when a path's last packets go
+    /// unacknowledged for a probe timeout of 2·SRTT plus the worst-case delayed-ACK time
+    /// (`sack_delay`), with no new data to send, the path's last packet is retransmitted at
+    /// once instead of waiting for T3-rtx (RTO.Min is 1 s). With CMT a destination carries
+    /// only part of the data and, under delayed ACK for CMT, receives fewer miss indications,
+    /// so a loss among its last few packets otherwise ends in a timeout.
+    pub tail_loss_probe: bool,
     /// Where retransmissions go.
     pub rtx_policy: RtxPolicy,
     /// How new data is spread over the active paths.
@@ -99,6 +107,7 @@ impl Default for CmtConfig {
             split_fast_retransmit: true,
             cwnd_update: true,
             delayed_ack: true,
+            tail_loss_probe: true,
             rtx_policy: RtxPolicy::Ssthresh,
             scheduler: Scheduler::Striped,
         }

@@ -65,6 +65,8 @@ pub struct PathStats {
     pub timeouts: u64,
     /// Fast retransmissions charged to this path.
     pub fast_retransmits: u64,
+    /// Tail loss probes sent from this path's tail (CMT).
+    pub tail_loss_probes: u64,
     /// Heartbeats sent.
     pub heartbeats_sent: u64,
 }
@@ -102,6 +104,13 @@ pub(crate) struct Path {
     /// With CMT, fast recovery is per destination: the highest TSN outstanding to this
     /// path when it entered fast recovery, which ends once all of those are acknowledged.
     pub recovery_exit: Option<u64>,
+    /// With CMT's tail loss probe: when the probe timeout (PTO) of this path expires.
+    pub pto: Option<Instant>,
+    /// The highest TSN a tail loss probe retransmitted from this path, until acknowledged.
+    pub tlp_tsn: Option<u64>,
+    /// The probe's TSN was acknowledged by a SACK sent for another path's probe: whether
+    /// this one repaired a loss is decided by the next SACK.
+    pub tlp_undecided: bool,
     pub stats: PathStats,
 }
 
@@ -139,6 +148,9 @@ impl Path {
             rtt_probe: None,
             last_error: None,
             recovery_exit: None,
+            pto: None,
+            tlp_tsn: None,
+            tlp_undecided: false,
             stats: PathStats {
                 remote,
                 local,
@@ -160,6 +172,7 @@ impl Path {
                 bytes_retransmitted: 0,
                 timeouts: 0,
                 fast_retransmits: 0,
+                tail_loss_probes: 0,
                 heartbeats_sent: 0,
             },
         };

@@ -580,10 +580,12 @@ fn cmt_sfr_rfc9260_7_2_4_lost_fast_retransmission_recovered_without_t3() {
     assert_eq!(stats.t3_expirations, 0);
     assert!(stall < Duration::from_millis(200), "{stall:?}");
 
-    // Without SFR, and without CMT: the RFC's rule, the chunk waits for the timeout.
+    // Without SFR, and without CMT: the RFC's rule, the chunk waits for the timeout (the
+    // tail loss probe, which would end the wait sooner, is off to show the rule alone).
     let mut no_sfr = cmt(true);
     if let Some(c) = no_sfr.cmt.as_mut() {
         c.split_fast_retransmit = false;
+        c.tail_loss_probe = false;
     }
     for cfg in [no_sfr, AssociationConfig::default()] {
         let (stats, stall, sent) = lose_a_fast_retransmission(cfg);
@@ -592,4 +594,181 @@ fn cmt_sfr_rfc9260_7_2_4_lost_fast_retransmission_recovered_without_t3() {
         assert_eq!(stats.t3_expirations, 1);
         assert!(stall >= Duration::from_millis(900), "{stall:?}");
     }
+}
+
+/// What [`lose_the_tail`] drops.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum TailDrop {
+    /// Nothing: the reference run.
+    Nothing,
+    /// The first transmission of the last DATA chunk A sends.
+    Data,
+    /// B's first SACK that acknowledges the last DATA chunk.
+    Sack,
+}
+
+/// What a [`lose_the_tail`] run measured.
+struct TailRun {
+    stats: AssociationStats,
+    /// From the first message sent until the last one delivered.
+    took: Duration,
+    /// Transmissions of the last DATA chunk.
+    tail_sent: usize,
+    /// A's paths at the end.
+    paths: Vec<PathStats>,
+}
+
+/// What the filter of [`lose_the_tail`] saw: (first DATA chunks counted, tail TSN, tail
+/// transmissions, SACK dropped).
+#[derive(Default)]
+struct TailSeen(u64, Option<u32>, usize, bool);
+
+/// Sends 24 messages of 1000 bytes at once over the in-memory pair (both paths confirmed
+/// first) and drops what `drop` says: a loss at the very end of a transfer, where no later
+/// data can produce miss indications.
+fn lose_the_tail(cfg: AssociationConfig, drop: TailDrop) -> TailRun {
+    const COUNT: u64 = 24;
+    let mut p = Pair::connected(43, cfg);
+    // Heartbeats confirm the second path, a few messages measure both paths' RTT.
+    let mut warm = common::Bulk::new(40, 1000, p.now);
+    let deadline = p.now + Duration::from_secs(5);
+    p.run_until(deadline, |p| warm.step(p));
+    p.run_for(Duration::from_secs(2));
+    let seen: Rc<RefCell<TailSeen>> = Rc::new(RefCell::new(TailSeen::default()));
+    let s = seen.clone();
+    p.filter = Some(Box::new(move |_, side, bytes, _| {
+        let Ok(pkt) = parse_packet(bytes, false) else {
+            return true;
+        };
+        let mut st = s.borrow_mut();
+        let mut deliver = true;
+        for c in pkt.chunks {
+            match c {
+                Chunk::Data(d) if side == Side::A => {
+                    if st.1.is_none() {
+                        st.0 += 1;
+                        if st.0 == COUNT {
+                            st.1 = Some(d.tsn);
+                        }
+                    }
+                    if st.1 == Some(d.tsn) {
+                        st.2 += 1;
+                        deliver &= !(drop == TailDrop::Data && st.2 == 1);
+                    }
+                }
+                Chunk::Sack(sack) if side == Side::B && drop == TailDrop::Sack => {
+                    if let Some(t) = st.1
+                        && !st.3
+                        && sack.cum_tsn_ack.wrapping_sub(t) < 1 << 31
+                    {
+                        st.3 = true;
+                        deliver = false;
+                    }
+                }
+                _ => {}
+            }
+        }
+        deliver
+    }));
+    let start = p.now;
+    let stats_before = p.assoc_a().stats().clone();
+    let mut sent = 0u64;
+    let mut received = 0u64;
+    let deadline = p.now + Duration::from_secs(10);
+    let done = p.run_until(deadline, |p| {
+        while sent < COUNT {
+            let data = message(sent, 1000);
+            if p.assoc_a().send(1, 0, false, &data).is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        while let Some(m) = p.assoc_b().recv() {
+            assert_eq!(m.data, message(received, 1000), "message {received}");
+            received += 1;
+        }
+        received == COUNT
+    });
+    assert!(done, "transfer did not finish");
+    let took = p.now - start;
+    // Let the last SACKs arrive.
+    p.run_for(Duration::from_millis(500));
+    let mut stats = p.assoc_a().stats().clone();
+    stats.t3_expirations -= stats_before.t3_expirations;
+    stats.tail_loss_probes -= stats_before.tail_loss_probes;
+    stats.fast_retransmits -= stats_before.fast_retransmits;
+    let paths = p.assoc_a().path_stats();
+    let tail_sent = seen.borrow().2;
+    TailRun {
+        stats,
+        took,
+        tail_sent,
+        paths,
+    }
+}
+
+/// RFC 8985 §7.2–7.3 (tail loss probe), per destination with CMT: the last packet of a
+/// transfer is lost, so no later data produces miss indications for it. The path's probe
+/// timeout (2·SRTT + 200 ms worst-case delayed ACK) retransmits it and the transfer ends
+/// without T3-rtx. Single-path SCTP keeps RFC 9260's rule and waits for the timeout
+/// (RTO.Min, 1 s); so does CMT with the probe turned off.
+#[test]
+fn cmt_tlp_rfc8985_7_3_lost_tail_recovered_without_t3() {
+    for pf in [true, false] {
+        let r = lose_the_tail(cmt(pf), TailDrop::Data);
+        eprintln!(
+            "CMT (PF {pf}): {:?} in {:?}, tail sent {} times",
+            r.stats, r.took, r.tail_sent
+        );
+        assert_eq!(r.tail_sent, 2, "original and probe");
+        assert_eq!(r.stats.t3_expirations, 0);
+        assert_eq!(r.stats.tail_loss_probes, 1);
+        assert!(r.took < Duration::from_millis(400), "{:?}", r.took);
+    }
+    let mut no_tlp = cmt(true);
+    if let Some(c) = no_tlp.cmt.as_mut() {
+        c.tail_loss_probe = false;
+    }
+    for cfg in [no_tlp, AssociationConfig::default()] {
+        let r = lose_the_tail(cfg, TailDrop::Data);
+        eprintln!(
+            "{:?} in {:?}, tail sent {} times",
+            r.stats, r.took, r.tail_sent
+        );
+        assert_eq!(r.stats.t3_expirations, 1);
+        assert_eq!(r.stats.tail_loss_probes, 0);
+        assert!(r.took >= Duration::from_millis(900), "{:?}", r.took);
+    }
+}
+
+/// RFC 8985 §7.4 (TLP loss detection): a probe that repaired a loss halves its path's
+/// window, as the fast retransmission it stands for would; a probe of a packet that had
+/// arrived (its SACK was lost) comes back as a duplicate TSN (RFC 9260 §3.3.4) and leaves
+/// the windows as they were.
+#[test]
+fn cmt_tlp_rfc8985_7_4_only_a_repaired_loss_reduces_the_window() {
+    let cwnds = |r: &TailRun| -> Vec<usize> { r.paths.iter().map(|p| p.cwnd).collect() };
+    let clean = lose_the_tail(cmt(true), TailDrop::Nothing);
+    assert_eq!(clean.stats.tail_loss_probes, 0, "{:?}", clean.stats);
+    // The lost SACK acknowledged both paths' last packets: each path probes its own tail.
+    let sack_lost = lose_the_tail(cmt(true), TailDrop::Sack);
+    assert!(
+        (1..=2).contains(&sack_lost.stats.tail_loss_probes),
+        "{:?}",
+        sack_lost.stats
+    );
+    assert_eq!(sack_lost.stats.t3_expirations, 0);
+    let data_lost = lose_the_tail(cmt(true), TailDrop::Data);
+    eprintln!(
+        "cwnd: clean {:?}, SACK lost {:?}, data lost {:?}",
+        cwnds(&clean),
+        cwnds(&sack_lost),
+        cwnds(&data_lost)
+    );
+    assert_eq!(cwnds(&sack_lost), cwnds(&clean));
+    let (c, d) = (cwnds(&clean), cwnds(&data_lost));
+    assert!(
+        c.iter().zip(&d).filter(|(c, d)| d < c).count() == 1,
+        "one path's window reduced: {c:?} -> {d:?}"
+    );
 }

@@ -660,6 +660,20 @@ pub mod onesided {
         pub iterations: usize,
         /// Frames each link direction holds waiting for the transmitter.
         pub queue: usize,
+        /// A fault injected into every transfer, to show that the byte check catches it
+        /// (`None` in every experiment).
+        pub fault: Option<Fault>,
+    }
+
+    /// A fault [`Setup::fault`] injects, for testing the check of the bytes that arrive.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Fault {
+        /// The data is placed one byte past its place in the target window (the RDMA
+        /// operation names target offset 1 instead of 0).
+        Misplace,
+        /// One byte of the target window is changed after the data is placed, before the
+        /// target looks at it (as a faulty DMA would).
+        Corrupt,
     }
 
     impl Setup {
@@ -673,6 +687,7 @@ pub mod onesided {
                 warmup: 2,
                 iterations: 5,
                 queue: 100,
+                fault: None,
             }
         }
 
@@ -695,6 +710,51 @@ pub mod onesided {
         pub points: Vec<(usize, Duration)>,
         /// Work completions in error.
         pub failed_completions: u64,
+        /// Bytes checked at their target and found as the origin sent them: every
+        /// operation's, warm-up included.
+        pub verified_bytes: u64,
+        /// The first transfer whose bytes did not arrive as sent; the curve stops there.
+        pub mismatch: Option<Mismatch>,
+    }
+
+    /// A transfer whose bytes did not arrive as sent.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    pub struct Mismatch {
+        /// Message size.
+        pub size: usize,
+        /// Operation number within the size (warm-up included).
+        pub iteration: usize,
+        /// Bytes that differ from what was sent.
+        pub wrong_bytes: usize,
+        /// The first of them.
+        pub first_offset: usize,
+    }
+
+    impl std::fmt::Display for Mismatch {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(
+                f,
+                "{} B transfer #{}: {} byte(s) not as sent, the first at offset {}",
+                self.size, self.iteration, self.wrong_bytes, self.first_offset
+            )
+        }
+    }
+
+    /// The bytes of operation `iteration` of size number `size_i` of `op`: a different
+    /// pattern for every transfer, so that bytes left over from an earlier one never pass.
+    fn pattern(op: Op, size_i: usize, iteration: usize, len: usize) -> Vec<u8> {
+        let mut x = (op as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            ^ ((size_i as u64) << 32)
+            ^ (iteration as u64)
+            | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
     }
 
     const CTL: usize = 8;
@@ -721,6 +781,11 @@ pub mod onesided {
         points: Vec<(usize, Duration)>,
         failed: u64,
         next_id: u64,
+        fault: Option<Fault>,
+        /// What the current operation must leave in its target window.
+        expected: Vec<u8>,
+        verified: u64,
+        mismatch: Option<Mismatch>,
     }
 
     impl Latency {
@@ -738,6 +803,75 @@ pub mod onesided {
                 points: Vec::new(),
                 failed: 0,
                 next_id: 0,
+                fault: setup.fault,
+                expected: Vec::new(),
+                verified: 0,
+                mismatch: None,
+            }
+        }
+
+        /// Where the operation places its data in the target window.
+        fn target_offset(&self) -> u64 {
+            u64::from(self.fault == Some(Fault::Misplace))
+        }
+
+        /// Before an operation: the source window holds this transfer's pattern, the target
+        /// window its complement (so a byte that never arrives is caught too).
+        fn prepare(&mut self) {
+            let Some(r) = &self.regions else {
+                return;
+            };
+            let size = self.size() as usize;
+            let want = pattern(self.op, self.size_i, self.iter, size);
+            let poison: Vec<u8> = want.iter().map(|x| !x).collect();
+            let (src, dst) = match self.op {
+                Op::Put => (&r.a_win, &r.b_win),
+                Op::GetRead | Op::GetWrite => (&r.b_win, &r.a_win),
+            };
+            let _ = src.buf().write_at(0, &want);
+            let _ = dst.buf().write_at(0, &poison);
+            self.expected = want;
+        }
+
+        /// After the notification (Put, Get via Write) or the Read's completion (Get via
+        /// Read): the target window must hold exactly what the origin sent.
+        fn check(&mut self) {
+            let Some(r) = &self.regions else {
+                return;
+            };
+            let win = match self.op {
+                Op::Put => &r.b_win,
+                Op::GetRead | Op::GetWrite => &r.a_win,
+            };
+            if self.fault == Some(Fault::Corrupt) && !self.expected.is_empty() {
+                let mut b = [0u8];
+                let _ = win.buf().read_at(0, &mut b);
+                let _ = win.buf().write_at(0, &[b[0] ^ 0x5a]);
+            }
+            let mut got = vec![0u8; self.expected.len()];
+            if win.buf().read_at(0, &mut got).is_err() {
+                got.iter_mut()
+                    .zip(&self.expected)
+                    .for_each(|(g, w)| *g = !w);
+            }
+            let wrong: Vec<usize> = got
+                .iter()
+                .zip(&self.expected)
+                .enumerate()
+                .filter(|(_, (g, w))| g != w)
+                .map(|(i, _)| i)
+                .collect();
+            if let Some(&first) = wrong.first() {
+                if self.mismatch.is_none() {
+                    self.mismatch = Some(Mismatch {
+                        size: self.expected.len(),
+                        iteration: self.iter,
+                        wrong_bytes: wrong.len(),
+                        first_offset: first,
+                    });
+                }
+            } else {
+                self.verified += self.expected.len() as u64;
             }
         }
 
@@ -752,8 +886,10 @@ pub mod onesided {
 
         /// The origin starts the next operation.
         fn start(&mut self, a: &mut Rnic, now: Duration) {
+            self.prepare();
             let size = self.size();
             let (w1, w2) = (self.id(), self.id());
+            let to = self.target_offset();
             let Some(r) = &self.regions else {
                 return;
             };
@@ -764,7 +900,7 @@ pub mod onesided {
                             w1,
                             vec![r.a_win.sge(0, size)],
                             r.b_win.stag(),
-                            r.b_win.to_at(0),
+                            r.b_win.to_at(to),
                         ))
                         .is_ok()
                         && a.eng
@@ -775,7 +911,7 @@ pub mod onesided {
                     .eng
                     .post_send(SendWr::read(
                         w1,
-                        vec![r.a_win.sge(0, size)],
+                        vec![r.a_win.sge(to, size)],
                         r.b_win.stag(),
                         r.b_win.to_at(0),
                     ))
@@ -826,7 +962,8 @@ pub mod onesided {
                 if a.eng.state() != QpState::Rts || b.eng.state() != QpState::Rts {
                     return;
                 }
-                let max = self.sizes.iter().copied().max().unwrap_or(1);
+                // One byte more than the largest size: room for a misplaced transfer.
+                let max = self.sizes.iter().copied().max().unwrap_or(1) + 1;
                 let r = Regions {
                     a_win: a.mr(max),
                     b_win: b.mr(max),
@@ -855,7 +992,12 @@ pub mod onesided {
                         continue;
                     }
                     self.repost(b, b_ctl);
+                    if self.op == Op::Put {
+                        // The notification came after the Write: the data is placed.
+                        self.check();
+                    }
                     let size = self.size();
+                    let to = self.target_offset();
                     let (w1, w2) = (self.id(), self.id());
                     let Some(r) = &self.regions else {
                         return;
@@ -870,7 +1012,7 @@ pub mod onesided {
                                 w1,
                                 vec![r.b_win.sge(0, size)],
                                 r.a_win.stag(),
-                                r.a_win.to_at(0),
+                                r.a_win.to_at(to),
                             ))
                             .and_then(|()| {
                                 b.eng.post_send(SendWr::send(
@@ -900,6 +1042,9 @@ pub mod onesided {
                     _ => false,
                 };
                 if done {
+                    if self.op != Op::Put {
+                        self.check();
+                    }
                     self.finish(now);
                 }
             }
@@ -909,7 +1054,7 @@ pub mod onesided {
         }
 
         fn done(&self) -> bool {
-            self.size_i >= self.sizes.len() || self.failed > 0
+            self.size_i >= self.sizes.len() || self.failed > 0 || self.mismatch.is_some()
         }
     }
 
@@ -929,6 +1074,8 @@ pub mod onesided {
             transport,
             points: w.points.clone(),
             failed_completions: w.failed,
+            verified_bytes: w.verified,
+            mismatch: w.mismatch.clone(),
         };
         match transport {
             Transport::Sctp1 | Transport::Sctp2 => {
@@ -1258,6 +1405,58 @@ mod tests {
                 large.push(big);
             }
             assert!(large[2] * 4 < large[1] * 3, "{op:?}: {large:?}");
+        }
+    }
+
+    /// The one-sided experiment checks every transfer's bytes at the target (after the
+    /// notification or the Read's completion): clean runs verify every byte of every
+    /// operation, warm-up included.
+    #[test]
+    fn one_sided_transfers_arrive_byte_for_byte() {
+        use onesided::{Op, Transport};
+        let mut setup = onesided::Setup::new(100_000_000);
+        setup.sizes = vec![2, 3000, 64 << 10];
+        setup.warmup = 1;
+        setup.iterations = 2;
+        let per_curve: u64 = setup.sizes.iter().map(|&s| 3 * s as u64).sum();
+        for op in Op::ALL {
+            for t in Transport::ALL {
+                let c = onesided::curve(&setup, op, t, 2).expect("run");
+                assert_eq!(c.mismatch, None, "{op:?} {t:?}");
+                assert_eq!(c.verified_bytes, per_curve, "{op:?} {t:?}");
+            }
+        }
+    }
+
+    /// A misplaced or corrupted placement is caught: the curve stops at the first transfer
+    /// and names it, the bytes that differ and where.
+    #[test]
+    fn one_sided_check_catches_misplaced_and_corrupted_data() {
+        use onesided::{Fault, Op, Transport};
+        let mut setup = onesided::Setup::new(100_000_000);
+        setup.sizes = vec![64, 4096];
+        setup.warmup = 0;
+        setup.iterations = 2;
+        for fault in [Fault::Misplace, Fault::Corrupt] {
+            setup.fault = Some(fault);
+            for op in Op::ALL {
+                for t in [Transport::Tcp, Transport::Sctp2] {
+                    let c = onesided::curve(&setup, op, t, 1).expect("run");
+                    let m = c
+                        .mismatch
+                        .clone()
+                        .unwrap_or_else(|| panic!("{fault:?} {op:?} {t:?} not caught"));
+                    assert_eq!((m.size, m.iteration), (64, 0), "{fault:?} {op:?} {t:?}");
+                    assert_eq!(m.first_offset, 0, "{fault:?} {op:?} {t:?}");
+                    match fault {
+                        // Shifted by one byte: (almost) every byte is wrong.
+                        Fault::Misplace => assert!(m.wrong_bytes > 32, "{m:?}"),
+                        Fault::Corrupt => assert_eq!(m.wrong_bytes, 1, "{m:?}"),
+                    }
+                    assert!(c.points.is_empty(), "the curve stops: {c:?}");
+                    assert_eq!(c.verified_bytes, 0);
+                }
+            }
         }
     }
 

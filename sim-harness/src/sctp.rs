@@ -82,6 +82,10 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "sctp-loss with Concurrent Multipath Transfer (CMT-PF): both paths carry data",
     ),
     (
+        "sctp-cmtnopf-loss",
+        "sctp-loss with plain CMT (no Potentially Failed state): both paths carry data",
+    ),
+    (
         "sctp-cmt-failover",
         "sctp-cmt-loss, and the primary path down at 0.3 s for good",
     ),
@@ -112,12 +116,14 @@ impl SctpScenario {
             deadline: Duration::from_secs(600),
             multipath: stack::addr::Multipath::Failover,
         };
-        let plain = match name.strip_prefix("sctp-cmt-") {
-            Some(rest) => {
-                s.multipath = stack::addr::Multipath::CmtPf;
-                format!("sctp-{rest}")
-            }
-            None => name.to_string(),
+        let plain = if let Some(rest) = name.strip_prefix("sctp-cmt-") {
+            s.multipath = stack::addr::Multipath::CmtPf;
+            format!("sctp-{rest}")
+        } else if let Some(rest) = name.strip_prefix("sctp-cmtnopf-") {
+            s.multipath = stack::addr::Multipath::Cmt;
+            format!("sctp-{rest}")
+        } else {
+            name.to_string()
         };
         match plain.as_str() {
             "sctp-clean" if s.multipath == stack::addr::Multipath::Failover => {}
@@ -172,6 +178,10 @@ pub struct SctpReport {
     pub path_events: Vec<(Duration, String)>,
     /// Link counters, per path: (A→B, B→A).
     pub counters: Vec<[LinkCounters; 2]>,
+    /// T3-rtx expirations of both hosts' associations.
+    pub t3_expirations: u64,
+    /// Fast retransmit events of both hosts' associations.
+    pub fast_retransmits: u64,
 }
 
 impl SctpReport {
@@ -523,6 +533,8 @@ pub(crate) struct PairEnd<'a, W> {
     pub(crate) counters: Vec<[LinkCounters; 2]>,
     /// A's association's counters, when it exists.
     pub(crate) stats: Option<sctp::AssociationStats>,
+    /// B's association's counters, when it exists.
+    pub(crate) stats_b: Option<sctp::AssociationStats>,
 }
 
 fn ep_config(
@@ -674,6 +686,10 @@ pub(crate) fn run_pair<W: Workload + 'static, R>(
         .assoc
         .and_then(|id| sim.node(ha).ep.association(id))
         .map(|x| x.stats().clone());
+    let stats_b = b
+        .assoc
+        .and_then(|id| sim.node(hb).ep.association(id))
+        .map(|x| x.stats().clone());
     Ok(finish(PairEnd {
         work: &w,
         a: &a,
@@ -682,6 +698,7 @@ pub(crate) fn run_pair<W: Workload + 'static, R>(
         now: Duration::from_nanos(sim.now().as_nanos()),
         counters,
         stats,
+        stats_b,
     }))
 }
 
@@ -737,6 +754,16 @@ pub fn run_captured(
             failed_completions: w.failed,
             path_events: path_events(end.a),
             counters: end.counters,
+            t3_expirations: [&end.stats, &end.stats_b]
+                .iter()
+                .filter_map(|x| x.as_ref())
+                .map(|x| x.t3_expirations)
+                .sum(),
+            fast_retransmits: [&end.stats, &end.stats_b]
+                .iter()
+                .filter_map(|x| x.as_ref())
+                .map(|x| x.fast_retransmits)
+                .sum(),
         }
     })
 }
