@@ -529,24 +529,15 @@ impl Rnic {
                 format!("device {name}: SCTP on a device takes IPv4 addresses"),
             )));
         }
-        let d = crate::addr::DevAddr {
-            kind: *kind,
-            device: name.clone(),
-            addr: std::net::SocketAddrV4::new(
-                v4.first()
-                    .copied()
-                    .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
-                s.port,
-            ),
-            local: None,
-            prefix: crate::addr::DEFAULT_DEV_PREFIX,
-            gateway: None,
-            mtu: None,
-            mac: None,
-            queue: 0,
-            native: false,
-            take_all: false,
-        };
+        let first = v4
+            .first()
+            .copied()
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
+        let d = crate::addr::DevAddr::new(
+            *kind,
+            name.clone(),
+            std::net::SocketAddrV4::new(first, s.port),
+        );
         let mut dev = self.device_for(&d, v4.first().copied())?;
         for ip in v4.iter().skip(1) {
             dev = self.device_for(&d, Some(*ip))?;

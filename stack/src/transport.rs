@@ -33,6 +33,7 @@ use crate::shared::{
     RnicConfig, RnicError, Slot, setup_event,
 };
 
+mod assoc_qp;
 pub(crate) mod ksctp;
 pub(crate) mod sctp;
 mod timers;
@@ -788,14 +789,7 @@ impl Core {
         let t = self.find_qp(&qp);
         match t.and_then(|t| self.conns.get(&t).map(|c| (t, c))) {
             Some((t, Conn::Active(_))) => {
-                {
-                    let mut s = qp.lock();
-                    if let Some(e) = s.engine.as_mut() {
-                        // Work posted before the disconnect still completes.
-                        qp.drain_rings(e);
-                        modify_engine(e, to);
-                    }
-                }
+                modify_qp(&qp, to);
                 self.service(shared, t, false, false);
             }
             Some((t, Conn::Connecting { .. })) => {
@@ -1703,6 +1697,16 @@ pub(crate) fn modify_engine(e: &mut QpEngine, to: QpState) {
         e.close();
     } else {
         let _ = e.modify(to);
+    }
+}
+
+/// Applies a disconnect or another consumer-requested transition to `qp`'s engine; work
+/// posted before it is taken in first, so it still completes.
+fn modify_qp(qp: &Arc<QpShared>, to: QpState) {
+    let mut s = qp.lock();
+    if let Some(e) = s.engine.as_mut() {
+        qp.drain_rings(e);
+        modify_engine(e, to);
     }
 }
 
