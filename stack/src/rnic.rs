@@ -610,21 +610,11 @@ impl Rnic {
     /// request, e.g. for a CRC or RTR mismatch; the Reply then has R = 1).
     pub fn accept(&self, req: ConnReqId, qp: &Qp, cfg: mpa::Config) -> Result<(), RnicError> {
         cfg.validate()?;
-        if !self
-            .shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&req)
-        {
+        if !self.shared.request_pending(req) {
             return Err(RnicError::UnknownRequest(req));
         }
         self.claim(qp)?;
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&req);
+        self.shared.withdraw_request(req);
         self.shared.command(Cmd::Accept(req, qp.inner.clone(), cfg));
         self.kick();
         Ok(())
@@ -633,13 +623,7 @@ impl Rnic {
     /// Rejects connection request `req`: an MPA Reply with R = 1 carrying `private_data` is
     /// sent and the connection closed.
     pub fn reject(&self, req: ConnReqId, private_data: &[u8]) -> Result<(), RnicError> {
-        if !self
-            .shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&req)
-        {
+        if !self.shared.withdraw_request(req) {
             return Err(RnicError::UnknownRequest(req));
         }
         self.shared.command(Cmd::Reject(req, private_data.to_vec()));

@@ -1071,7 +1071,7 @@ impl Core {
         if req.is_none() {
             match ConnFrame::parse(buf) {
                 Ok((request, _)) => {
-                    let id = ConnReqId(shared.next_req.fetch_add(1, Ordering::Relaxed));
+                    let id = shared.new_request_id();
                     tracing::info!(
                         %peer,
                         req = id.0,
@@ -1083,12 +1083,7 @@ impl Core {
                     *req = Some(id);
                     *deadline = None;
                     let local = sock.local_addr().unwrap_or(*peer);
-                    shared
-                        .pending
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(id);
-                    shared.publish(Event::ConnectRequest(ConnectRequest {
+                    shared.offer_request(ConnectRequest {
                         id,
                         listener: *listener,
                         peer: *peer,
@@ -1096,7 +1091,7 @@ impl Core {
                         private_data: request.private_data.clone(),
                         request: Some(request),
                         sctp: None,
-                    }));
+                    });
                 }
                 Err(FrameError::Truncated { .. }) if buf.len() <= MAX_REQUEST_BYTES => {}
                 // A malformed Request: the responder closes (RFC 5044 §7.1.2 leaves no
@@ -1110,11 +1105,7 @@ impl Core {
         let _ = now;
         if eof {
             if let Some(Conn::Incoming { req: Some(id), .. }) = self.conns.get(&t) {
-                shared
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(id);
+                shared.withdraw_request(*id);
             }
             self.remove(t);
         }
@@ -1780,6 +1771,37 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A fresh connection request id.
+    pub(crate) fn new_request_id(&self) -> ConnReqId {
+        ConnReqId(self.next_req.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Offers connection request `r` to the application: it stays pending until accepted
+    /// or rejected (or its connection ends first).
+    pub(crate) fn offer_request(&self, r: ConnectRequest) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(r.id);
+        self.publish(Event::ConnectRequest(r));
+    }
+
+    /// Whether connection request `req` is pending.
+    pub(crate) fn request_pending(&self, req: ConnReqId) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&req)
+    }
+
+    /// Takes connection request `req` off the pending ones; whether it was pending.
+    pub(crate) fn withdraw_request(&self, req: ConnReqId) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&req)
+    }
+
     /// Rings the doorbell: the core has work; wake the thread if it sleeps.
     pub(crate) fn ring(&self) {
         self.rung.store(true, Ordering::SeqCst);

@@ -17,7 +17,7 @@ use super::{Shared, drain_events, fail_connect};
 use crate::Instant;
 use crate::engine::{CloseReason, QpEngine, Setup};
 use crate::llp::sctp::SctpConfig;
-use crate::shared::{CmError, ConnReqId, ConnectRequest, Event, ListenerId, QpShared, SctpRequest};
+use crate::shared::{CmError, ConnReqId, ConnectRequest, ListenerId, QpShared, SctpRequest};
 
 /// A message a carrier received: its PPID, whether it came unordered, its payload.
 pub(super) type Received<'a> = (u32, bool, &'a [u8]);
@@ -67,11 +67,7 @@ pub(super) fn report_request(
     from: RequestFrom,
     (enhanced, private_data): Initiate,
 ) -> ConnReqId {
-    let id = ConnReqId(
-        shared
-            .next_req
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-    );
+    let id = shared.new_request_id();
     tracing::info!(
         peer = %from.peer,
         req = id.0,
@@ -79,12 +75,7 @@ pub(super) fn report_request(
         scheme = from.scheme,
         "DDP Stream Session Initiate received"
     );
-    shared
-        .pending
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(id);
-    shared.publish(Event::ConnectRequest(ConnectRequest {
+    shared.offer_request(ConnectRequest {
         id,
         listener: from.listener.unwrap_or(ListenerId(0)),
         peer: from.peer,
@@ -96,17 +87,8 @@ pub(super) fn report_request(
             peer_addrs: from.peer_addrs,
         }),
         private_data,
-    }));
+    });
     id
-}
-
-/// Forgets connection request `req` (its association ended before an answer).
-pub(super) fn forget_request(shared: &Shared, req: &ConnReqId) {
-    shared
-        .pending
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(req);
 }
 
 /// A QP engine for `qp` with its early receives posted; on failure the connection fails

@@ -1220,7 +1220,9 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Instant) -> bool {
                 );
             }
             Role::Qp { qp, .. } => assoc_qp::close(shared, qp, now, CloseReason::Reset),
-            Role::Requested { req } => assoc_qp::forget_request(shared, req),
+            Role::Requested { req } => {
+                shared.withdraw_request(*req);
+            }
             _ => {}
         }
         return true;
@@ -1290,7 +1292,7 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Instant) -> bool {
         Role::Requested { req } => {
             a.held.append(&mut msgs);
             if ended.is_some() {
-                assoc_qp::forget_request(shared, req);
+                shared.withdraw_request(*req);
                 return true;
             }
             false

@@ -889,7 +889,7 @@ impl SctpEp {
             AssocRole::Requested { req, held } => {
                 held.extend(msgs);
                 if gone {
-                    assoc_qp::forget_request(shared, req);
+                    shared.withdraw_request(*req);
                 }
                 gone
             }
