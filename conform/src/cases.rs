@@ -6,9 +6,9 @@ use ddp::{DdpCode, TaggedCode, UntaggedCode};
 use mpa::{ConnFrame, EnhancedData, FrameKind, RtrSet, RtrType};
 use rdmap::{Header, Message, OperationCode, ProtectionCode, RdmapCode, ReadRequest, TermCause};
 
-use crate::term::{self, Layout, PeerTerminate};
 use crate::wire::{Conn, ReplyOutcome, RxFpdu, RxOutcome};
 use crate::{Case, Ctx, Outcome, PeerApp, Verdict};
+use decode::terminate::{self as term, Layout, PeerTerminate};
 
 use Verdict::{Deviation, Fail, NotApplicable as NA, Pass};
 

@@ -33,7 +33,6 @@
 pub mod capture;
 mod cases;
 pub mod report;
-pub mod term;
 pub mod wire;
 
 use std::net::{SocketAddr, TcpListener};

@@ -48,6 +48,7 @@ pub mod json;
 pub mod record;
 pub mod sctp_decode;
 pub mod tcp;
+pub mod terminate;
 
 use record::describe_rtr;
 pub use record::{

@@ -334,14 +334,13 @@ fn low_bit_first_terminate(m: &Message<'_>, ulpdu: &[u8]) -> Option<LowBitFirst>
     if !matches!(m.header, Header::Terminate { .. }) {
         return None;
     }
-    let ctrl = ulpdu.get(ddp::UNTAGGED_HEADER_LEN..)?.first_chunk::<4>()?;
-    let (cause, m, d, r) = rdmap::low_bit_first_reading(*ctrl)?;
-    Some(LowBitFirst {
-        control: *ctrl,
-        cause,
-        m,
-        d,
-        r,
+    let t = crate::terminate::read(ulpdu)?;
+    (t.layout == crate::terminate::Layout::LowBitFirst).then_some(LowBitFirst {
+        control: t.control,
+        cause: t.cause,
+        m: t.m,
+        d: t.d,
+        r: t.r,
     })
 }
 

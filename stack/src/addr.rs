@@ -152,6 +152,28 @@ pub struct DevAddr {
     pub take_all: bool,
 }
 
+impl DevAddr {
+    /// `addr` on device `device` of kind `kind`, every option at its default: the
+    /// device's first address as the local one, a /24 prefix ([`DEFAULT_DEV_PREFIX`]), no
+    /// gateway, the device's MTU and the default MAC, AF_XDP queue 0 in generic mode taking
+    /// only the stack's addresses' frames.
+    pub fn new(kind: DevKind, device: impl Into<String>, addr: std::net::SocketAddrV4) -> Self {
+        DevAddr {
+            kind,
+            device: device.into(),
+            addr,
+            local: None,
+            prefix: DEFAULT_DEV_PREFIX,
+            gateway: None,
+            mtu: None,
+            mac: None,
+            queue: 0,
+            native: false,
+            take_all: false,
+        }
+    }
+}
+
 /// Default prefix length of a device address.
 pub const DEFAULT_DEV_PREFIX: u8 = 24;
 
@@ -432,23 +454,12 @@ fn parse_dev(scheme: &str, rest: &str, default_port: u16) -> Result<TransportAdd
     let ip: std::net::Ipv4Addr = host
         .parse()
         .map_err(|_| format!("{host:?} is not an IPv4 address (the device stack speaks IPv4)"))?;
-    let mut d = DevAddr {
-        kind: match scheme {
-            "tap" => DevKind::Tap,
-            "xdp" => DevKind::Xdp,
-            _ => DevKind::Attached,
-        },
-        device: device.to_string(),
-        addr: std::net::SocketAddrV4::new(ip, port),
-        local: None,
-        prefix: DEFAULT_DEV_PREFIX,
-        gateway: None,
-        mtu: None,
-        mac: None,
-        queue: 0,
-        native: false,
-        take_all: false,
+    let kind = match scheme {
+        "tap" => DevKind::Tap,
+        "xdp" => DevKind::Xdp,
+        _ => DevKind::Attached,
     };
+    let mut d = DevAddr::new(kind, device, std::net::SocketAddrV4::new(ip, port));
     for opt in query.split('&').filter(|o| !o.is_empty()) {
         let (k, v) = opt.split_once('=').ok_or("option without '='")?;
         let ipv4 = |v: &str| {

@@ -1826,29 +1826,29 @@ impl QpEngine {
     }
 
     fn on_read_request(&mut self, seg: &[u8], msg: &Message<'_>, req: ReadRequest) {
-        let ddp::Header::Untagged(u) = msg.ddp_header() else {
-            return;
-        };
-        if let Err(e) = self.check_untagged(&u, 0) {
-            self.fail_segment(TermCause::from(e), seg, None);
-            return;
-        }
-        let src = match self.mem.check_read_source(self.stream_owner(), &req) {
-            Ok(s) => s,
-            Err(cause) => {
-                self.fail_segment(cause, seg, None);
-                return;
-            }
-        };
-        if let Err(cause) = self.ird.admit() {
-            self.fail_segment(cause, seg, None);
-            return;
-        }
-        self.rx_msn[1] = ddp::next_msn(self.rx_msn[1]);
-        self.resp.push_back(RespJob::Read { req, src, sent: 0 });
+        self.on_responder_request(seg, msg, |e| {
+            let src = e.mem.check_read_source(e.stream_owner(), &req)?;
+            Ok(RespJob::Read { req, src, sent: 0 })
+        });
     }
 
     fn on_atomic_request(&mut self, seg: &[u8], msg: &Message<'_>, req: AtomicRequest) {
+        self.on_responder_request(seg, msg, |e| {
+            let target = e.mem.check_atomic(e.stream_owner(), &req)?;
+            Ok(RespJob::Atomic { req, target })
+        });
+    }
+
+    /// An inbound request the responder answers from its IRD queue (an RDMA Read Request
+    /// or an Atomic Request, both on untagged queue 1): the untagged segment checked, then
+    /// `check` validates the memory it names and gives the responder's job, then the IRD
+    /// admits it; any failure terminates the stream with its cause.
+    fn on_responder_request(
+        &mut self,
+        seg: &[u8],
+        msg: &Message<'_>,
+        check: impl FnOnce(&Self) -> Result<RespJob, TermCause>,
+    ) {
         let ddp::Header::Untagged(u) = msg.ddp_header() else {
             return;
         };
@@ -1856,8 +1856,8 @@ impl QpEngine {
             self.fail_segment(TermCause::from(e), seg, None);
             return;
         }
-        let target = match self.mem.check_atomic(self.stream_owner(), &req) {
-            Ok(t) => t,
+        let job = match check(self) {
+            Ok(job) => job,
             Err(cause) => {
                 self.fail_segment(cause, seg, None);
                 return;
@@ -1868,7 +1868,7 @@ impl QpEngine {
             return;
         }
         self.rx_msn[1] = ddp::next_msn(self.rx_msn[1]);
-        self.resp.push_back(RespJob::Atomic { req, target });
+        self.resp.push_back(job);
     }
 
     fn on_atomic_response(&mut self, seg: &[u8], msg: &Message<'_>, resp: AtomicResponse) {

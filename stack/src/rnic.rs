@@ -529,24 +529,15 @@ impl Rnic {
                 format!("device {name}: SCTP on a device takes IPv4 addresses"),
             )));
         }
-        let d = crate::addr::DevAddr {
-            kind: *kind,
-            device: name.clone(),
-            addr: std::net::SocketAddrV4::new(
-                v4.first()
-                    .copied()
-                    .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED),
-                s.port,
-            ),
-            local: None,
-            prefix: crate::addr::DEFAULT_DEV_PREFIX,
-            gateway: None,
-            mtu: None,
-            mac: None,
-            queue: 0,
-            native: false,
-            take_all: false,
-        };
+        let first = v4
+            .first()
+            .copied()
+            .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
+        let d = crate::addr::DevAddr::new(
+            *kind,
+            name.clone(),
+            std::net::SocketAddrV4::new(first, s.port),
+        );
         let mut dev = self.device_for(&d, v4.first().copied())?;
         for ip in v4.iter().skip(1) {
             dev = self.device_for(&d, Some(*ip))?;
@@ -619,21 +610,11 @@ impl Rnic {
     /// request, e.g. for a CRC or RTR mismatch; the Reply then has R = 1).
     pub fn accept(&self, req: ConnReqId, qp: &Qp, cfg: mpa::Config) -> Result<(), RnicError> {
         cfg.validate()?;
-        if !self
-            .shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&req)
-        {
+        if !self.shared.request_pending(req) {
             return Err(RnicError::UnknownRequest(req));
         }
         self.claim(qp)?;
-        self.shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&req);
+        self.shared.withdraw_request(req);
         self.shared.command(Cmd::Accept(req, qp.inner.clone(), cfg));
         self.kick();
         Ok(())
@@ -642,13 +623,7 @@ impl Rnic {
     /// Rejects connection request `req`: an MPA Reply with R = 1 carrying `private_data` is
     /// sent and the connection closed.
     pub fn reject(&self, req: ConnReqId, private_data: &[u8]) -> Result<(), RnicError> {
-        if !self
-            .shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&req)
-        {
+        if !self.shared.withdraw_request(req) {
             return Err(RnicError::UnknownRequest(req));
         }
         self.shared.command(Cmd::Reject(req, private_data.to_vec()));

@@ -33,6 +33,7 @@ use crate::shared::{
     RnicConfig, RnicError, Slot, setup_event,
 };
 
+mod assoc_qp;
 pub(crate) mod ksctp;
 pub(crate) mod sctp;
 mod timers;
@@ -788,14 +789,7 @@ impl Core {
         let t = self.find_qp(&qp);
         match t.and_then(|t| self.conns.get(&t).map(|c| (t, c))) {
             Some((t, Conn::Active(_))) => {
-                {
-                    let mut s = qp.lock();
-                    if let Some(e) = s.engine.as_mut() {
-                        // Work posted before the disconnect still completes.
-                        qp.drain_rings(e);
-                        modify_engine(e, to);
-                    }
-                }
+                modify_qp(&qp, to);
                 self.service(shared, t, false, false);
             }
             Some((t, Conn::Connecting { .. })) => {
@@ -1077,7 +1071,7 @@ impl Core {
         if req.is_none() {
             match ConnFrame::parse(buf) {
                 Ok((request, _)) => {
-                    let id = ConnReqId(shared.next_req.fetch_add(1, Ordering::Relaxed));
+                    let id = shared.new_request_id();
                     tracing::info!(
                         %peer,
                         req = id.0,
@@ -1089,12 +1083,7 @@ impl Core {
                     *req = Some(id);
                     *deadline = None;
                     let local = sock.local_addr().unwrap_or(*peer);
-                    shared
-                        .pending
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(id);
-                    shared.publish(Event::ConnectRequest(ConnectRequest {
+                    shared.offer_request(ConnectRequest {
                         id,
                         listener: *listener,
                         peer: *peer,
@@ -1102,7 +1091,7 @@ impl Core {
                         private_data: request.private_data.clone(),
                         request: Some(request),
                         sctp: None,
-                    }));
+                    });
                 }
                 Err(FrameError::Truncated { .. }) if buf.len() <= MAX_REQUEST_BYTES => {}
                 // A malformed Request: the responder closes (RFC 5044 §7.1.2 leaves no
@@ -1116,11 +1105,7 @@ impl Core {
         let _ = now;
         if eof {
             if let Some(Conn::Incoming { req: Some(id), .. }) = self.conns.get(&t) {
-                shared
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(id);
+                shared.withdraw_request(*id);
             }
             self.remove(t);
         }
@@ -1706,6 +1691,16 @@ pub(crate) fn modify_engine(e: &mut QpEngine, to: QpState) {
     }
 }
 
+/// Applies a disconnect or another consumer-requested transition to `qp`'s engine; work
+/// posted before it is taken in first, so it still completes.
+fn modify_qp(qp: &Arc<QpShared>, to: QpState) {
+    let mut s = qp.lock();
+    if let Some(e) = s.engine.as_mut() {
+        qp.drain_rings(e);
+        modify_engine(e, to);
+    }
+}
+
 #[derive(Debug)]
 pub(crate) enum Cmd {
     Listen(ListenerId, std::net::TcpListener),
@@ -1776,6 +1771,37 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// A fresh connection request id.
+    pub(crate) fn new_request_id(&self) -> ConnReqId {
+        ConnReqId(self.next_req.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Offers connection request `r` to the application: it stays pending until accepted
+    /// or rejected (or its connection ends first).
+    pub(crate) fn offer_request(&self, r: ConnectRequest) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(r.id);
+        self.publish(Event::ConnectRequest(r));
+    }
+
+    /// Whether connection request `req` is pending.
+    pub(crate) fn request_pending(&self, req: ConnReqId) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&req)
+    }
+
+    /// Takes connection request `req` off the pending ones; whether it was pending.
+    pub(crate) fn withdraw_request(&self, req: ConnReqId) -> bool {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&req)
+    }
+
     /// Rings the doorbell: the core has work; wake the thread if it sleeps.
     pub(crate) fn ring(&self) {
         self.rung.store(true, Ordering::SeqCst);

@@ -43,17 +43,14 @@ use nix::sys::socket::{
     SockaddrIn, sockopt,
 };
 use nix::{getsockopt_impl, setsockopt_impl, sockopt_impl};
-use sctp::ddp_adapt::{self, PeerAdaptation, StreamSession};
+use sctp::ddp_adapt::{self, PeerAdaptation};
 
 use super::Shared;
+use super::assoc_qp::{self, Initiate, RequestFrom};
 use super::{Conn, Core, fail_connect};
 use crate::addr::SctpAddr;
-use crate::engine::{CloseReason, QpEngine, Setup};
-use crate::llp::sctp::SctpConfig;
-use crate::shared::{
-    CmError, ConnReqId, ConnectRequest, Event, ListenerId, PathChange, QpShared, RnicConfig,
-    SctpRequest,
-};
+use crate::engine::CloseReason;
+use crate::shared::{CmError, ConnReqId, Event, ListenerId, PathChange, QpShared, RnicConfig};
 
 /// How long a new association may take to deliver its Session Initiate.
 const INITIATE_TIMEOUT: Duration = mpa::negotiate::REQUEST_TIMEOUT;
@@ -876,28 +873,6 @@ impl KAssoc {
     }
 }
 
-/// What a Session Initiate carries: the RFC 6581 (IRD, ORD) if enhanced, the private data.
-type Initiate = (Option<(u16, u16)>, Vec<u8>);
-
-/// The Session Initiate in a message, or `None` if it is not a valid Initiate.
-fn parse_initiate(ppid: u32, data: &[u8]) -> Option<Initiate> {
-    if ppid != ddp_adapt::PPID_DDP_STREAM_SESSION_CONTROL {
-        return None;
-    }
-    let c = ddp_adapt::SessionControl::parse(data).ok()?;
-    match c.function {
-        ddp_adapt::FunctionCode::Initiate => Some((None, c.private_data)),
-        ddp_adapt::FunctionCode::EnhancedInitiate => {
-            let e = mpa::EnhancedData::parse(&c.private_data)?;
-            Some((
-                Some((e.ird, e.ord)),
-                c.private_data.get(ddp_adapt::ENHANCED_DATA_LEN..)?.to_vec(),
-            ))
-        }
-        _ => None,
-    }
-}
-
 fn qp_span(qp: &QpShared, a: &KAssoc) -> tracing::Span {
     tracing::info_span!(
         "qp",
@@ -1080,24 +1055,20 @@ impl Core {
             return false;
         };
         let seg = segment_size(&a.sock, a.mtu);
-        let setup = Setup::SctpResponder(SctpConfig::from_mpa(cfg, seg));
-        match new_engine(shared, qp, setup, now) {
-            Some(mut engine) => {
-                for (info, m) in a.held.drain(..) {
-                    engine.handle_message(now, info.ppid, info.unordered, &m);
-                }
-                install(qp, engine);
-                a.role = Role::Qp {
-                    qp: qp.clone(),
-                    shut: false,
-                    span: qp_span(qp, a),
-                };
-                self.service_ksctp(shared, t);
-            }
-            None => {
-                a.abort_on_close();
-                self.remove_ksctp(t);
-            }
+        let held = std::mem::take(&mut a.held);
+        let held = held
+            .iter()
+            .map(|(i, m)| (i.ppid, i.unordered, m.as_slice()));
+        if assoc_qp::start_responder(shared, qp, cfg, seg, held, now) {
+            a.role = Role::Qp {
+                qp: qp.clone(),
+                shut: false,
+                span: qp_span(qp, a),
+            };
+            self.service_ksctp(shared, t);
+        } else {
+            a.abort_on_close();
+            self.remove_ksctp(t);
         }
         true
     }
@@ -1115,17 +1086,13 @@ impl Core {
         let Ksctp::Assoc(a) = &mut **k else {
             return false;
         };
-        let mut s = StreamSession::listen(0, ddp_adapt::MIN_USER_DATA);
-        for (info, m) in a.held.drain(..) {
-            let _ = s.receive(info.ppid, info.unordered, &m);
-        }
-        let mut reply = Vec::new();
-        if s.enhanced() {
-            reply.extend_from_slice(&[0; ddp_adapt::ENHANCED_DATA_LEN]);
-        }
-        reply.extend_from_slice(&pd[..pd.len().min(ddp_adapt::MAX_PRIVATE_DATA - reply.len())]);
-        let _ = s.reject(&reply);
-        for o in s.poll_outgoing() {
+        let held = std::mem::take(&mut a.held);
+        let out = assoc_qp::reject_messages(
+            held.iter()
+                .map(|(i, m)| (i.ppid, i.unordered, m.as_slice())),
+            pd,
+        );
+        for o in out {
             let _ = a.send(o.stream, o.ppid, &o.data);
         }
         a.shutdown();
@@ -1154,13 +1121,7 @@ impl Core {
             fail_connect(shared, qp, CmError::Aborted);
             return true;
         }
-        {
-            let mut s = qp.lock();
-            if let Some(e) = s.engine.as_mut() {
-                qp.drain_rings(e);
-                super::modify_engine(e, to);
-            }
-        }
+        super::modify_qp(qp, to);
         self.service_ksctp(shared, t);
         true
     }
@@ -1180,12 +1141,7 @@ impl Core {
             }
         }
         self.remove_ksctp(t);
-        let mut s = qp.lock();
-        if let Some(eng) = s.engine.as_mut() {
-            qp.publish_engine(eng, false);
-            eng.handle_closed(now, CloseReason::Local);
-        }
-        super::drain_events(shared, qp, s.engine.as_mut());
+        assoc_qp::close(shared, qp, now, CloseReason::Local);
         true
     }
 
@@ -1197,15 +1153,7 @@ impl Core {
         {
             a.abort_on_close();
             match &a.role {
-                Role::Qp { qp, .. } => {
-                    let qp = qp.clone();
-                    let mut s = qp.lock();
-                    if let Some(eng) = s.engine.as_mut() {
-                        qp.publish_engine(eng, false);
-                        eng.handle_closed(now, CloseReason::Local);
-                    }
-                    super::drain_events(shared, &qp, s.engine.as_mut());
-                }
+                Role::Qp { qp, .. } => assoc_qp::close(shared, qp, now, CloseReason::Local),
                 Role::Connecting { qp, .. } => fail_connect(shared, qp, CmError::Aborted),
                 _ => {}
             }
@@ -1244,29 +1192,6 @@ impl Core {
     }
 }
 
-/// Puts `engine` into `qp`'s slot and opens its doorbell rings.
-fn install(qp: &Arc<QpShared>, mut engine: QpEngine) {
-    let mut s = qp.lock();
-    qp.publish_engine(&mut engine, true);
-    s.engine = Some(engine);
-}
-
-fn new_engine(shared: &Shared, qp: &Arc<QpShared>, setup: Setup, now: Instant) -> Option<QpEngine> {
-    let cfg = super::qp_config(shared, qp, crate::engine::DEFAULT_EMSS);
-    match QpEngine::new(cfg, shared.mem.clone(), setup, now) {
-        Ok(mut engine) => {
-            let mut s = qp.lock();
-            super::post_early_receives(qp, &mut s, &mut engine);
-            Some(engine)
-        }
-        Err(e) => {
-            qp.flush_early();
-            fail_connect(shared, qp, CmError::Tcp(format!("engine: {e}")));
-            None
-        }
-    }
-}
-
 /// One pass of an association after a read; true when it is over (the socket is closed
 /// when the caller drops it).
 fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Instant) -> bool {
@@ -1294,13 +1219,9 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Instant) -> bool {
                     ),
                 );
             }
-            Role::Qp { qp, .. } => close_engine(shared, qp, now, CloseReason::Reset),
+            Role::Qp { qp, .. } => assoc_qp::close(shared, qp, now, CloseReason::Reset),
             Role::Requested { req } => {
-                shared
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(req);
+                shared.withdraw_request(*req);
             }
             _ => {}
         }
@@ -1323,14 +1244,12 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Instant) -> bool {
             if !a.up {
                 return false;
             }
-            let (qp, cfg) = (qp.clone(), cfg.clone());
+            let qp = qp.clone();
             let seg = segment_size(&a.sock, a.mtu);
-            let setup = Setup::SctpInitiator(SctpConfig::from_mpa(&cfg, seg));
-            let Some(engine) = new_engine(shared, &qp, setup, now) else {
+            if !assoc_qp::start_initiator(shared, &qp, cfg, seg, now) {
                 a.abort_on_close();
                 return true;
-            };
-            install(&qp, engine);
+            }
             let span = qp_span(&qp, a);
             span.in_scope(|| {
                 tracing::debug!(
@@ -1357,9 +1276,9 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Instant) -> bool {
                 }
                 return false;
             };
-            match parse_initiate(info.ppid, first) {
-                Some((enhanced, pd)) => {
-                    let req = report_initiate(shared, a, enhanced, pd);
+            match assoc_qp::parse_initiate(info.ppid, first) {
+                Some(initiate) => {
+                    let req = report_initiate(shared, a, initiate);
                     a.role = Role::Requested { req };
                     false
                 }
@@ -1373,11 +1292,7 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Instant) -> bool {
         Role::Requested { req } => {
             a.held.append(&mut msgs);
             if ended.is_some() {
-                shared
-                    .pending
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(req);
+                shared.withdraw_request(*req);
                 return true;
             }
             false
@@ -1396,48 +1311,17 @@ fn step(shared: &Shared, a: &mut KAssoc, rx: Received, now: Instant) -> bool {
     }
 }
 
-fn close_engine(shared: &Shared, qp: &Arc<QpShared>, now: Instant, reason: CloseReason) {
-    let mut s = qp.lock();
-    if let Some(eng) = s.engine.as_mut() {
-        eng.handle_closed(now, reason);
-        super::drain_events(shared, qp, Some(&mut *eng));
-        qp.publish_engine(eng, false);
-    }
-}
-
 /// A connection request for the application from the Initiate on `a`.
-fn report_initiate(
-    shared: &Shared,
-    a: &KAssoc,
-    enhanced: Option<(u16, u16)>,
-    pd: Vec<u8>,
-) -> ConnReqId {
-    let rid = ConnReqId(
-        shared
-            .next_req
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-    );
+fn report_initiate(shared: &Shared, a: &KAssoc, initiate: Initiate) -> ConnReqId {
     let peer = a.peer();
-    tracing::info!(%peer, req = rid.0, ?enhanced, "DDP Stream Session Initiate received (kernel SCTP)");
-    shared
-        .pending
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(rid);
-    shared.publish(Event::ConnectRequest(ConnectRequest {
-        id: rid,
-        listener: a.listener.unwrap_or(ListenerId(0)),
+    let from = RequestFrom {
+        listener: a.listener,
         peer,
+        peer_addrs: vec![peer.ip()],
         local: a.local(),
-        request: None,
-        sctp: Some(SctpRequest {
-            scheme: "ksctp",
-            enhanced,
-            peer_addrs: vec![peer.ip()],
-        }),
-        private_data: pd,
-    }));
-    rid
+        scheme: "ksctp",
+    };
+    assoc_qp::report_request(shared, from, initiate)
 }
 
 /// Moves a QP's messages both ways; true when the association is over.
@@ -1497,12 +1381,7 @@ fn drive(
             // Whatever is left of the association goes with an ABORT.
             a.abort_on_close();
         }
-        let reason = if was_shut && reason == CloseReason::PeerClosed {
-            CloseReason::Local
-        } else {
-            reason
-        };
-        eng.handle_closed(now, reason);
+        eng.handle_closed(now, assoc_qp::end_reason(was_shut, reason));
         finished = true;
     } else if finished {
         eng.handle_closed(now, CloseReason::Reset);

@@ -24,20 +24,19 @@ use std::time::Duration;
 
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
-use sctp::ddp_adapt::{self, PeerAdaptation, SessionControl, StreamSession};
+use sctp::ddp_adapt::{self, PeerAdaptation};
 use sctp::{AssocId, Endpoint, EndpointConfig, Instant, Message, State};
 use sctp_io::driver::{PacketIo, engine_addr};
 use sctp_io::net::Transport;
 
 use super::Shared;
+use super::assoc_qp::{self, Initiate, RequestFrom};
 use super::{Conn, Core, fail_connect};
 use crate::addr::{Multipath, SctpAddr, SctpEncap, route_source};
 use crate::device::{self, SharedDev};
-use crate::engine::{CloseReason, QpEngine, Setup};
-use crate::llp::sctp::SctpConfig;
+use crate::engine::CloseReason;
 use crate::shared::{
-    CmError, ConnReqId, ConnStatus, ConnectRequest, Event, ListenerId, PathChange, QpShared,
-    RnicConfig, SctpRequest,
+    CmError, ConnReqId, ConnStatus, Event, ListenerId, PathChange, QpShared, RnicConfig,
 };
 
 /// How long a new association may take to deliver its Session Initiate.
@@ -547,11 +546,9 @@ impl Core {
             }
         };
         let seg = max_segment(c.mtu, c.remote.is_ipv6(), overhead);
-        let setup = Setup::SctpInitiator(SctpConfig::from_mpa(&cfg, seg));
-        let Some(engine) = self.new_engine(shared, &qp, setup, now) else {
+        if !assoc_qp::start_initiator(shared, &qp, &cfg, seg, now) {
             return;
-        };
-        install(&qp, engine);
+        }
         let mut e = SctpEp {
             ep,
             io: c.io,
@@ -628,21 +625,12 @@ impl Core {
                 span,
             },
         );
-        let setup = Setup::SctpResponder(SctpConfig::from_mpa(cfg, seg));
-        match self.new_engine(shared, qp, setup, now) {
-            Some(mut engine) => {
-                for m in held {
-                    engine.handle_message(now, m.ppid, m.unordered, &m.data);
-                }
-                install(qp, engine);
-            }
-            None => {
-                if let Some(Conn::Sctp(e)) = self.conns.get_mut(&key)
-                    && let Some(a) = e.ep.association_mut(id)
-                {
-                    a.abort();
-                }
-            }
+        let held = held.iter().map(|m| (m.ppid, m.unordered, m.data.as_ref()));
+        if !assoc_qp::start_responder(shared, qp, cfg, seg, held, now)
+            && let Some(Conn::Sctp(e)) = self.conns.get_mut(&key)
+            && let Some(a) = e.ep.association_mut(id)
+        {
+            a.abort();
         }
         self.service_sctp(shared, key);
         true
@@ -658,20 +646,12 @@ impl Core {
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
             return false;
         };
-        // A session of its own answers the Initiate: Reject (enhanced if the Initiate was,
-        // with zero IRD/ORD before the private data, RFC 6581 §7).
-        let mut s = StreamSession::listen(0, ddp_adapt::MIN_USER_DATA);
-        for m in &held {
-            let _ = s.receive(m.ppid, m.unordered, &m.data);
-        }
-        let mut reply = Vec::new();
-        if s.enhanced() {
-            reply.extend_from_slice(&[0; ddp_adapt::ENHANCED_DATA_LEN]);
-        }
-        reply.extend_from_slice(&pd[..pd.len().min(ddp_adapt::MAX_PRIVATE_DATA - reply.len())]);
-        let _ = s.reject(&reply);
+        let out = assoc_qp::reject_messages(
+            held.iter().map(|m| (m.ppid, m.unordered, m.data.as_ref())),
+            pd,
+        );
         if let Some(a) = e.ep.association_mut(id) {
-            for o in s.poll_outgoing() {
+            for o in out {
                 let _ = a.send(o.stream, o.ppid, true, &o.data);
             }
             a.shutdown(now);
@@ -704,13 +684,7 @@ impl Core {
         let Some(key) = self.sctp_with(|e| e.has_qp(qp)) else {
             return false;
         };
-        {
-            let mut s = qp.lock();
-            if let Some(e) = s.engine.as_mut() {
-                qp.drain_rings(e);
-                super::modify_engine(e, to);
-            }
-        }
+        super::modify_qp(qp, to);
         self.service_sctp(shared, key);
         true
     }
@@ -731,13 +705,7 @@ impl Core {
             e.assocs.remove(&id);
             e.io.flush(&mut e.ep, now);
         }
-        let mut s = qp.lock();
-        if let Some(eng) = s.engine.as_mut() {
-            qp.publish_engine(eng, false);
-            eng.handle_closed(now, CloseReason::Local);
-        }
-        super::drain_events(shared, qp, s.engine.as_mut());
-        drop(s);
+        assoc_qp::close(shared, qp, now, CloseReason::Local);
         let drop_ep = matches!(self.conns.get(&key), Some(Conn::Sctp(e)) if e.listener.is_none() && e.assocs.is_empty());
         if drop_ep {
             self.remove_sctp(key);
@@ -754,12 +722,7 @@ impl Core {
                     a.abort();
                 }
                 if let AssocRole::Qp { qp, .. } = r {
-                    let mut s = qp.lock();
-                    if let Some(eng) = s.engine.as_mut() {
-                        qp.publish_engine(eng, false);
-                        eng.handle_closed(now, CloseReason::Local);
-                    }
-                    super::drain_events(shared, &qp, s.engine.as_mut());
+                    assoc_qp::close(shared, &qp, now, CloseReason::Local);
                 }
             }
             e.io.flush(&mut e.ep, now);
@@ -776,28 +739,6 @@ impl Core {
                 .map(|a| a.buffered_amount() as u64),
             _ => None,
         })
-    }
-
-    fn new_engine(
-        &mut self,
-        shared: &Shared,
-        qp: &Arc<QpShared>,
-        setup: Setup,
-        now: Instant,
-    ) -> Option<QpEngine> {
-        let cfg = super::qp_config(shared, qp, crate::engine::DEFAULT_EMSS);
-        match QpEngine::new(cfg, shared.mem.clone(), setup, now) {
-            Ok(mut engine) => {
-                let mut s = qp.lock();
-                super::post_early_receives(qp, &mut s, &mut engine);
-                Some(engine)
-            }
-            Err(e) => {
-                qp.flush_early();
-                fail_connect(shared, qp, CmError::Tcp(format!("engine: {e}")));
-                None
-            }
-        }
     }
 
     /// Services the endpoint with key `key`: packets, timers, associations, QPs.
@@ -948,11 +889,7 @@ impl SctpEp {
             AssocRole::Requested { req, held } => {
                 held.extend(msgs);
                 if gone {
-                    shared
-                        .pending
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .remove(req);
+                    shared.withdraw_request(*req);
                 }
                 gone
             }
@@ -1023,10 +960,8 @@ impl SctpEp {
             }
             return Waited::Waiting;
         };
-        match parse_initiate(first.ppid, &first.data) {
-            Some((enhanced, pd)) => {
-                Waited::Requested(self.report_initiate(shared, id, enhanced, pd))
-            }
+        match assoc_qp::parse_initiate(first.ppid, &first.data) {
+            Some(initiate) => Waited::Requested(self.report_initiate(shared, id, initiate)),
             None => {
                 // Not an Initiate (RFC 5043 §6.1): end the session.
                 if let Some(a) = self.ep.association_mut(id) {
@@ -1039,18 +974,7 @@ impl SctpEp {
 
     /// A Session Initiate arrived on association `id`: a connection request for the
     /// application.
-    fn report_initiate(
-        &self,
-        shared: &Shared,
-        id: AssocId,
-        enhanced: Option<(u16, u16)>,
-        pd: Vec<u8>,
-    ) -> ConnReqId {
-        let rid = ConnReqId(
-            shared
-                .next_req
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        );
+    fn report_initiate(&self, shared: &Shared, id: AssocId, initiate: Initiate) -> ConnReqId {
         let none = SocketAddr::from(([0, 0, 0, 0], 0));
         let (peer, peer_addrs, local) = match self.ep.association(id) {
             Some(a) => {
@@ -1067,26 +991,14 @@ impl SctpEp {
             }
             None => (none, Vec::new(), none),
         };
-        tracing::info!(%peer, req = rid.0, ?enhanced, "DDP Stream Session Initiate received");
-        shared
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(rid);
-        shared.publish(Event::ConnectRequest(ConnectRequest {
-            id: rid,
-            listener: self.listener.unwrap_or(ListenerId(0)),
+        let from = RequestFrom {
+            listener: self.listener,
             peer,
+            peer_addrs,
             local,
-            request: None,
-            sctp: Some(SctpRequest {
-                scheme: self.scheme,
-                enhanced,
-                peer_addrs,
-            }),
-            private_data: pd,
-        }));
-        rid
+            scheme: self.scheme,
+        };
+        assoc_qp::report_request(shared, from, initiate)
     }
 }
 
@@ -1110,36 +1022,6 @@ fn qp_span(qp: &QpShared, ep: &Endpoint, id: AssocId) -> tracing::Span {
         vtag = a.map(|a| a.local_tag()),
         peer = ?a.map(|a| a.remote_addresses()),
     )
-}
-
-/// Puts `engine` into `qp`'s slot and opens its doorbell rings.
-fn install(qp: &Arc<QpShared>, mut engine: QpEngine) {
-    let mut s = qp.lock();
-    qp.publish_engine(&mut engine, true);
-    s.engine = Some(engine);
-}
-
-/// What a Session Initiate carries: the RFC 6581 (IRD, ORD) if enhanced, the ULP private
-/// data.
-type Initiate = (Option<(u16, u16)>, Vec<u8>);
-
-/// The Session Initiate in a message, or `None` if it is not a valid Initiate.
-fn parse_initiate(ppid: u32, data: &[u8]) -> Option<Initiate> {
-    if ppid != ddp_adapt::PPID_DDP_STREAM_SESSION_CONTROL {
-        return None;
-    }
-    let c = SessionControl::parse(data).ok()?;
-    match c.function {
-        ddp_adapt::FunctionCode::Initiate => Some((None, c.private_data)),
-        ddp_adapt::FunctionCode::EnhancedInitiate => {
-            let e = mpa::EnhancedData::parse(&c.private_data)?;
-            Some((
-                Some((e.ird, e.ord)),
-                c.private_data.get(ddp_adapt::ENHANCED_DATA_LEN..)?.to_vec(),
-            ))
-        }
-        _ => None,
-    }
 }
 
 /// Moves a QP's messages both ways; true when the association is over.
@@ -1203,12 +1085,7 @@ fn drive_qp(
         }
     }
     if let Some(reason) = end.or(vanished.then_some(CloseReason::Reset)) {
-        let reason = if *shut && reason == CloseReason::PeerClosed {
-            CloseReason::Local
-        } else {
-            reason
-        };
-        eng.handle_closed(now, reason);
+        eng.handle_closed(now, assoc_qp::end_reason(*shut, reason));
         finished = true;
     }
     if finished && qp.status() == ConnStatus::Connecting {

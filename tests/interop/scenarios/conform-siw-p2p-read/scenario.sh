@@ -1,15 +1,6 @@
-# shellcheck shell=bash disable=SC2034,SC2016 # variables read by lab.sh; the host command is expanded there
-# `softrnic conform` against siw[p2p-read] (g1) both ways: its catalogue with siw's persistent rping
-# server as responder, then with siw's rping client as initiator (one connection per case); see
-# conform/host.sh and conform/guest.sh. The check (conform/check.sh) compares both JSON reports
-# with conform/expect/p2p-read.json: every case's verdict, and the reason of every non-PASS.
-SCENARIO_GUESTS=1
-SCENARIO_GUEST_SCRIPT=conform/guest.sh
-SCENARIO_SIW_PATCH=p2p-read
-SCENARIO_DIRECTION="softrnic conform <-> siw[${SCENARIO_SIW_PATCH:-stock}](g1)"
-SCENARIO_TIMEOUT=720
-SCENARIO_HOST_CMD='"$LAB_ROOT/conform/host.sh"'
-
-scenario_check() {
-    "$LAB_ROOT/conform/check.sh" p2p-read
-}
+# shellcheck shell=bash
+# `softrnic conform` against siw[p2p-read] (g1) both ways, checked against conform/expect/p2p-read.json:
+# see lib/conform-scenario.sh.
+# shellcheck source=../../lib/conform-scenario.sh
+source "$LAB_ROOT/lib/conform-scenario.sh"
+conform_scenario p2p-read

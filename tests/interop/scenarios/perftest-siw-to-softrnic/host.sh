@@ -25,7 +25,7 @@ while read -r tag tool port size iters expect opts; do
     if [[ $expect == ok ]]; then
         [[ $src == 0 && $crc == 0 ]] || { echo "FAIL: $tag"; tail -n 5 "$log"; rc=1; }
     else
-        echo "note: $tag expected to block (RFC 5044 §7.1.2, see runs.sh): server $src, client $crc$([[ $src == 0 && $crc == 0 ]] && echo ' - it passed after all')" | tee -a expected.txt
+        echo "note: $tag expected to block (RFC 5044 §7.1.2, see lib/perftest-runs.sh): server $src, client $crc$([[ $src == 0 && $crc == 0 ]] && echo ' - it passed after all')" | tee -a expected.txt
     fi
 done <<<"$(pt_runs)"
 exit "$rc"

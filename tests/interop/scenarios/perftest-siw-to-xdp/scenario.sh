@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034,SC2016 # variables read by lab.sh; the host command is expanded there
 # siw's perftest clients (g1) -> softrnic's perftest-style servers on AF_XDP (softrnic's own
 # TCP/IP on the veth vx0 on the lab bridge, 10.99.0.11; see tools/xdp-host.sh), perftest's -R
-# protocol. Runs (runs.sh): send_bw, send_lat, write_bw, read_bw, read_lat, sizes 2 and 65536
+# protocol. Runs (runs.sh, lib/perftest-runs.sh): send_bw, send_lat, write_bw, read_bw, read_lat, sizes 2 and 65536
 # B, -n 10, each on its own port. The guests know 10.99.0.11 as the host. Passes when every run
 # exits 0 on both sides and the capture of the bridge holds two MPA connections per run from
 # g1, decodes without errors and with tshark's opcode counts.

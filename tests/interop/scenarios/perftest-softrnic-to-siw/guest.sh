@@ -8,14 +8,14 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=runs.sh
 . /lab/scenario/runs.sh
 rc=0
-while read -r tag tool port size iters opts; do
+while read -r tag tool port size iters expect opts; do
     # shellcheck disable=SC2086 # the options are words
     "ib_$tool" -R -F -d siw0 -p "$port" -n "$iters" -s "$size" $opts >"$tag.log" 2>&1 &
     pid=$!
     lab_wait_listen "$port" 30 || true
     lab_signal "$tag.ready" "$port"
     src=0
-    lab_step "$tag" timeout "$PT_LIMIT" tail --pid="$pid" -f /dev/null || kill -9 "$pid" 2>/dev/null || true
+    lab_step "$tag" timeout "$(pt_limit "$expect")" tail --pid="$pid" -f /dev/null || kill -9 "$pid" 2>/dev/null || true
     wait "$pid" || src=$?
     tail -n 3 "$tag.log" | cut -c1-120
     lab_signal "$tag.done" "$src"

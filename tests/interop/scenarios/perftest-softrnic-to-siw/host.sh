@@ -7,12 +7,12 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=runs.sh
 . "$LAB_SCENARIO_DIR/runs.sh"
 rc=0
-while read -r tag tool port size iters opts; do
+while read -r tag tool port size iters expect opts; do
     "$LAB_TOOLS/wait-flag" "$tag.ready" 150 >/dev/null || { echo "FAIL: $tag: no server"; rc=1; break; }
     log=$tag.log
     crc=0
     # shellcheck disable=SC2086 # the options are words
-    timeout "$PT_LIMIT" "$LAB_SOFTRNIC" "${tool//_/-}" -R --profile siw -p "$port" -n "$iters" \
+    timeout "$(pt_limit "$expect")" "$LAB_SOFTRNIC" "${tool//_/-}" -R --profile siw -p "$port" -n "$iters" \
         -s "$size" $opts "$LAB_G1_IP" >"$log" 2>&1 || crc=$?
     echo "$crc" >"$LAB_FLAGS/$tag.host"
     for _ in $(seq 600); do [[ -e $LAB_FLAGS/$tag.done ]] && break; sleep 0.1; done

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034,SC2016 # variables read by lab.sh; the host command is expanded there
 # softrnic's perftest-style clients on the host end -> siw's perftest servers (g1), both
 # speaking perftest's -R protocol (rdma_cm: a control connection carrying the pingpong_dest /
-# report exchanges as Sends, then the test connection). Runs (runs.sh): ib_send_bw,
+# report exchanges as Sends, then the test connection). Runs (runs.sh, lib/perftest-runs.sh): ib_send_bw,
 # ib_send_lat, ib_write_bw, ib_write_lat, ib_read_bw, ib_read_lat -R -n 10 with sizes 2, 64,
 # 4096, 65536 and 1048576 B, against `softrnic <tool> -R --profile siw` with the same options
 # (the siw profile holds the initiator's first FPDU after the MPA Reply: siw 6.1's accept

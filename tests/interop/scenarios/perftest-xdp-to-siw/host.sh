@@ -9,7 +9,7 @@ set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=runs.sh
 . "$LAB_SCENARIO_DIR/runs.sh"
 rc=0
-while read -r tag tool port size iters; do
+while read -r tag tool port size iters _expect; do
     "$LAB_TOOLS/wait-flag" "$tag.ready" 150 >/dev/null || { echo "FAIL: $tag: no server"; rc=1; break; }
     log=$tag.log
     crc=0

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034,SC2016 # variables read by lab.sh; the host command is expanded there
 # softrnic's perftest-style clients on AF_XDP (softrnic's own TCP/IP on the veth vx0 on the
 # lab bridge, 10.99.0.11; see tools/xdp-host.sh) -> siw's perftest servers (g1), perftest's
-# -R protocol. Runs (runs.sh): send/write/read bw and lat, sizes 2 and 65536 B, -n 10, each on
+# -R protocol. Runs (runs.sh, lib/perftest-runs.sh): send/write/read bw and lat, sizes 2 and 65536 B, -n 10, each on
 # its own port, against `softrnic <tool> -R --profile siw --transport xdp`. Passes when every
 # run exits 0 on both sides and the capture of the bridge holds two MPA connections per run
 # from the AF_XDP address, decodes without errors and with tshark's opcode counts.

@@ -1,6 +1,9 @@
-//! Reading a peer's Terminate message (RFC 5040 §4.8) from its raw octets, in the RFC's
-//! layout or in the low-bit-first layout of Linux siw 6.1, so that a case can judge the
-//! cause and the copied headers apart from the layout (which one case judges on its own).
+//! A Terminate message (RFC 5040 §4.8) read as its sender meant it, from its raw octets: in
+//! the RFC's layout or in the low-bit-first layout of Linux siw 6.1 (Layer and Error Type
+//! exchanged, M/D/R in the reserved low bits), with the segment length and copied headers
+//! the flags announce, as far as the octets go. The capture decoder reports a low-bit-first
+//! Terminate with it ([`crate::LowBitFirst`]); the conformance runner judges a peer's cause
+//! and copied headers apart from the layout (which one case judges on its own).
 
 use ddp::{TAGGED_HEADER_LEN, UNTAGGED_HEADER_LEN};
 use rdmap::{ReadRequest, TermCause, low_bit_first_reading};
