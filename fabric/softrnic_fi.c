@@ -52,6 +52,8 @@
 /* ULP private data per MPA frame: RFC 5044 §7.1.1 allows 512 octets, RFC 6581 enhanced
  * connection setup (used by default) takes 4 of them for IRD/ORD. */
 #define SR_CM_DATA 508
+/* libfabric's internal "do not cache" registration flag (its utility providers set it). */
+#define SR_MR_NOCACHE (1ULL << 60)
 #define SR_IRD_ORD 16
 #define SR_CQ_BUF 64
 
@@ -619,7 +621,16 @@ static int sr_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t acce
 	uint32_t acc = SOFTRNIC_ACCESS_LOCAL_WRITE;
 	int st;
 	(void)requested_key; /* FI_MR_PROV_KEY: the STag is the key */
-	if (!out || (!buf && len) || flags || offset)
+	/* libfabric's utility providers (ofi_rxm) register their buffer pools with the internal
+	 * flag "do not cache this registration" (bit 60); this provider caches nothing, so it
+	 * holds trivially. Any other flag is refused, and said why. */
+	flags &= ~SR_MR_NOCACHE;
+	if (flags) {
+		SR_WARN(FI_LOG_MR, "fi_mr_reg: flags 0x%llx not supported\n",
+			(unsigned long long)flags);
+		return -FI_EINVAL;
+	}
+	if (!out || (!buf && len) || offset)
 		return -FI_EINVAL;
 	if (fid->fclass != FI_CLASS_DOMAIN)
 		return -FI_EINVAL;

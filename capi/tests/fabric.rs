@@ -188,11 +188,27 @@ fn result_line(out: &str, size: &str) -> Option<Vec<String>> {
 /// Runs fi_pingpong -e msg between a server and a client process (4 KiB messages, 200
 /// iterations, FI_SOFTRNIC_PROGRESS=`progress`) and checks both ends' result lines.
 fn pingpong(progress: &str) {
+    pingpong_with(progress, "softrnic", "msg", "4096", "4k", "200", &[]);
+}
+
+/// Runs fi_pingpong with provider `prov`, endpoint type `ep`, message size `size` (shown as
+/// `label` in its table) and `iters` iterations, `extra` options on both ends, between a
+/// server and a client process, and checks both ends' result lines.
+fn pingpong_with(
+    progress: &str,
+    prov: &str,
+    ep: &str,
+    size: &str,
+    label: &str,
+    iters: &str,
+    extra: &[&str],
+) {
     let port = free_port().to_string();
     let server = fi_command("fi_pingpong")
         .env("FI_SOFTRNIC_PROGRESS", progress)
-        .args(["-p", "softrnic", "-e", "msg", "-B", &port])
-        .args(["-S", "4096", "-I", "200"])
+        .args(["-p", prov, "-e", ep, "-B", &port])
+        .args(["-S", size, "-I", iters])
+        .args(extra)
         .spawn()
         .expect("fi_pingpong server");
     // The server listens for the control connection once it is up; the client retries.
@@ -201,8 +217,10 @@ fn pingpong(progress: &str) {
         let c = finish(
             fi_command("fi_pingpong")
                 .env("FI_SOFTRNIC_PROGRESS", progress)
-                .args(["-p", "softrnic", "-e", "msg", "-P", &port])
-                .args(["-S", "4096", "-I", "200", "127.0.0.1"])
+                .args(["-p", prov, "-e", ep, "-P", &port])
+                .args(["-S", size, "-I", iters])
+                .args(extra)
+                .arg("127.0.0.1")
                 .spawn()
                 .expect("fi_pingpong client"),
             Duration::from_secs(120),
@@ -226,16 +244,17 @@ fn pingpong(progress: &str) {
         text(&server.stderr)
     );
     // bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec, on both ends.
+    let acked = format!("={iters}");
     for (who, out) in [("client", &cs), ("server", &ss)] {
-        let c = result_line(out, "4k").unwrap_or_else(|| panic!("{who}: no 4k line:\n{out}"));
+        let c = result_line(out, label).unwrap_or_else(|| panic!("{who}: no {label} line:\n{out}"));
         assert_eq!(
             (c[1].as_str(), c[2].as_str()),
-            ("200", "=200"),
+            (iters, acked.as_str()),
             "{who}: {out}"
         );
         let usec: f64 = c[6].parse().unwrap_or_else(|_| panic!("{who}: {out}"));
         assert!(usec > 0.0, "{who}: {out}");
-        println!("{progress} progress, {who}: {}", c.join(" "));
+        println!("{prov} {ep}, {progress} progress, {who}: {}", c.join(" "));
     }
 }
 
@@ -246,6 +265,29 @@ fn fi_pingpong_runs_between_two_processes_over_msg_endpoints() {
         return;
     }
     pingpong("auto");
+}
+
+/// libfabric's ofi_rxm layered on the provider: an FI_EP_RDM endpoint (what MPI uses) over
+/// softrnic's MSG endpoints, with fi_pingpong's data verification (`-v`) at 64 B (rxm's
+/// eager protocol, through its registered buffer pools), 64 KiB and 1 MiB (its larger-message
+/// protocols).
+#[test]
+fn fi_pingpong_rdm_over_ofi_rxm_verified() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    for (size, label) in [("64", "64"), ("65536", "64k"), ("1048576", "1m")] {
+        pingpong_with(
+            "auto",
+            "softrnic;ofi_rxm",
+            "rdm",
+            size,
+            label,
+            "50",
+            &["-v"],
+        );
+    }
 }
 
 /// FI_SOFTRNIC_PROGRESS=manual: no progress thread, fi_pingpong's CQ polling runs the RNIC
