@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs libfabric 1.17 from Debian (libfabric-dev: the headers the softrnic provider
-# builds against; libfabric-bin: fi_info and fi_pingpong, which capi/tests/fabric.rs runs)
+# builds against; libfabric-bin: fi_info and fi_pingpong, which capi/tests/fabric.rs runs;
+# openmpi-bin and libopenmpi-dev: mpirun and mpicc for the Open MPI test over the provider)
 # when it is missing and this is root with apt-get. Never fails: without them the fabric
 # tests print SKIPPED with the reason.
 set -uo pipefail
-pkgs=(libfabric-dev libfabric-bin)
+pkgs=(libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
