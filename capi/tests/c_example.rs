@@ -3,34 +3,13 @@
 //! libsoftrnic.so cargo built for this test run, then run and its output checked.
 //! Without a C compiler the tests print "SKIPPED: no C compiler" and pass.
 
+mod common;
+
+use common::{compiler, lib_dir};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn compiler() -> Option<String> {
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let ok = Command::new(&cc)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    ok.then_some(cc)
-}
-
-/// The directory holding the libsoftrnic.so of this build: the test executable lives in
-/// `<target>/<profile>/deps`, where cargo also puts the library (and copies it to
-/// `<target>/<profile>`).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    exe.ancestors()
-        .skip(1)
-        .take(3)
-        .find(|d| d.join("libsoftrnic.so").is_file())
-        .unwrap_or_else(|| panic!("no libsoftrnic.so next to {}", exe.display()))
-        .to_path_buf()
-}
 
 /// Compiles `examples/c/<name>.c` and returns the executable.
 fn build(cc: &str, name: &str) -> PathBuf {

@@ -5,6 +5,9 @@
 //! Without a C compiler, libfabric's headers or its tools, each test prints
 //! "SKIPPED: <why>" and passes (`scripts/install-libfabric.sh` installs them on Debian).
 
+mod common;
+
+use common::{compiler, lib_dir};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -20,13 +23,9 @@ fn have(cmd: &str, arg: &str) -> bool {
         .is_ok()
 }
 
-fn compiler() -> String {
-    std::env::var("CC").unwrap_or_else(|_| "cc".into())
-}
-
 /// Why the tests cannot run here, if they cannot.
 fn missing() -> Option<String> {
-    if !have(&compiler(), "--version") {
+    if compiler().is_none() {
         return Some("no C compiler".into());
     }
     if !Path::new("/usr/include/rdma/providers/fi_prov.h").is_file() {
@@ -38,17 +37,6 @@ fn missing() -> Option<String> {
         }
     }
     None
-}
-
-/// The directory holding the libsoftrnic.so of this build (next to the test executable).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    exe.ancestors()
-        .skip(1)
-        .take(3)
-        .find(|d| d.join("libsoftrnic.so").is_file())
-        .unwrap_or_else(|| panic!("no libsoftrnic.so next to {}", exe.display()))
-        .to_path_buf()
 }
 
 fn repo() -> PathBuf {
@@ -370,7 +358,7 @@ fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject
         return;
     }
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fi_rma_check");
-    let out = Command::new(compiler())
+    let out = Command::new(compiler().expect("checked by missing()"))
         .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L"])
         .args(["-Wall", "-Wextra", "-Werror"])
         .arg(repo().join("fabric/tests/fi_rma_check.c"))
