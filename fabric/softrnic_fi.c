@@ -1,4 +1,4 @@
-/* libsoftrnic-fi.so: the libfabric provider "softrnic" (FI_EP_MSG, FI_MSG | FI_RMA) on
+/* libsoftrnic-fi.so: the libfabric provider "softrnic" (FI_EP_MSG, FI_MSG | FI_RMA | FI_ATOMIC) on
  * libsoftrnic's C ABI. libfabric 1.17 loads it through FI_PROVIDER_PATH (fi_prov_ini).
  *
  * Objects: the fabric owns one softrnic RNIC (with its progress thread); a domain is a
@@ -26,6 +26,7 @@
 #include <time.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -40,7 +41,7 @@
 #define SR_PROV_NAME "softrnic"
 #define SR_PROV_VERSION FI_VERSION(0, 1)
 #define SR_API_VERSION FI_VERSION(1, 17)
-#define SR_CAPS (FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
+#define SR_CAPS (FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
 		 FI_REMOTE_READ | FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define SR_MR_MODE (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY)
 /* RDMAP over one LLP stream keeps these (RFC 5040 §5.5): Sends, Writes and Read Requests
@@ -56,6 +57,16 @@
 #define SR_MR_NOCACHE (1ULL << 60)
 #define SR_IRD_ORD 16
 #define SR_CQ_BUF 64
+/* RFC 7306 atomics (Fetch and Add, Compare and Swap) act on one 64-bit value at an 8-byte
+ * aligned remote address. */
+#define SR_ATOMIC_SIZE 8
+/* Set in the wr_id of an fi_atomic (no fetch): its Fetch and Add returns the original value
+ * into the endpoint's scratch word, and its completion says FI_WRITE rather than FI_READ.
+ * User-space pointers on 64-bit Linux never have bit 63 set; a context that has it gets
+ * FI_READ in the completion instead (the context itself is reported unchanged). */
+#define SR_WRID_ATOMIC_WRITE (1ULL << 63)
+/* The endpoint's own registered memory: fi_atomic's scratch word. */
+#define SR_OWN_SIZE 64
 
 static struct fi_provider sr_prov;
 
@@ -189,6 +200,11 @@ struct sr_ep {
 	struct sockaddr_in peer;
 	int connected;
 	int cq_data; /* fi_writedata allowed (FI_RX_CQ_DATA mode in the info) */
+	/* Provider-owned registered memory (made by fi_enable): the scratch word that the
+	 * original values of fi_atomic's Fetch and Adds land in. */
+	uint8_t *own;
+	softrnic_mr *own_mr;
+	uint32_t own_stag;
 	struct sr_ep *next;
 };
 
@@ -640,6 +656,10 @@ static int sr_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t acce
 	 * rights on it (RFC 5040 §4.4: the sink STag is advertised in the Read Request). */
 	if (access & (FI_REMOTE_WRITE | FI_READ))
 		acc |= SOFTRNIC_ACCESS_REMOTE_WRITE;
+	/* A target of the peer's atomics: RFC 7306 Fetch and Add and Compare and Swap modify
+	 * the region, so libfabric's remote write right carries the remote atomic right. */
+	if (access & FI_REMOTE_WRITE)
+		acc |= SOFTRNIC_ACCESS_REMOTE_ATOMIC;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -FI_ENOMEM;
@@ -689,6 +709,11 @@ static struct fi_ops_mr sr_mr_ops = {
 static uint64_t sr_wc_flags(const softrnic_wc *wc)
 {
 	switch (wc->opcode) {
+	case SOFTRNIC_WC_FETCH_ADD:
+		if (wc->wr_id & SR_WRID_ATOMIC_WRITE)
+			return FI_ATOMIC | FI_WRITE;
+		return FI_ATOMIC | FI_READ;
+	case SOFTRNIC_WC_CMP_SWAP: return FI_ATOMIC | FI_READ;
 	case SOFTRNIC_WC_SEND: return FI_MSG | FI_SEND;
 	case SOFTRNIC_WC_RDMA_WRITE: return FI_RMA | FI_WRITE;
 	case SOFTRNIC_WC_IMM_DATA: return FI_RMA | FI_WRITE;
@@ -710,6 +735,15 @@ static uint64_t sr_wc_data(const softrnic_wc *wc)
 	return d;
 }
 
+/* The context a completion reports (without the provider's marker bit). */
+static void *sr_wc_context(const softrnic_wc *wc)
+{
+	uint64_t id = wc->wr_id;
+	if (wc->opcode == SOFTRNIC_WC_FETCH_ADD)
+		id &= ~SR_WRID_ATOMIC_WRITE;
+	return (void *)(uintptr_t)id;
+}
+
 static size_t sr_cq_entry_size(enum fi_cq_format f)
 {
 	switch (f) {
@@ -722,7 +756,7 @@ static size_t sr_cq_entry_size(enum fi_cq_format f)
 
 static void sr_cq_fill(struct sr_cq *cq, const softrnic_wc *wc, void *out)
 {
-	void *ctx = (void *)(uintptr_t)wc->wr_id;
+	void *ctx = sr_wc_context(wc);
 	switch (cq->format) {
 	case FI_CQ_FORMAT_CONTEXT:
 		((struct fi_cq_entry *)out)->op_context = ctx;
@@ -844,7 +878,7 @@ static ssize_t sr_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 	memset(buf, 0, sizeof(*buf));
 	buf->err_data = keep_data;
 	buf->err_data_size = keep ? 0 : 0;
-	buf->op_context = (void *)(uintptr_t)wc->wr_id;
+	buf->op_context = sr_wc_context(wc);
 	buf->flags = sr_wc_flags(wc);
 	buf->err = sr_wc_errno(wc->status);
 	buf->prov_errno = (int)wc->status;
@@ -1032,8 +1066,8 @@ static ssize_t sr_post_send(struct sr_ep *ep, softrnic_send_wr *wr, uint64_t fla
 	int st;
 	if (!ep->qp)
 		return -FI_EOPBADSTATE;
-	if (ep->tx_sel && !(flags & FI_COMPLETION))
-		wr->flags |= SOFTRNIC_WR_UNSIGNALED;
+	if ((ep->tx_sel && !(flags & FI_COMPLETION)) || (flags & FI_INJECT))
+		wr->flags |= SOFTRNIC_WR_UNSIGNALED; /* FI_INJECT: no completion on success */
 	if (flags & FI_FENCE)
 		wr->flags |= SOFTRNIC_WR_FENCE;
 	st = sr_lib.qp_post_sq(ep->qp, wr);
@@ -1256,6 +1290,267 @@ static struct fi_ops_rma sr_rma_ops = {
 	.injectdata = sr_rma_no_injectdata,
 };
 
+/* ------------------------------------------------------------------ atomics (RFC 7306) */
+
+enum sr_atomic_kind { SR_AT_WRITE, SR_AT_FETCH, SR_AT_COMPARE };
+
+/* What RFC 7306 carries: Fetch and Add (FI_SUM, fetching or not) and Compare and Swap
+ * (FI_CSWAP) of one 64-bit integer. Signed and unsigned add and compare alike in two's
+ * complement. Anything else: -FI_EOPNOTSUPP. */
+static int sr_atomic_valid(enum sr_atomic_kind kind, enum fi_datatype dt, enum fi_op op,
+			   size_t *count)
+{
+	int ok;
+	if (dt != FI_UINT64 && dt != FI_INT64)
+		return -FI_EOPNOTSUPP;
+	ok = kind == SR_AT_COMPARE ? op == FI_CSWAP : op == FI_SUM;
+	if (!ok)
+		return -FI_EOPNOTSUPP;
+	if (count)
+		*count = 1;
+	return 0;
+}
+
+static int sr_atomic_writevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				size_t *count)
+{
+	(void)ep;
+	return sr_atomic_valid(SR_AT_WRITE, dt, op, count);
+}
+
+static int sr_atomic_readwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				    size_t *count)
+{
+	(void)ep;
+	return sr_atomic_valid(SR_AT_FETCH, dt, op, count);
+}
+
+static int sr_atomic_compwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				    size_t *count)
+{
+	(void)ep;
+	return sr_atomic_valid(SR_AT_COMPARE, dt, op, count);
+}
+
+static int sr_query_atomic(struct fid_domain *d, enum fi_datatype dt, enum fi_op op,
+			   struct fi_atomic_attr *attr, uint64_t flags)
+{
+	size_t count;
+	enum sr_atomic_kind kind = (flags & FI_COMPARE_ATOMIC) ? SR_AT_COMPARE :
+				   (flags & FI_FETCH_ATOMIC)   ? SR_AT_FETCH :
+								 SR_AT_WRITE;
+	int ret;
+	(void)d;
+	if (!attr || (flags & ~(uint64_t)(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC)) ||
+	    (flags & FI_FETCH_ATOMIC && flags & FI_COMPARE_ATOMIC))
+		return -FI_EINVAL;
+	ret = sr_atomic_valid(kind, dt, op, &count);
+	if (ret)
+		return ret;
+	attr->count = count;
+	attr->size = SR_ATOMIC_SIZE;
+	return 0;
+}
+
+/* One RFC 7306 atomic: `count` (1) 64-bit operand at `buf`, at remote `addr` (8-byte
+ * aligned) of `key`; the original value lands in `result` (registered: `result_desc`), or
+ * for SR_AT_WRITE in the endpoint's scratch word. */
+static ssize_t sr_atomic_post(struct sr_ep *ep, enum sr_atomic_kind kind, const void *buf,
+			      size_t count, const void *compare, void *result,
+			      void *result_desc, uint64_t addr, uint64_t key,
+			      enum fi_datatype dt, enum fi_op op, void *context, uint64_t flags)
+{
+	softrnic_sge sge;
+	softrnic_send_wr wr;
+	uint64_t operand;
+	int ret = sr_atomic_valid(kind, dt, op, NULL);
+	if (ret)
+		return ret;
+	if (count != 1 || !buf || key > UINT32_MAX)
+		return -FI_EINVAL;
+	if (addr % SR_ATOMIC_SIZE) {
+		FI_INFO(&sr_prov, FI_LOG_EP_DATA,
+			"atomic at %#llx: RFC 7306 needs an 8-byte aligned target\n",
+			(unsigned long long)addr);
+		return -FI_EINVAL;
+	}
+	if (!ep->qp)
+		return -FI_EOPBADSTATE;
+	memcpy(&operand, buf, sizeof(operand));
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uint64_t)(uintptr_t)context;
+	wr.remote_stag = (uint32_t)key;
+	wr.remote_to = addr;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	sge.len = SR_ATOMIC_SIZE;
+	if (kind == SR_AT_WRITE) {
+		sge.to = (uint64_t)(uintptr_t)ep->own;
+		sge.stag = ep->own_stag;
+		wr.wr_id |= SR_WRID_ATOMIC_WRITE;
+	} else {
+		struct sr_mr *mr = result_desc;
+		if (!result || !mr)
+			return -FI_EINVAL; /* FI_MR_LOCAL: the result buffer needs its descriptor */
+		sge.to = (uint64_t)(uintptr_t)result;
+		sge.stag = mr->stag;
+	}
+	if (kind == SR_AT_COMPARE) {
+		if (!compare)
+			return -FI_EINVAL;
+		wr.opcode = SOFTRNIC_WR_CMP_SWAP;
+		memcpy(&wr.compare_add, compare, sizeof(wr.compare_add));
+		wr.compare_add_mask = UINT64_MAX;
+		wr.swap = operand;
+		wr.swap_mask = UINT64_MAX;
+	} else {
+		wr.opcode = SOFTRNIC_WR_FETCH_ADD;
+		wr.compare_add = operand;
+	}
+	return sr_post_send(ep, &wr, flags);
+}
+
+/* The one remote IOV and the one local IOV an RFC 7306 atomic has. */
+static int sr_atomic_msg_ok(const struct fi_msg_atomic *msg)
+{
+	return msg && msg->iov_count == 1 && msg->msg_iov && msg->rma_iov_count == 1 &&
+	       msg->rma_iov && msg->rma_iov->count == msg->msg_iov->count;
+}
+
+static ssize_t sr_atomic_write(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+			       fi_addr_t dest, uint64_t addr, uint64_t key,
+			       enum fi_datatype dt, enum fi_op op, void *context)
+{
+	(void)desc; (void)dest; /* the operand travels in the request */
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_WRITE, buf, count, NULL, NULL, NULL,
+			      addr, key, dt, op, context, ((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_atomic_writev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+				enum fi_datatype dt, enum fi_op op, void *context)
+{
+	if (count != 1 || !iov)
+		return -FI_EINVAL;
+	return sr_atomic_write(ep, iov->addr, iov->count, desc ? desc[0] : NULL, dest, addr,
+			       key, dt, op, context);
+}
+
+static ssize_t sr_atomic_writemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				  uint64_t flags)
+{
+	if (!sr_atomic_msg_ok(msg))
+		return -FI_EINVAL;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_WRITE, msg->msg_iov->addr,
+			      msg->msg_iov->count, NULL, NULL, NULL, msg->rma_iov->addr,
+			      msg->rma_iov->key, msg->datatype, msg->op, msg->context, flags);
+}
+
+static ssize_t sr_atomic_inject(struct fid_ep *ep, const void *buf, size_t count,
+				fi_addr_t dest, uint64_t addr, uint64_t key,
+				enum fi_datatype dt, enum fi_op op)
+{
+	(void)dest;
+	/* No completion on success (FI_INJECT): the operand is copied into the request. */
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_WRITE, buf, count, NULL, NULL, NULL,
+			      addr, key, dt, op, NULL, FI_INJECT);
+}
+
+static ssize_t sr_atomic_readwrite(struct fid_ep *ep, const void *buf, size_t count,
+				   void *desc, void *result, void *result_desc,
+				   fi_addr_t dest, uint64_t addr, uint64_t key,
+				   enum fi_datatype dt, enum fi_op op, void *context)
+{
+	(void)desc; (void)dest;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_FETCH, buf, count, NULL, result,
+			      result_desc, addr, key, dt, op, context,
+			      ((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_atomic_readwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				    size_t count, struct fi_ioc *resultv, void **result_desc,
+				    size_t result_count, fi_addr_t dest, uint64_t addr,
+				    uint64_t key, enum fi_datatype dt, enum fi_op op,
+				    void *context)
+{
+	if (count != 1 || !iov || result_count != 1 || !resultv || !result_desc ||
+	    resultv->count != iov->count)
+		return -FI_EINVAL;
+	return sr_atomic_readwrite(ep, iov->addr, iov->count, desc ? desc[0] : NULL,
+				   resultv->addr, result_desc[0], dest, addr, key, dt, op,
+				   context);
+}
+
+static ssize_t sr_atomic_readwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				      struct fi_ioc *resultv, void **result_desc,
+				      size_t result_count, uint64_t flags)
+{
+	if (!sr_atomic_msg_ok(msg) || result_count != 1 || !resultv || !result_desc ||
+	    resultv->count != msg->msg_iov->count)
+		return -FI_EINVAL;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_FETCH, msg->msg_iov->addr,
+			      msg->msg_iov->count, NULL, resultv->addr, result_desc[0],
+			      msg->rma_iov->addr, msg->rma_iov->key, msg->datatype, msg->op,
+			      msg->context, flags);
+}
+
+static ssize_t sr_atomic_compwrite(struct fid_ep *ep, const void *buf, size_t count,
+				   void *desc, const void *compare, void *compare_desc,
+				   void *result, void *result_desc, fi_addr_t dest,
+				   uint64_t addr, uint64_t key, enum fi_datatype dt,
+				   enum fi_op op, void *context)
+{
+	(void)desc; (void)compare_desc; (void)dest;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_COMPARE, buf, count, compare, result,
+			      result_desc, addr, key, dt, op, context,
+			      ((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_atomic_compwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				    size_t count, const struct fi_ioc *comparev,
+				    void **compare_desc, size_t compare_count,
+				    struct fi_ioc *resultv, void **result_desc,
+				    size_t result_count, fi_addr_t dest, uint64_t addr,
+				    uint64_t key, enum fi_datatype dt, enum fi_op op,
+				    void *context)
+{
+	(void)compare_desc; (void)desc; (void)dest;
+	if (count != 1 || !iov || compare_count != 1 || !comparev || result_count != 1 ||
+	    !resultv || !result_desc || comparev->count != iov->count ||
+	    resultv->count != iov->count)
+		return -FI_EINVAL;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_COMPARE, iov->addr, iov->count,
+			      comparev->addr, resultv->addr, result_desc[0], addr, key, dt, op,
+			      context, ((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_atomic_compwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				      const struct fi_ioc *comparev, void **compare_desc,
+				      size_t compare_count, struct fi_ioc *resultv,
+				      void **result_desc, size_t result_count, uint64_t flags)
+{
+	(void)compare_desc;
+	if (!sr_atomic_msg_ok(msg) || compare_count != 1 || !comparev || result_count != 1 ||
+	    !resultv || !result_desc || comparev->count != msg->msg_iov->count ||
+	    resultv->count != msg->msg_iov->count)
+		return -FI_EINVAL;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_COMPARE, msg->msg_iov->addr,
+			      msg->msg_iov->count, comparev->addr, resultv->addr,
+			      result_desc[0], msg->rma_iov->addr, msg->rma_iov->key,
+			      msg->datatype, msg->op, msg->context, flags);
+}
+
+static struct fi_ops_atomic sr_atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic), .write = sr_atomic_write,
+	.writev = sr_atomic_writev, .writemsg = sr_atomic_writemsg,
+	.inject = sr_atomic_inject, .readwrite = sr_atomic_readwrite,
+	.readwritev = sr_atomic_readwritev, .readwritemsg = sr_atomic_readwritemsg,
+	.compwrite = sr_atomic_compwrite, .compwritev = sr_atomic_compwritev,
+	.compwritemsg = sr_atomic_compwritemsg, .writevalid = sr_atomic_writevalid,
+	.readwritevalid = sr_atomic_readwritevalid,
+	.compwritevalid = sr_atomic_compwritevalid,
+};
+
 /* ------------------------------------------------------------------ endpoints */
 
 static void sr_ep_unlink(struct sr_ep *ep)
@@ -1283,6 +1578,9 @@ static int sr_ep_close(struct fid *fid)
 	}
 	if (ep->own_cq)
 		sr_cq_close(&ep->own_cq->cq_fid.fid);
+	if (ep->own_mr)
+		sr_lib.deregister_mem(ep->own_mr);
+	free(ep->own);
 	fi_freeinfo(ep->info);
 	free(ep);
 	return 0;
@@ -1332,6 +1630,22 @@ static int sr_ep_enable(struct sr_ep *ep)
 		int ret = sr_cq_create(ep->dom, NULL, &ep->own_cq, NULL);
 		if (ret)
 			return ret;
+	}
+	if (!ep->own_mr) {
+		softrnic_mr_info mi;
+		ep->own = aligned_alloc(64, SR_OWN_SIZE);
+		if (!ep->own)
+			return -FI_ENOMEM;
+		memset(ep->own, 0, SR_OWN_SIZE);
+		st = sr_lib.nsmr_register_mem(ep->dom->pd, ep->own, SR_OWN_SIZE,
+					      SOFTRNIC_ACCESS_LOCAL_WRITE, &ep->own_mr);
+		if (st < 0) {
+			free(ep->own);
+			ep->own = NULL;
+			return sr_check(st, "softrnic_nsmr_register_mem");
+		}
+		sr_lib.mr_query(ep->own_mr, &mi);
+		ep->own_stag = mi.stag;
 	}
 	st = sr_lib.qp_create(ep->dom->pd, ep->tx_cq ? ep->tx_cq->cq : ep->own_cq->cq,
 				ep->rx_cq ? ep->rx_cq->cq : ep->own_cq->cq, &attr, &ep->qp);
@@ -1555,6 +1869,7 @@ static int sr_endpoint(struct fid_domain *domain, struct fi_info *info, struct f
 	ep->ep_fid.cm = &sr_ep_cm_ops;
 	ep->ep_fid.msg = &sr_msg_ops;
 	ep->ep_fid.rma = &sr_rma_ops;
+	ep->ep_fid.atomic = &sr_atomic_ops;
 	*out = &ep->ep_fid;
 	return 0;
 }
@@ -1751,9 +2066,6 @@ static int sr_no_stx(struct fid_domain *d, struct fi_tx_attr *a, struct fid_stx 
 { (void)d; (void)a; (void)s; (void)c; return -FI_ENOSYS; }
 static int sr_no_srx(struct fid_domain *d, struct fi_rx_attr *a, struct fid_ep **e, void *c)
 { (void)d; (void)a; (void)e; (void)c; return -FI_ENOSYS; }
-static int sr_no_qatomic(struct fid_domain *d, enum fi_datatype t, enum fi_op o,
-			 struct fi_atomic_attr *a, uint64_t f)
-{ (void)d; (void)t; (void)o; (void)a; (void)f; return -FI_ENOSYS; }
 static int sr_no_qcoll(struct fid_domain *d, enum fi_collective_op c,
 		       struct fi_collective_attr *a, uint64_t f)
 { (void)d; (void)c; (void)a; (void)f; return -FI_ENOSYS; }
@@ -1762,7 +2074,7 @@ static struct fi_ops_domain sr_domain_ops = {
 	.size = sizeof(struct fi_ops_domain), .av_open = sr_no_av, .cq_open = sr_cq_open,
 	.endpoint = sr_endpoint, .scalable_ep = sr_no_sep, .cntr_open = sr_no_cntr,
 	.poll_open = sr_no_poll, .stx_ctx = sr_no_stx, .srx_ctx = sr_no_srx,
-	.query_atomic = sr_no_qatomic, .query_collective = sr_no_qcoll,
+	.query_atomic = sr_query_atomic, .query_collective = sr_no_qcoll,
 };
 
 static int sr_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **out,
@@ -1944,14 +2256,15 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 	fi->ep_attr->max_order_waw_size = SR_MAX_MSG;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
-	fi->tx_attr->caps = FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE;
+	fi->tx_attr->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
 	fi->tx_attr->msg_order = SR_MSG_ORDER;
 	fi->tx_attr->comp_order = FI_ORDER_STRICT;
 	fi->tx_attr->inject_size = 0;
 	fi->tx_attr->size = SR_QUEUE;
 	fi->tx_attr->iov_limit = SR_MAX_SGE;
 	fi->tx_attr->rma_iov_limit = 1;
-	fi->rx_attr->caps = FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	fi->rx_attr->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
+			    FI_REMOTE_WRITE;
 	fi->rx_attr->msg_order = fi->tx_attr->msg_order;
 	fi->rx_attr->comp_order = FI_ORDER_STRICT | FI_ORDER_DATA;
 	fi->rx_attr->size = SR_QUEUE;

@@ -128,7 +128,7 @@ fn fi_info_lists_the_provider_with_its_attributes() {
         "protocol: FI_PROTO_IWARP",
         "addr_format: FI_SOCKADDR_IN",
         "mr_mode: [ FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY ]",
-        "caps: [ FI_MSG, FI_RMA, FI_READ, FI_WRITE, FI_RECV, FI_SEND, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_LOCAL_COMM, FI_REMOTE_COMM ]",
+        "caps: [ FI_MSG, FI_RMA, FI_ATOMIC, FI_READ, FI_WRITE, FI_RECV, FI_SEND, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_LOCAL_COMM, FI_REMOTE_COMM ]",
         "cq_data_size: 8",
         "inject_size: 0",
         "iov_limit: 6",
@@ -350,6 +350,30 @@ fn fi_pingpong_with_manual_progress() {
     pingpong("manual");
 }
 
+/// Compiles fabric/tests/`name`.c against libfabric, runs it with the provider and returns
+/// its output lines (after asserting that it exited 0).
+fn run_c_check(name: &str) -> Vec<String> {
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let out = Command::new(compiler().expect("checked by missing()"))
+        .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L"])
+        .args(["-Wall", "-Wextra", "-Werror"])
+        .arg(repo().join(format!("fabric/tests/{name}.c")))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-lfabric", "-pthread"])
+        .output()
+        .expect("run the C compiler");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = finish(
+        fi_command(&exe).spawn().expect(name),
+        Duration::from_secs(60),
+        name,
+    );
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}\n{}", text(&out.stderr));
+    s.lines().map(String::from).collect()
+}
+
 #[test]
 fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject_with_cm_data_and_misuse()
  {
@@ -357,26 +381,8 @@ fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject
         println!("SKIPPED: {why}");
         return;
     }
-    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fi_rma_check");
-    let out = Command::new(compiler().expect("checked by missing()"))
-        .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L"])
-        .args(["-Wall", "-Wextra", "-Werror"])
-        .arg(repo().join("fabric/tests/fi_rma_check.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-lfabric")
-        .output()
-        .expect("run the C compiler");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let out = finish(
-        fi_command(&exe).spawn().expect("fi_rma_check"),
-        Duration::from_secs(60),
-        "fi_rma_check",
-    );
-    let s = text(&out.stdout);
-    assert!(out.status.success(), "{s}\n{}", text(&out.stderr));
-    let lines: Vec<&str> = s.lines().collect();
-    assert!(lines[0].starts_with("listen: ok (port "), "{s}");
+    let lines = run_c_check("fi_rma_check");
+    assert!(lines[0].starts_with("listen: ok (port "), "{lines:?}");
     assert_eq!(
         &lines[1..],
         [
@@ -390,6 +396,31 @@ fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject
             "bad key: ok (completion error Permission denied, provider: remote access error)",
             "shutdown: ok (FI_SHUTDOWN on the server)",
             "fi_rma_check: all checks passed",
+        ]
+    );
+}
+
+/// FI_ATOMIC from RFC 7306 (§4 Atomic Operations: Fetch and Add, Compare and Swap on one
+/// 64-bit, 8-byte aligned value): fabric/tests/fi_atomic_check.c checks each result and the
+/// target memory, the valid-queries, misuse and a target region without the remote right.
+#[test]
+fn fi_atomic_check_rfc7306_fetch_add_and_compare_swap() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let lines = run_c_check("fi_atomic_check");
+    assert_eq!(
+        lines,
+        [
+            "connect: ok",
+            "valid: ok (FI_SUM and FI_CSWAP on FI_UINT64/FI_INT64, count 1, size 8; others Operation not supported)",
+            "fetch_atomic FI_SUM: ok (1000 + 42: result 1000, target 1042)",
+            "compare_atomic FI_CSWAP: ok (1042 == 1042: swapped to 7; 99 != 7: result 7, target unchanged)",
+            "atomic FI_SUM: ok (7 + 5 = 12; inject + 100 without completion; FI_INT64 - 13: result 112, target 99)",
+            "misuse: ok (misaligned, count 2, no descriptor: Invalid argument; FI_MAX, FI_UINT32: Operation not supported)",
+            "read-only target: ok (completion error Permission denied, target unchanged)",
+            "fi_atomic_check: all checks passed",
         ]
     );
 }
