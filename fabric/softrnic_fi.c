@@ -60,13 +60,23 @@
 /* RFC 7306 atomics (Fetch and Add, Compare and Swap) act on one 64-bit value at an 8-byte
  * aligned remote address. */
 #define SR_ATOMIC_SIZE 8
-/* Set in the wr_id of an fi_atomic (no fetch): its Fetch and Add returns the original value
- * into the endpoint's scratch word, and its completion says FI_WRITE rather than FI_READ.
- * User-space pointers on 64-bit Linux never have bit 63 set; a context that has it gets
- * FI_READ in the completion instead (the context itself is reported unchanged). */
+/* Set in the wr_id of an fi_atomic (no fetch), whose Fetch and Add returns the original
+ * value into the endpoint's scratch word and completes with FI_WRITE rather than FI_READ,
+ * and of fi_senddata's Immediate Data, which completes with FI_MSG | FI_SEND rather than
+ * fi_writedata's FI_RMA | FI_WRITE. User-space pointers on 64-bit Linux never have bit 63
+ * set; a context that has it gets the other flags (the context is reported unchanged). */
 #define SR_WRID_ATOMIC_WRITE (1ULL << 63)
-/* The endpoint's own registered memory: fi_atomic's scratch word. */
-#define SR_OWN_SIZE 64
+/* fi_inject*: the most bytes copied into the provider's bounce buffer (inject_size). */
+#define SR_INJECT 128
+/* Bounce slots per endpoint: twice the send queue. A slot is taken by the post with
+ * sequence number n (every send-queue post of the endpoint counts) and used again by post
+ * n + SR_INJECT_SLOTS; that one is written only after post n + SR_QUEUE was accepted, which
+ * a queue of SR_QUEUE entries allows only once post n has left it (the RNIC retires the
+ * send queue in order, after the message's data went to the LLP). */
+#define SR_INJECT_SLOTS (2 * SR_QUEUE)
+#define SR_SCRATCH_OFF (SR_INJECT_SLOTS * SR_INJECT)
+/* The endpoint's own registered memory: the bounce slots, then fi_atomic's scratch word. */
+#define SR_OWN_SIZE (SR_SCRATCH_OFF + 64)
 
 static struct fi_provider sr_prov;
 
@@ -205,6 +215,8 @@ struct sr_ep {
 	uint8_t *own;
 	softrnic_mr *own_mr;
 	uint32_t own_stag;
+	pthread_mutex_t post_lock; /* send-queue posts and their count */
+	uint64_t sq_posts;
 	struct sr_ep *next;
 };
 
@@ -716,7 +728,10 @@ static uint64_t sr_wc_flags(const softrnic_wc *wc)
 	case SOFTRNIC_WC_CMP_SWAP: return FI_ATOMIC | FI_READ;
 	case SOFTRNIC_WC_SEND: return FI_MSG | FI_SEND;
 	case SOFTRNIC_WC_RDMA_WRITE: return FI_RMA | FI_WRITE;
-	case SOFTRNIC_WC_IMM_DATA: return FI_RMA | FI_WRITE;
+	case SOFTRNIC_WC_IMM_DATA:
+		if (wc->wr_id & SR_WRID_ATOMIC_WRITE)
+			return FI_MSG | FI_SEND;
+		return FI_RMA | FI_WRITE;
 	case SOFTRNIC_WC_RDMA_READ: return FI_RMA | FI_READ;
 	case SOFTRNIC_WC_RECV:
 		if (wc->flags & SOFTRNIC_WC_WITH_IMM)
@@ -739,7 +754,7 @@ static uint64_t sr_wc_data(const softrnic_wc *wc)
 static void *sr_wc_context(const softrnic_wc *wc)
 {
 	uint64_t id = wc->wr_id;
-	if (wc->opcode == SOFTRNIC_WC_FETCH_ADD)
+	if (wc->opcode == SOFTRNIC_WC_FETCH_ADD || wc->opcode == SOFTRNIC_WC_IMM_DATA)
 		id &= ~SR_WRID_ATOMIC_WRITE;
 	return (void *)(uintptr_t)id;
 }
@@ -1061,11 +1076,10 @@ static int sr_sgl(const struct iovec *iov, void **desc, size_t count, softrnic_s
 	return 0;
 }
 
-static ssize_t sr_post_send(struct sr_ep *ep, softrnic_send_wr *wr, uint64_t flags)
+/* Posts to the send queue and counts the post. The endpoint's post lock is held. */
+static ssize_t sr_post_locked(struct sr_ep *ep, softrnic_send_wr *wr, uint64_t flags)
 {
 	int st;
-	if (!ep->qp)
-		return -FI_EOPBADSTATE;
 	if ((ep->tx_sel && !(flags & FI_COMPLETION)) || (flags & FI_INJECT))
 		wr->flags |= SOFTRNIC_WR_UNSIGNALED; /* FI_INJECT: no completion on success */
 	if (flags & FI_FENCE)
@@ -1073,7 +1087,102 @@ static ssize_t sr_post_send(struct sr_ep *ep, softrnic_send_wr *wr, uint64_t fla
 	st = sr_lib.qp_post_sq(ep->qp, wr);
 	if (st == SOFTRNIC_ERR_QUEUE_FULL)
 		return -FI_EAGAIN;
-	return st < 0 ? sr_check(st, "softrnic_qp_post_sq") : 0;
+	if (st < 0)
+		return sr_check(st, "softrnic_qp_post_sq");
+	ep->sq_posts++;
+	return 0;
+}
+
+static ssize_t sr_post_send(struct sr_ep *ep, softrnic_send_wr *wr, uint64_t flags)
+{
+	ssize_t r;
+	if (!ep->qp)
+		return -FI_EOPBADSTATE;
+	pthread_mutex_lock(&ep->post_lock);
+	r = sr_post_locked(ep, wr, flags);
+	pthread_mutex_unlock(&ep->post_lock);
+	return r;
+}
+
+/* FI_INJECT: gathers `iov` into the endpoint's next bounce slot and posts `wr` (a Send or
+ * RDMA Write) from it without a completion, then `imm` (Immediate Data) if given. The
+ * caller's buffers are free again on return and need no descriptor. */
+static ssize_t sr_post_inject(struct sr_ep *ep, softrnic_send_wr *wr, const struct iovec *iov,
+			      size_t count, softrnic_send_wr *imm)
+{
+	softrnic_sge sge;
+	size_t len = 0;
+	ssize_t r;
+	uint8_t *slot;
+	if (count && !iov)
+		return -FI_EINVAL;
+	for (size_t i = 0; i < count; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -FI_EINVAL;
+		if (iov[i].iov_len > SR_INJECT - len)
+			return -FI_EMSGSIZE;
+		len += iov[i].iov_len;
+	}
+	if (!ep->qp)
+		return -FI_EOPBADSTATE;
+	pthread_mutex_lock(&ep->post_lock);
+	slot = ep->own + (ep->sq_posts % SR_INJECT_SLOTS) * SR_INJECT;
+	len = 0;
+	for (size_t i = 0; i < count; i++) {
+		if (iov[i].iov_len)
+			memcpy(slot + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	sge.to = (uint64_t)(uintptr_t)slot;
+	sge.len = (uint32_t)len;
+	sge.stag = ep->own_stag;
+	wr->sg_list = len ? &sge : NULL;
+	wr->num_sge = len ? 1 : 0;
+	r = sr_post_locked(ep, wr, FI_INJECT);
+	if (!r && imm)
+		r = sr_post_locked(ep, imm, FI_INJECT);
+	pthread_mutex_unlock(&ep->post_lock);
+	return r;
+}
+
+/* RFC 7306 Immediate Data carrying `data` (big-endian, as the peer's completion reads it). */
+static void sr_imm_wr(softrnic_send_wr *wr, uint64_t data, void *context)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = (uint64_t)(uintptr_t)context;
+	wr->opcode = SOFTRNIC_WR_IMM_DATA;
+	for (int i = 7; i >= 0; i--, data >>= 8)
+		wr->imm_data[i] = (uint8_t)data;
+}
+
+static size_t sr_iov_len(const struct iovec *iov, size_t count)
+{
+	size_t len = 0;
+	for (size_t i = 0; iov && i < count; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* fi_senddata / fi_injectdata: RFC 7306 has Immediate Data only as a message of its own,
+ * without payload (§4: Immediate Data, 8 bytes, consuming an untagged buffer of the peer),
+ * and no Send that carries both. Remote CQ data with no payload is that message; with a
+ * payload it is -FI_ENOSYS. At the peer it completes a receive with FI_REMOTE_CQ_DATA and
+ * length 0, as fi_writedata's does (the wire does not tell them apart). */
+static ssize_t sr_senddata_post(struct sr_ep *ep, size_t len, uint64_t data, void *context,
+				uint64_t flags)
+{
+	softrnic_send_wr wr;
+	if (!ep->cq_data)
+		return -FI_ENOSYS;
+	if (len) {
+		FI_INFO(&sr_prov, FI_LOG_EP_DATA,
+			"remote CQ data with %zu bytes: RFC 7306 Immediate Data has no payload\n",
+			len);
+		return -FI_ENOSYS;
+	}
+	sr_imm_wr(&wr, data, context);
+	wr.wr_id |= SR_WRID_ATOMIC_WRITE;
+	return sr_post_send(ep, &wr, flags);
 }
 
 static ssize_t sr_recvv_flags(struct sr_ep *ep, const struct iovec *iov, void **desc,
@@ -1122,16 +1231,17 @@ static ssize_t sr_sendv_flags(struct sr_ep *ep, const struct iovec *iov, void **
 {
 	softrnic_sge sge[SR_MAX_SGE];
 	softrnic_send_wr wr;
-	int ret = sr_sgl(iov, desc, count, sge);
-	if (ret)
-		return ret;
+	int ret;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)(uintptr_t)context;
 	wr.opcode = SOFTRNIC_WR_SEND;
+	if (flags & FI_INJECT)
+		return sr_post_inject(ep, &wr, iov, count, NULL);
+	ret = sr_sgl(iov, desc, count, sge);
+	if (ret)
+		return ret;
 	wr.sg_list = sge;
 	wr.num_sge = (uint32_t)count;
-	if (flags & FI_REMOTE_CQ_DATA)
-		return -FI_ENOSYS;
 	return sr_post_send(ep, &wr, flags);
 }
 
@@ -1156,23 +1266,40 @@ static ssize_t sr_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t 
 {
 	if (!msg)
 		return -FI_EINVAL;
+	if (flags & FI_REMOTE_CQ_DATA)
+		return sr_senddata_post((struct sr_ep *)ep,
+					sr_iov_len(msg->msg_iov, msg->iov_count), msg->data,
+					msg->context, flags);
 	return sr_sendv_flags((struct sr_ep *)ep, msg->msg_iov, msg->desc, msg->iov_count,
 			      msg->context, flags);
 }
 
-static ssize_t sr_no_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
-{ (void)ep; (void)buf; (void)len; (void)dest; return -FI_ENOSYS; }
-static ssize_t sr_no_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-			      uint64_t data, fi_addr_t dest, void *context)
-{ (void)ep; (void)buf; (void)len; (void)desc; (void)data; (void)dest; (void)context; return -FI_ENOSYS; }
-static ssize_t sr_no_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
-				fi_addr_t dest)
-{ (void)ep; (void)buf; (void)len; (void)data; (void)dest; return -FI_ENOSYS; }
+static ssize_t sr_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
+{
+	struct iovec iov = { (void *)buf, len };
+	(void)dest;
+	return sr_sendv_flags((struct sr_ep *)ep, &iov, NULL, 1, NULL, FI_INJECT);
+}
+
+static ssize_t sr_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			   uint64_t data, fi_addr_t dest, void *context)
+{
+	(void)buf; (void)desc; (void)dest;
+	return sr_senddata_post((struct sr_ep *)ep, len, data, context,
+				((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+			     fi_addr_t dest)
+{
+	(void)buf; (void)dest;
+	return sr_senddata_post((struct sr_ep *)ep, len, data, NULL, FI_INJECT);
+}
 
 static struct fi_ops_msg sr_msg_ops = {
 	.size = sizeof(struct fi_ops_msg), .recv = sr_recv, .recvv = sr_recvv,
 	.recvmsg = sr_recvmsg, .send = sr_send, .sendv = sr_sendv, .sendmsg = sr_sendmsg,
-	.inject = sr_no_inject, .senddata = sr_no_senddata, .injectdata = sr_no_injectdata,
+	.inject = sr_inject, .senddata = sr_senddata, .injectdata = sr_injectdata,
 };
 
 /* RMA: one contiguous remote range per operation (as libfabric's verbs provider). */
@@ -1181,24 +1308,32 @@ static ssize_t sr_rma(struct sr_ep *ep, uint32_t opcode, const struct iovec *iov
 		      int with_data, uint64_t data)
 {
 	softrnic_sge sge[SR_MAX_SGE];
-	softrnic_send_wr wr;
-	int ret = sr_sgl(iov, desc, count, sge);
+	softrnic_send_wr wr, imm;
+	int ret;
 	ssize_t r;
-	if (ret)
-		return ret;
 	if (key > UINT32_MAX)
 		return -FI_EINVAL;
+	if (with_data && !ep->cq_data)
+		return -FI_ENOSYS;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)(uintptr_t)context;
 	wr.opcode = opcode;
-	wr.sg_list = sge;
-	wr.num_sge = (uint32_t)count;
 	wr.remote_stag = (uint32_t)key;
 	wr.remote_to = addr;
+	if (with_data)
+		sr_imm_wr(&imm, data, context);
+	if (flags & FI_INJECT) {
+		if (opcode != SOFTRNIC_WR_RDMA_WRITE)
+			return -FI_EINVAL; /* only writes inject */
+		return sr_post_inject(ep, &wr, iov, count, with_data ? &imm : NULL);
+	}
+	ret = sr_sgl(iov, desc, count, sge);
+	if (ret)
+		return ret;
+	wr.sg_list = sge;
+	wr.num_sge = (uint32_t)count;
 	if (!with_data)
 		return sr_post_send(ep, &wr, flags);
-	if (!ep->cq_data)
-		return -FI_ENOSYS;
 	/* fi_writedata: the RDMA Write, then RFC 7306 Immediate Data carrying the 8 bytes of
 	 * `data`, which completes a receive of the peer with FI_REMOTE_CQ_DATA. Only the
 	 * Immediate Data completes locally: ordering on the QP means the Write was placed. */
@@ -1206,12 +1341,7 @@ static ssize_t sr_rma(struct sr_ep *ep, uint32_t opcode, const struct iovec *iov
 	r = sr_post_send(ep, &wr, flags | FI_COMPLETION);
 	if (r)
 		return r;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uint64_t)(uintptr_t)context;
-	wr.opcode = SOFTRNIC_WR_IMM_DATA;
-	for (int i = 7; i >= 0; i--, data >>= 8)
-		wr.imm_data[i] = (uint8_t)data;
-	return sr_post_send(ep, &wr, flags);
+	return sr_post_send(ep, &imm, flags);
 }
 
 static ssize_t sr_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
@@ -1276,18 +1406,29 @@ static ssize_t sr_writedata(struct fid_ep *ep, const void *buf, size_t len, void
 		      context, ((struct sr_ep *)ep)->tx_flags, 1, data);
 }
 
-static ssize_t sr_rma_no_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
-				uint64_t addr, uint64_t key)
-{ (void)ep; (void)buf; (void)len; (void)dest; (void)addr; (void)key; return -FI_ENOSYS; }
-static ssize_t sr_rma_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
-				    uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
-{ (void)ep; (void)buf; (void)len; (void)data; (void)dest; (void)addr; (void)key; return -FI_ENOSYS; }
+static ssize_t sr_inject_write(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
+			       uint64_t addr, uint64_t key)
+{
+	struct iovec iov = { (void *)buf, len };
+	(void)dest;
+	return sr_rma((struct sr_ep *)ep, SOFTRNIC_WR_RDMA_WRITE, &iov, NULL, 1, addr, key, NULL,
+		      FI_INJECT, 0, 0);
+}
+
+static ssize_t sr_inject_writedata(struct fid_ep *ep, const void *buf, size_t len,
+				   uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	struct iovec iov = { (void *)buf, len };
+	(void)dest;
+	return sr_rma((struct sr_ep *)ep, SOFTRNIC_WR_RDMA_WRITE, &iov, NULL, 1, addr, key, NULL,
+		      FI_INJECT, 1, data);
+}
 
 static struct fi_ops_rma sr_rma_ops = {
 	.size = sizeof(struct fi_ops_rma), .read = sr_read, .readv = sr_readv,
 	.readmsg = sr_readmsg, .write = sr_write, .writev = sr_writev, .writemsg = sr_writemsg,
-	.inject = sr_rma_no_inject, .writedata = sr_writedata,
-	.injectdata = sr_rma_no_injectdata,
+	.inject = sr_inject_write, .writedata = sr_writedata,
+	.injectdata = sr_inject_writedata,
 };
 
 /* ------------------------------------------------------------------ atomics (RFC 7306) */
@@ -1385,7 +1526,7 @@ static ssize_t sr_atomic_post(struct sr_ep *ep, enum sr_atomic_kind kind, const 
 	wr.num_sge = 1;
 	sge.len = SR_ATOMIC_SIZE;
 	if (kind == SR_AT_WRITE) {
-		sge.to = (uint64_t)(uintptr_t)ep->own;
+		sge.to = (uint64_t)(uintptr_t)(ep->own + SR_SCRATCH_OFF);
 		sge.stag = ep->own_stag;
 		wr.wr_id |= SR_WRID_ATOMIC_WRITE;
 	} else {
@@ -1582,6 +1723,7 @@ static int sr_ep_close(struct fid *fid)
 		sr_lib.deregister_mem(ep->own_mr);
 	free(ep->own);
 	fi_freeinfo(ep->info);
+	pthread_mutex_destroy(&ep->post_lock);
 	free(ep);
 	return 0;
 }
@@ -1851,6 +1993,7 @@ static int sr_endpoint(struct fid_domain *domain, struct fi_info *info, struct f
 		free(ep);
 		return -FI_ENOMEM;
 	}
+	pthread_mutex_init(&ep->post_lock, NULL);
 	if (info->handle) {
 		ep->connreq = (struct sr_connreq *)info->handle;
 		ep->info->handle = NULL;
@@ -2220,7 +2363,7 @@ static int sr_hints_ok(const struct fi_info *h, uint32_t version)
 		    (mode & SR_MR_MODE) != SR_MR_MODE)
 			return 0;
 	}
-	if (h->tx_attr && h->tx_attr->inject_size > 0)
+	if (h->tx_attr && h->tx_attr->inject_size > SR_INJECT)
 		return 0;
 	if (h->tx_attr && (h->tx_attr->msg_order & ~(uint64_t)SR_MSG_ORDER))
 		return 0;
@@ -2259,7 +2402,7 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 	fi->tx_attr->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
 	fi->tx_attr->msg_order = SR_MSG_ORDER;
 	fi->tx_attr->comp_order = FI_ORDER_STRICT;
-	fi->tx_attr->inject_size = 0;
+	fi->tx_attr->inject_size = SR_INJECT;
 	fi->tx_attr->size = SR_QUEUE;
 	fi->tx_attr->iov_limit = SR_MAX_SGE;
 	fi->tx_attr->rma_iov_limit = 1;

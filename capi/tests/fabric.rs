@@ -130,7 +130,7 @@ fn fi_info_lists_the_provider_with_its_attributes() {
         "mr_mode: [ FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY ]",
         "caps: [ FI_MSG, FI_RMA, FI_ATOMIC, FI_READ, FI_WRITE, FI_RECV, FI_SEND, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_LOCAL_COMM, FI_REMOTE_COMM ]",
         "cq_data_size: 8",
-        "inject_size: 0",
+        "inject_size: 128",
         "iov_limit: 6",
         "rma_iov_limit: 1",
         "size: 256",
@@ -421,6 +421,30 @@ fn fi_atomic_check_rfc7306_fetch_add_and_compare_swap() {
             "misuse: ok (misaligned, count 2, no descriptor: Invalid argument; FI_MAX, FI_UINT32: Operation not supported)",
             "read-only target: ok (completion error Permission denied, target unchanged)",
             "fi_atomic_check: all checks passed",
+        ]
+    );
+}
+
+/// fi_inject, fi_inject_write and fi_inject_writedata through the provider's registered
+/// bounce slots (no completion, the source free at once, 900 injects in rounds: more than
+/// the slots), and fi_senddata/fi_injectdata without payload as RFC 7306 §4 Immediate Data
+/// messages (with payload -FI_ENOSYS: RFC 7306 has no Send carrying Immediate Data).
+#[test]
+fn fi_inject_check_inject_and_rfc7306_immediate_data_senddata() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let lines = run_c_check("fi_inject_check");
+    assert_eq!(
+        lines,
+        [
+            "connect: ok (inject_size 128)",
+            "inject: ok (128 bytes, source reused at once; 129 bytes: Message too long)",
+            "inject burst: ok (900 messages in order, no sender completion)",
+            "inject_write, inject_writedata: ok (128 and 64 bytes placed, remote CQ data 0xabcdef0123456789, no sender completion)",
+            "senddata, injectdata: ok (Immediate Data 0x0102030405060708 and 0x1111222233334444; with payload: Function not implemented)",
+            "fi_inject_check: all checks passed",
         ]
     );
 }
