@@ -22,8 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
@@ -154,6 +157,10 @@ struct sr_eq {
 	struct sr_eq_entry *head, *tail;
 	void *err_data; /* owned, valid until the next read */
 	enum fi_wait_obj wait;
+	/* FI_WAIT_FD: an eventfd readable while entries are queued (fi_eq_write's and the
+	 * routed ones), and the wait fd FI_GETWAIT gives: an epoll set of it and the RNIC's
+	 * event fd (readable while events wait to be routed). -1 without. */
+	int efd, epfd;
 };
 
 struct sr_domain {
@@ -255,14 +262,37 @@ static int sr_resolve(const char *node, const char *service, struct sockaddr_in 
 
 /* ------------------------------------------------------------------ EQ */
 
+/* Fabric lock held. The first entry makes the EQ's eventfd readable. */
 static void sr_eq_push(struct sr_eq *eq, struct sr_eq_entry *e)
 {
 	e->next = NULL;
-	if (eq->tail)
+	if (eq->tail) {
 		eq->tail->next = e;
-	else
+	} else {
 		eq->head = e;
+		if (eq->efd >= 0) {
+			uint64_t one = 1;
+			if (write(eq->efd, &one, sizeof(one)) != sizeof(one))
+				SR_WARN(FI_LOG_EQ, "EQ eventfd: %s\n", strerror(errno));
+		}
+	}
 	eq->tail = e;
+}
+
+/* Fabric lock held. Takes the head entry; the last one taken clears the eventfd. */
+static void sr_eq_pop(struct sr_eq *eq)
+{
+	struct sr_eq_entry *e = eq->head;
+	eq->head = e->next;
+	if (!eq->head) {
+		eq->tail = NULL;
+		if (eq->efd >= 0) {
+			uint64_t n;
+			if (read(eq->efd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+				SR_WARN(FI_LOG_EQ, "EQ eventfd: %s\n", strerror(errno));
+		}
+	}
+	free(e);
 }
 
 static struct sr_eq_entry *sr_cm_entry(uint32_t event, fid_t fid, struct fi_info *info,
@@ -443,12 +473,8 @@ static ssize_t sr_eq_read(struct fid_eq *eq_fid, uint32_t *event, void *buf, siz
 			*event = e->event;
 		memcpy(buf, e->buf, n);
 		ret = (ssize_t)n;
-		if (!(flags & FI_PEEK)) {
-			eq->head = e->next;
-			if (!eq->head)
-				eq->tail = NULL;
-			free(e);
-		}
+		if (!(flags & FI_PEEK))
+			sr_eq_pop(eq);
 	}
 	pthread_mutex_unlock(&eq->fab->lock);
 	return ret;
@@ -478,12 +504,8 @@ static ssize_t sr_eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *buf,
 		buf->err_data = eq->err_data;
 		buf->err_data_size = eq->err_data ? e->len : 0;
 		ret = sizeof(*buf);
-		if (!(flags & FI_PEEK)) {
-			eq->head = e->next;
-			if (!eq->head)
-				eq->tail = NULL;
-			free(e);
-		}
+		if (!(flags & FI_PEEK))
+			sr_eq_pop(eq);
 	}
 	pthread_mutex_unlock(&eq->fab->lock);
 	return ret;
@@ -522,12 +544,12 @@ static ssize_t sr_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf, si
 {
 	struct sr_eq *eq = (struct sr_eq *)eq_fid;
 	int64_t end = timeout < 0 ? -1 : sr_now_ms() + timeout;
-	int fd = sr_lib.rnic_event_fd(eq->fab->rnic);
+	int fd = eq->epfd >= 0 ? eq->epfd : sr_lib.rnic_event_fd(eq->fab->rnic);
 	for (;;) {
 		ssize_t ret = sr_eq_read(eq_fid, event, buf, len, flags);
 		if (ret != -FI_EAGAIN)
 			return ret;
-		int wait = 50; /* requests and events both make the fd readable */
+		int wait = 50; /* entries, requests and events all make the fd readable */
 		if (end >= 0) {
 			int64_t left = end - sr_now_ms();
 			if (left <= 0)
@@ -568,6 +590,10 @@ static int sr_eq_close(struct fid *fid)
 		free(e);
 	}
 	free(eq->err_data);
+	if (eq->epfd >= 0)
+		close(eq->epfd);
+	if (eq->efd >= 0)
+		close(eq->efd);
 	free(eq);
 	return 0;
 }
@@ -581,7 +607,7 @@ static int sr_eq_control(struct fid *fid, int command, void *arg)
 		return -FI_ENODATA;
 	if (!arg)
 		return -FI_EINVAL;
-	*(int *)arg = sr_lib.rnic_event_fd(eq->fab->rnic);
+	*(int *)arg = eq->epfd;
 	return 0;
 }
 
@@ -611,6 +637,26 @@ static int sr_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct
 	eq->fab = (struct sr_fabric *)fabric;
 	eq->wait = attr->wait_obj == FI_WAIT_UNSPEC ? (sr_manual ? FI_WAIT_NONE : FI_WAIT_FD) :
 						       attr->wait_obj;
+	eq->efd = eq->epfd = -1;
+	if (eq->wait == FI_WAIT_FD) {
+		struct epoll_event ev = { .events = EPOLLIN };
+		int rfd = sr_lib.rnic_event_fd(eq->fab->rnic);
+		errno = 0;
+		eq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		eq->epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (eq->efd < 0 || eq->epfd < 0 || rfd < 0 ||
+		    epoll_ctl(eq->epfd, EPOLL_CTL_ADD, eq->efd, &ev) ||
+		    epoll_ctl(eq->epfd, EPOLL_CTL_ADD, rfd, &ev)) {
+			int err = errno ? errno : EINVAL;
+			SR_WARN(FI_LOG_EQ, "EQ wait fd: %s\n", strerror(err));
+			if (eq->efd >= 0)
+				close(eq->efd);
+			if (eq->epfd >= 0)
+				close(eq->epfd);
+			free(eq);
+			return -err;
+		}
+	}
 	eq->eq_fid.fid.fclass = FI_CLASS_EQ;
 	eq->eq_fid.fid.context = context;
 	eq->eq_fid.fid.ops = &sr_eq_fi_ops;
@@ -1875,7 +1921,14 @@ static int sr_ep_connect(struct fid_ep *ep_fid, const void *addr, const void *pa
 	int ret;
 	const struct sockaddr_in *sin = addr ? addr :
 				       (ep->info ? ep->info->dest_addr : NULL);
-	if (!sin || sin->sin_family != AF_INET)
+	if (!sin) {
+		/* E.g. an info from fi_getinfo(NULL, service, FI_SOURCE, ...): it names only a
+		 * source (fabtests 1.17 with -b and no -s asks for exactly that). */
+		SR_WARN(FI_LOG_EP_CTRL, "fi_connect: no destination (no address given and the "
+					"endpoint's info has no dest_addr)\n");
+		return -FI_EINVAL;
+	}
+	if (sin->sin_family != AF_INET)
 		return -FI_EINVAL;
 	ret = sr_conn_param(param, paramlen, &cp);
 	if (ret)

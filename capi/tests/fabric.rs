@@ -427,7 +427,7 @@ fn fi_atomic_check_rfc7306_fetch_add_and_compare_swap() {
 
 /// fi_inject, fi_inject_write and fi_inject_writedata through the provider's registered
 /// bounce slots (no completion, the source free at once, 900 injects in rounds: more than
-/// the slots), and fi_senddata/fi_injectdata without payload as RFC 7306 §4 Immediate Data
+/// the slots, 200 round trips both ways), and fi_senddata/fi_injectdata without payload as RFC 7306 §4 Immediate Data
 /// messages (with payload -FI_ENOSYS: RFC 7306 has no Send carrying Immediate Data).
 #[test]
 fn fi_inject_check_inject_and_rfc7306_immediate_data_senddata() {
@@ -442,9 +442,31 @@ fn fi_inject_check_inject_and_rfc7306_immediate_data_senddata() {
             "connect: ok (inject_size 128)",
             "inject: ok (128 bytes, source reused at once; 129 bytes: Message too long)",
             "inject burst: ok (900 messages in order, no sender completion)",
+            "inject ping-pong: ok (200 round trips)",
             "inject_write, inject_writedata: ok (128 and 64 bytes placed, remote CQ data 0xabcdef0123456789, no sender completion)",
             "senddata, injectdata: ok (Immediate Data 0x0102030405060708 and 0x1111222233334444; with payload: Function not implemented)",
             "fi_inject_check: all checks passed",
+        ]
+    );
+}
+
+/// An FI_WAIT_FD event queue's descriptor follows its entries, fi_eq_write's included:
+/// fabric/tests/fi_eq_check.c polls it empty, after fi_eq_write, after a peek and after the
+/// read, checks fi_trywait, and wakes a thread blocked in fi_eq_sread without timeout.
+#[test]
+fn fi_eq_check_eq_write_wakes_the_wait_fd() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let lines = run_c_check("fi_eq_check");
+    assert_eq!(
+        lines,
+        [
+            "wait fd: ok (quiet when empty, readable after fi_eq_write and a peek, quiet after the read)",
+            "two entries: ok (readable until the second is read)",
+            "sread: ok (a blocked fi_eq_sread returned the written entry)",
+            "fi_eq_check: all checks passed",
         ]
     );
 }

@@ -66,6 +66,8 @@ int main(void)
 	int fd = -1, ctx;
 
 	hints->ep_attr->type = FI_EP_MSG;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				      FI_MR_PROV_KEY;
 	hints->fabric_attr->prov_name = strdup("softrnic");
 	OK(fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info));
 	OK(fi_fabric(info->fabric_attr, &fabric, NULL));

@@ -1,6 +1,7 @@
 /* fi_inject_check: the softrnic provider's inject and remote-CQ-data calls through
  * libfabric's API, in one process: fi_inject (the source overwritten right after the call,
- * no completion), 900 fi_injects in rounds (more than the provider's bounce slots), an
+ * no completion), 900 fi_injects in rounds (more than the provider's bounce slots), 200
+ * round trips of injects both ways, an
  * inject over inject_size refused, fi_inject_write and fi_inject_writedata (bytes placed,
  * remote CQ data received, no completion), fi_senddata and fi_injectdata without payload
  * (RFC 7306 Immediate Data), and with payload refused (-FI_ENOSYS: RFC 7306 has no Send that
@@ -174,6 +175,28 @@ int main(void)
 		}
 		CHECK(fi_cq_read(ccq, &e, 1) == -FI_EAGAIN, "an inject completed");
 		printf("inject burst: ok (%d messages in order, no sender completion)\n", total);
+	}
+
+	/* Ping-pong of injects: each side reposts its receive before it answers. */
+	{
+		int n;
+		OK(fi_recv(sep, rbuf, 64, rd, 0, NULL));
+		OK(fi_recv(cep, rbuf + 64, 64, rd, 0, NULL));
+		for (n = 0; n < 200; n++) {
+			snprintf(src, 64, "ping %d", n);
+			OK(fi_inject(cep, src, 64, 0));
+			cq_wait(scq, &e, "ping");
+			CHECK(!strcmp(rbuf, src), "ping %d: \"%s\"", n, rbuf);
+			if (n + 1 < 200)
+				OK(fi_recv(sep, rbuf, 64, rd, 0, NULL));
+			snprintf(src, 64, "pong %d", n);
+			OK(fi_inject(sep, src, 64, 0));
+			cq_wait(ccq, &e, "pong");
+			CHECK(!strcmp(rbuf + 64, src), "pong %d: \"%s\"", n, rbuf + 64);
+			if (n + 1 < 200)
+				OK(fi_recv(cep, rbuf + 64, 64, rd, 0, NULL));
+		}
+		printf("inject ping-pong: ok (%d round trips)\n", n);
 	}
 
 	/* fi_inject_write, then fi_inject_writedata whose remote CQ data says both landed. */
