@@ -149,6 +149,9 @@ struct sr_fabric {
 	pthread_mutex_t lock;
 	struct sr_ep *eps;   /* endpoints with a QP, for routing events */
 	struct sr_pep *peps; /* listening passive endpoints */
+	/* Endpoint memory the library still held when its endpoint closed (deregistration
+	 * said busy): freed after the RNIC is closed. */
+	struct sr_orphan { struct sr_orphan *next; void *mem; } *orphans;
 };
 
 struct sr_eq {
@@ -1765,8 +1768,19 @@ static int sr_ep_close(struct fid *fid)
 	}
 	if (ep->own_cq)
 		sr_cq_close(&ep->own_cq->cq_fid.fid);
-	if (ep->own_mr)
-		sr_lib.deregister_mem(ep->own_mr);
+	if (ep->own_mr && sr_lib.deregister_mem(ep->own_mr) == SOFTRNIC_ERR_BUSY) {
+		/* Work still holds the bounce slots: keep them until the RNIC is closed. */
+		struct sr_orphan *o = malloc(sizeof(*o));
+		struct sr_fabric *fab = ep->dom->fab;
+		if (o) {
+			o->mem = ep->own;
+			pthread_mutex_lock(&fab->lock);
+			o->next = fab->orphans;
+			fab->orphans = o;
+			pthread_mutex_unlock(&fab->lock);
+		}
+		ep->own = NULL; /* without a list node it is leaked, never freed under work */
+	}
 	free(ep->own);
 	fi_freeinfo(ep->info);
 	pthread_mutex_destroy(&ep->post_lock);
@@ -2309,6 +2323,12 @@ static int sr_fabric_close(struct fid *fid)
 	if (fab->eps || fab->peps)
 		return -FI_EBUSY;
 	sr_lib.rnic_close(fab->rnic);
+	while (fab->orphans) {
+		struct sr_orphan *o = fab->orphans;
+		fab->orphans = o->next;
+		free(o->mem);
+		free(o);
+	}
 	pthread_mutex_destroy(&fab->lock);
 	free(fab);
 	return 0;
