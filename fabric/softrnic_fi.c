@@ -2405,43 +2405,54 @@ static int sr_fabric(struct fi_fabric_attr *attr, struct fid_fabric **out, void 
 
 /* ------------------------------------------------------------------ fi_getinfo */
 
+/* Why hints are refused, at FI_LOG_LEVEL=info (libfabric only says "No data available"). */
+static int sr_hints_refuse(const char *why)
+{
+	FI_INFO(&sr_prov, FI_LOG_CORE, "hints not supported: %s\n", why);
+	return 0;
+}
+
 static int sr_hints_ok(const struct fi_info *h, uint32_t version)
 {
 	if (!h)
 		return 1;
-	if (h->caps & ~(uint64_t)SR_CAPS)
+	if (h->caps & ~(uint64_t)SR_CAPS) {
+		uint64_t extra = h->caps & ~(uint64_t)SR_CAPS;
+		FI_INFO(&sr_prov, FI_LOG_CORE, "hints not supported: caps %s\n",
+			fi_tostr(&extra, FI_TYPE_CAPS));
 		return 0;
+	}
 	if (h->ep_attr && h->ep_attr->type != FI_EP_UNSPEC && h->ep_attr->type != FI_EP_MSG)
-		return 0;
+		return sr_hints_refuse("endpoint type other than FI_EP_MSG");
 	if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR_IN &&
 	    h->addr_format != FI_SOCKADDR)
-		return 0;
+		return sr_hints_refuse("address format other than FI_SOCKADDR_IN");
 	if (h->fabric_attr && h->fabric_attr->name &&
 	    strcmp(h->fabric_attr->name, SR_PROV_NAME))
-		return 0;
+		return sr_hints_refuse("another fabric name");
 	if (h->domain_attr) {
 		int mode = h->domain_attr->mr_mode;
 		if (h->domain_attr->name && strcmp(h->domain_attr->name, SR_PROV_NAME))
-			return 0;
+			return sr_hints_refuse("another domain name");
 		if (h->domain_attr->caps & ~(uint64_t)(FI_LOCAL_COMM | FI_REMOTE_COMM))
-			return 0;
+			return sr_hints_refuse("domain caps beyond FI_LOCAL_COMM, FI_REMOTE_COMM");
 		if (sr_manual && (h->domain_attr->data_progress == FI_PROGRESS_AUTO ||
 				  h->domain_attr->control_progress == FI_PROGRESS_AUTO))
-			return 0;
+			return sr_hints_refuse("FI_PROGRESS_AUTO with FI_SOFTRNIC_PROGRESS=manual");
 		if (mode == FI_MR_SCALABLE)
-			return 0;
+			return sr_hints_refuse("FI_MR_SCALABLE");
 		/* Before API 1.5 FI_MR_UNSPEC/FI_MR_BASIC meant the basic mode, which is ours. */
 		if (!(mode & FI_MR_BASIC) &&
 		    !(FI_VERSION_LT(version, FI_VERSION(1, 5)) && mode == FI_MR_UNSPEC) &&
 		    (mode & SR_MR_MODE) != SR_MR_MODE)
-			return 0;
+			return sr_hints_refuse("mr_mode without FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED and FI_MR_PROV_KEY");
 	}
 	if (h->tx_attr && h->tx_attr->inject_size > SR_INJECT)
-		return 0;
+		return sr_hints_refuse("inject_size over 128");
 	if (h->tx_attr && (h->tx_attr->msg_order & ~(uint64_t)SR_MSG_ORDER))
-		return 0;
+		return sr_hints_refuse("tx msg_order beyond SAS, RAW, WAW, WAS, SAW");
 	if (h->rx_attr && (h->rx_attr->msg_order & ~(uint64_t)SR_MSG_ORDER))
-		return 0;
+		return sr_hints_refuse("rx msg_order beyond SAS, RAW, WAW, WAS, SAW");
 	return 1;
 }
 
