@@ -1,4 +1,4 @@
-/* libsoftrnic-fi.so: the libfabric provider "softrnic" (FI_EP_MSG, FI_MSG | FI_RMA) on
+/* libsoftrnic-fi.so: the libfabric provider "softrnic" (FI_EP_MSG, FI_MSG | FI_RMA | FI_ATOMIC) on
  * libsoftrnic's C ABI. libfabric 1.17 loads it through FI_PROVIDER_PATH (fi_prov_ini).
  *
  * Objects: the fabric owns one softrnic RNIC (with its progress thread); a domain is a
@@ -22,10 +22,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -40,7 +44,7 @@
 #define SR_PROV_NAME "softrnic"
 #define SR_PROV_VERSION FI_VERSION(0, 1)
 #define SR_API_VERSION FI_VERSION(1, 17)
-#define SR_CAPS (FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
+#define SR_CAPS (FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_RECV | FI_READ | FI_WRITE | \
 		 FI_REMOTE_READ | FI_REMOTE_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM)
 #define SR_MR_MODE (FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY)
 /* RDMAP over one LLP stream keeps these (RFC 5040 §5.5): Sends, Writes and Read Requests
@@ -56,6 +60,26 @@
 #define SR_MR_NOCACHE (1ULL << 60)
 #define SR_IRD_ORD 16
 #define SR_CQ_BUF 64
+/* RFC 7306 atomics (Fetch and Add, Compare and Swap) act on one 64-bit value at an 8-byte
+ * aligned remote address. */
+#define SR_ATOMIC_SIZE 8
+/* Set in the wr_id of an fi_atomic (no fetch), whose Fetch and Add returns the original
+ * value into the endpoint's scratch word and completes with FI_WRITE rather than FI_READ,
+ * and of fi_senddata's Immediate Data, which completes with FI_MSG | FI_SEND rather than
+ * fi_writedata's FI_RMA | FI_WRITE. User-space pointers on 64-bit Linux never have bit 63
+ * set; a context that has it gets the other flags (the context is reported unchanged). */
+#define SR_WRID_ATOMIC_WRITE (1ULL << 63)
+/* fi_inject*: the most bytes copied into the provider's bounce buffer (inject_size). */
+#define SR_INJECT 128
+/* Bounce slots per endpoint: twice the send queue. A slot is taken by the post with
+ * sequence number n (every send-queue post of the endpoint counts) and used again by post
+ * n + SR_INJECT_SLOTS; that one is written only after post n + SR_QUEUE was accepted, which
+ * a queue of SR_QUEUE entries allows only once post n has left it (the RNIC retires the
+ * send queue in order, after the message's data went to the LLP). */
+#define SR_INJECT_SLOTS (2 * SR_QUEUE)
+#define SR_SCRATCH_OFF (SR_INJECT_SLOTS * SR_INJECT)
+/* The endpoint's own registered memory: the bounce slots, then fi_atomic's scratch word. */
+#define SR_OWN_SIZE (SR_SCRATCH_OFF + 64)
 
 static struct fi_provider sr_prov;
 
@@ -125,6 +149,9 @@ struct sr_fabric {
 	pthread_mutex_t lock;
 	struct sr_ep *eps;   /* endpoints with a QP, for routing events */
 	struct sr_pep *peps; /* listening passive endpoints */
+	/* Endpoint memory the library still held when its endpoint closed (deregistration
+	 * said busy): freed after the RNIC is closed. */
+	struct sr_orphan { struct sr_orphan *next; void *mem; } *orphans;
 };
 
 struct sr_eq {
@@ -133,6 +160,10 @@ struct sr_eq {
 	struct sr_eq_entry *head, *tail;
 	void *err_data; /* owned, valid until the next read */
 	enum fi_wait_obj wait;
+	/* FI_WAIT_FD: an eventfd readable while entries are queued (fi_eq_write's and the
+	 * routed ones), and the wait fd FI_GETWAIT gives: an epoll set of it and the RNIC's
+	 * event fd (readable while events wait to be routed). -1 without. */
+	int efd, epfd;
 };
 
 struct sr_domain {
@@ -189,6 +220,13 @@ struct sr_ep {
 	struct sockaddr_in peer;
 	int connected;
 	int cq_data; /* fi_writedata allowed (FI_RX_CQ_DATA mode in the info) */
+	/* Provider-owned registered memory (made by fi_enable): the scratch word that the
+	 * original values of fi_atomic's Fetch and Adds land in. */
+	uint8_t *own;
+	softrnic_mr *own_mr;
+	uint32_t own_stag;
+	pthread_mutex_t post_lock; /* send-queue posts and their count */
+	uint64_t sq_posts;
 	struct sr_ep *next;
 };
 
@@ -227,14 +265,37 @@ static int sr_resolve(const char *node, const char *service, struct sockaddr_in 
 
 /* ------------------------------------------------------------------ EQ */
 
+/* Fabric lock held. The first entry makes the EQ's eventfd readable. */
 static void sr_eq_push(struct sr_eq *eq, struct sr_eq_entry *e)
 {
 	e->next = NULL;
-	if (eq->tail)
+	if (eq->tail) {
 		eq->tail->next = e;
-	else
+	} else {
 		eq->head = e;
+		if (eq->efd >= 0) {
+			uint64_t one = 1;
+			if (write(eq->efd, &one, sizeof(one)) != sizeof(one))
+				SR_WARN(FI_LOG_EQ, "EQ eventfd: %s\n", strerror(errno));
+		}
+	}
 	eq->tail = e;
+}
+
+/* Fabric lock held. Takes the head entry; the last one taken clears the eventfd. */
+static void sr_eq_pop(struct sr_eq *eq)
+{
+	struct sr_eq_entry *e = eq->head;
+	eq->head = e->next;
+	if (!eq->head) {
+		eq->tail = NULL;
+		if (eq->efd >= 0) {
+			uint64_t n;
+			if (read(eq->efd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+				SR_WARN(FI_LOG_EQ, "EQ eventfd: %s\n", strerror(errno));
+		}
+	}
+	free(e);
 }
 
 static struct sr_eq_entry *sr_cm_entry(uint32_t event, fid_t fid, struct fi_info *info,
@@ -415,12 +476,8 @@ static ssize_t sr_eq_read(struct fid_eq *eq_fid, uint32_t *event, void *buf, siz
 			*event = e->event;
 		memcpy(buf, e->buf, n);
 		ret = (ssize_t)n;
-		if (!(flags & FI_PEEK)) {
-			eq->head = e->next;
-			if (!eq->head)
-				eq->tail = NULL;
-			free(e);
-		}
+		if (!(flags & FI_PEEK))
+			sr_eq_pop(eq);
 	}
 	pthread_mutex_unlock(&eq->fab->lock);
 	return ret;
@@ -450,12 +507,8 @@ static ssize_t sr_eq_readerr(struct fid_eq *eq_fid, struct fi_eq_err_entry *buf,
 		buf->err_data = eq->err_data;
 		buf->err_data_size = eq->err_data ? e->len : 0;
 		ret = sizeof(*buf);
-		if (!(flags & FI_PEEK)) {
-			eq->head = e->next;
-			if (!eq->head)
-				eq->tail = NULL;
-			free(e);
-		}
+		if (!(flags & FI_PEEK))
+			sr_eq_pop(eq);
 	}
 	pthread_mutex_unlock(&eq->fab->lock);
 	return ret;
@@ -494,12 +547,12 @@ static ssize_t sr_eq_sread(struct fid_eq *eq_fid, uint32_t *event, void *buf, si
 {
 	struct sr_eq *eq = (struct sr_eq *)eq_fid;
 	int64_t end = timeout < 0 ? -1 : sr_now_ms() + timeout;
-	int fd = sr_lib.rnic_event_fd(eq->fab->rnic);
+	int fd = eq->epfd >= 0 ? eq->epfd : sr_lib.rnic_event_fd(eq->fab->rnic);
 	for (;;) {
 		ssize_t ret = sr_eq_read(eq_fid, event, buf, len, flags);
 		if (ret != -FI_EAGAIN)
 			return ret;
-		int wait = 50; /* requests and events both make the fd readable */
+		int wait = 50; /* entries, requests and events all make the fd readable */
 		if (end >= 0) {
 			int64_t left = end - sr_now_ms();
 			if (left <= 0)
@@ -540,6 +593,10 @@ static int sr_eq_close(struct fid *fid)
 		free(e);
 	}
 	free(eq->err_data);
+	if (eq->epfd >= 0)
+		close(eq->epfd);
+	if (eq->efd >= 0)
+		close(eq->efd);
 	free(eq);
 	return 0;
 }
@@ -553,7 +610,7 @@ static int sr_eq_control(struct fid *fid, int command, void *arg)
 		return -FI_ENODATA;
 	if (!arg)
 		return -FI_EINVAL;
-	*(int *)arg = sr_lib.rnic_event_fd(eq->fab->rnic);
+	*(int *)arg = eq->epfd;
 	return 0;
 }
 
@@ -583,6 +640,26 @@ static int sr_eq_open(struct fid_fabric *fabric, struct fi_eq_attr *attr, struct
 	eq->fab = (struct sr_fabric *)fabric;
 	eq->wait = attr->wait_obj == FI_WAIT_UNSPEC ? (sr_manual ? FI_WAIT_NONE : FI_WAIT_FD) :
 						       attr->wait_obj;
+	eq->efd = eq->epfd = -1;
+	if (eq->wait == FI_WAIT_FD) {
+		struct epoll_event ev = { .events = EPOLLIN };
+		int rfd = sr_lib.rnic_event_fd(eq->fab->rnic);
+		errno = 0;
+		eq->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		eq->epfd = epoll_create1(EPOLL_CLOEXEC);
+		if (eq->efd < 0 || eq->epfd < 0 || rfd < 0 ||
+		    epoll_ctl(eq->epfd, EPOLL_CTL_ADD, eq->efd, &ev) ||
+		    epoll_ctl(eq->epfd, EPOLL_CTL_ADD, rfd, &ev)) {
+			int err = errno ? errno : EINVAL;
+			SR_WARN(FI_LOG_EQ, "EQ wait fd: %s\n", strerror(err));
+			if (eq->efd >= 0)
+				close(eq->efd);
+			if (eq->epfd >= 0)
+				close(eq->epfd);
+			free(eq);
+			return -err;
+		}
+	}
 	eq->eq_fid.fid.fclass = FI_CLASS_EQ;
 	eq->eq_fid.fid.context = context;
 	eq->eq_fid.fid.ops = &sr_eq_fi_ops;
@@ -640,6 +717,10 @@ static int sr_mr_reg(struct fid *fid, const void *buf, size_t len, uint64_t acce
 	 * rights on it (RFC 5040 §4.4: the sink STag is advertised in the Read Request). */
 	if (access & (FI_REMOTE_WRITE | FI_READ))
 		acc |= SOFTRNIC_ACCESS_REMOTE_WRITE;
+	/* A target of the peer's atomics: RFC 7306 Fetch and Add and Compare and Swap modify
+	 * the region, so libfabric's remote write right carries the remote atomic right. */
+	if (access & FI_REMOTE_WRITE)
+		acc |= SOFTRNIC_ACCESS_REMOTE_ATOMIC;
 	mr = calloc(1, sizeof(*mr));
 	if (!mr)
 		return -FI_ENOMEM;
@@ -689,9 +770,17 @@ static struct fi_ops_mr sr_mr_ops = {
 static uint64_t sr_wc_flags(const softrnic_wc *wc)
 {
 	switch (wc->opcode) {
+	case SOFTRNIC_WC_FETCH_ADD:
+		if (wc->wr_id & SR_WRID_ATOMIC_WRITE)
+			return FI_ATOMIC | FI_WRITE;
+		return FI_ATOMIC | FI_READ;
+	case SOFTRNIC_WC_CMP_SWAP: return FI_ATOMIC | FI_READ;
 	case SOFTRNIC_WC_SEND: return FI_MSG | FI_SEND;
 	case SOFTRNIC_WC_RDMA_WRITE: return FI_RMA | FI_WRITE;
-	case SOFTRNIC_WC_IMM_DATA: return FI_RMA | FI_WRITE;
+	case SOFTRNIC_WC_IMM_DATA:
+		if (wc->wr_id & SR_WRID_ATOMIC_WRITE)
+			return FI_MSG | FI_SEND;
+		return FI_RMA | FI_WRITE;
 	case SOFTRNIC_WC_RDMA_READ: return FI_RMA | FI_READ;
 	case SOFTRNIC_WC_RECV:
 		if (wc->flags & SOFTRNIC_WC_WITH_IMM)
@@ -710,6 +799,15 @@ static uint64_t sr_wc_data(const softrnic_wc *wc)
 	return d;
 }
 
+/* The context a completion reports (without the provider's marker bit). */
+static void *sr_wc_context(const softrnic_wc *wc)
+{
+	uint64_t id = wc->wr_id;
+	if (wc->opcode == SOFTRNIC_WC_FETCH_ADD || wc->opcode == SOFTRNIC_WC_IMM_DATA)
+		id &= ~SR_WRID_ATOMIC_WRITE;
+	return (void *)(uintptr_t)id;
+}
+
 static size_t sr_cq_entry_size(enum fi_cq_format f)
 {
 	switch (f) {
@@ -722,7 +820,7 @@ static size_t sr_cq_entry_size(enum fi_cq_format f)
 
 static void sr_cq_fill(struct sr_cq *cq, const softrnic_wc *wc, void *out)
 {
-	void *ctx = (void *)(uintptr_t)wc->wr_id;
+	void *ctx = sr_wc_context(wc);
 	switch (cq->format) {
 	case FI_CQ_FORMAT_CONTEXT:
 		((struct fi_cq_entry *)out)->op_context = ctx;
@@ -844,7 +942,7 @@ static ssize_t sr_cq_readerr(struct fid_cq *cq_fid, struct fi_cq_err_entry *buf,
 	memset(buf, 0, sizeof(*buf));
 	buf->err_data = keep_data;
 	buf->err_data_size = keep ? 0 : 0;
-	buf->op_context = (void *)(uintptr_t)wc->wr_id;
+	buf->op_context = sr_wc_context(wc);
 	buf->flags = sr_wc_flags(wc);
 	buf->err = sr_wc_errno(wc->status);
 	buf->prov_errno = (int)wc->status;
@@ -1027,19 +1125,113 @@ static int sr_sgl(const struct iovec *iov, void **desc, size_t count, softrnic_s
 	return 0;
 }
 
-static ssize_t sr_post_send(struct sr_ep *ep, softrnic_send_wr *wr, uint64_t flags)
+/* Posts to the send queue and counts the post. The endpoint's post lock is held. */
+static ssize_t sr_post_locked(struct sr_ep *ep, softrnic_send_wr *wr, uint64_t flags)
 {
 	int st;
-	if (!ep->qp)
-		return -FI_EOPBADSTATE;
-	if (ep->tx_sel && !(flags & FI_COMPLETION))
-		wr->flags |= SOFTRNIC_WR_UNSIGNALED;
+	if ((ep->tx_sel && !(flags & FI_COMPLETION)) || (flags & FI_INJECT))
+		wr->flags |= SOFTRNIC_WR_UNSIGNALED; /* FI_INJECT: no completion on success */
 	if (flags & FI_FENCE)
 		wr->flags |= SOFTRNIC_WR_FENCE;
 	st = sr_lib.qp_post_sq(ep->qp, wr);
 	if (st == SOFTRNIC_ERR_QUEUE_FULL)
 		return -FI_EAGAIN;
-	return st < 0 ? sr_check(st, "softrnic_qp_post_sq") : 0;
+	if (st < 0)
+		return sr_check(st, "softrnic_qp_post_sq");
+	ep->sq_posts++;
+	return 0;
+}
+
+static ssize_t sr_post_send(struct sr_ep *ep, softrnic_send_wr *wr, uint64_t flags)
+{
+	ssize_t r;
+	if (!ep->qp)
+		return -FI_EOPBADSTATE;
+	pthread_mutex_lock(&ep->post_lock);
+	r = sr_post_locked(ep, wr, flags);
+	pthread_mutex_unlock(&ep->post_lock);
+	return r;
+}
+
+/* FI_INJECT: gathers `iov` into the endpoint's next bounce slot and posts `wr` (a Send or
+ * RDMA Write) from it without a completion, then `imm` (Immediate Data) if given. The
+ * caller's buffers are free again on return and need no descriptor. */
+static ssize_t sr_post_inject(struct sr_ep *ep, softrnic_send_wr *wr, const struct iovec *iov,
+			      size_t count, softrnic_send_wr *imm)
+{
+	softrnic_sge sge;
+	size_t len = 0;
+	ssize_t r;
+	uint8_t *slot;
+	if (count && !iov)
+		return -FI_EINVAL;
+	for (size_t i = 0; i < count; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -FI_EINVAL;
+		if (iov[i].iov_len > SR_INJECT - len)
+			return -FI_EMSGSIZE;
+		len += iov[i].iov_len;
+	}
+	if (!ep->qp)
+		return -FI_EOPBADSTATE;
+	pthread_mutex_lock(&ep->post_lock);
+	slot = ep->own + (ep->sq_posts % SR_INJECT_SLOTS) * SR_INJECT;
+	len = 0;
+	for (size_t i = 0; i < count; i++) {
+		if (iov[i].iov_len)
+			memcpy(slot + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	sge.to = (uint64_t)(uintptr_t)slot;
+	sge.len = (uint32_t)len;
+	sge.stag = ep->own_stag;
+	wr->sg_list = len ? &sge : NULL;
+	wr->num_sge = len ? 1 : 0;
+	r = sr_post_locked(ep, wr, FI_INJECT);
+	if (!r && imm)
+		r = sr_post_locked(ep, imm, FI_INJECT);
+	pthread_mutex_unlock(&ep->post_lock);
+	return r;
+}
+
+/* RFC 7306 Immediate Data carrying `data` (big-endian, as the peer's completion reads it). */
+static void sr_imm_wr(softrnic_send_wr *wr, uint64_t data, void *context)
+{
+	memset(wr, 0, sizeof(*wr));
+	wr->wr_id = (uint64_t)(uintptr_t)context;
+	wr->opcode = SOFTRNIC_WR_IMM_DATA;
+	for (int i = 7; i >= 0; i--, data >>= 8)
+		wr->imm_data[i] = (uint8_t)data;
+}
+
+static size_t sr_iov_len(const struct iovec *iov, size_t count)
+{
+	size_t len = 0;
+	for (size_t i = 0; iov && i < count; i++)
+		len += iov[i].iov_len;
+	return len;
+}
+
+/* fi_senddata / fi_injectdata: RFC 7306 has Immediate Data only as a message of its own,
+ * without payload (§4: Immediate Data, 8 bytes, consuming an untagged buffer of the peer),
+ * and no Send that carries both. Remote CQ data with no payload is that message; with a
+ * payload it is -FI_ENOSYS. At the peer it completes a receive with FI_REMOTE_CQ_DATA and
+ * length 0, as fi_writedata's does (the wire does not tell them apart). */
+static ssize_t sr_senddata_post(struct sr_ep *ep, size_t len, uint64_t data, void *context,
+				uint64_t flags)
+{
+	softrnic_send_wr wr;
+	if (!ep->cq_data)
+		return -FI_ENOSYS;
+	if (len) {
+		FI_INFO(&sr_prov, FI_LOG_EP_DATA,
+			"remote CQ data with %zu bytes: RFC 7306 Immediate Data has no payload\n",
+			len);
+		return -FI_ENOSYS;
+	}
+	sr_imm_wr(&wr, data, context);
+	wr.wr_id |= SR_WRID_ATOMIC_WRITE;
+	return sr_post_send(ep, &wr, flags);
 }
 
 static ssize_t sr_recvv_flags(struct sr_ep *ep, const struct iovec *iov, void **desc,
@@ -1088,16 +1280,17 @@ static ssize_t sr_sendv_flags(struct sr_ep *ep, const struct iovec *iov, void **
 {
 	softrnic_sge sge[SR_MAX_SGE];
 	softrnic_send_wr wr;
-	int ret = sr_sgl(iov, desc, count, sge);
-	if (ret)
-		return ret;
+	int ret;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)(uintptr_t)context;
 	wr.opcode = SOFTRNIC_WR_SEND;
+	if (flags & FI_INJECT)
+		return sr_post_inject(ep, &wr, iov, count, NULL);
+	ret = sr_sgl(iov, desc, count, sge);
+	if (ret)
+		return ret;
 	wr.sg_list = sge;
 	wr.num_sge = (uint32_t)count;
-	if (flags & FI_REMOTE_CQ_DATA)
-		return -FI_ENOSYS;
 	return sr_post_send(ep, &wr, flags);
 }
 
@@ -1122,23 +1315,40 @@ static ssize_t sr_sendmsg(struct fid_ep *ep, const struct fi_msg *msg, uint64_t 
 {
 	if (!msg)
 		return -FI_EINVAL;
+	if (flags & FI_REMOTE_CQ_DATA)
+		return sr_senddata_post((struct sr_ep *)ep,
+					sr_iov_len(msg->msg_iov, msg->iov_count), msg->data,
+					msg->context, flags);
 	return sr_sendv_flags((struct sr_ep *)ep, msg->msg_iov, msg->desc, msg->iov_count,
 			      msg->context, flags);
 }
 
-static ssize_t sr_no_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
-{ (void)ep; (void)buf; (void)len; (void)dest; return -FI_ENOSYS; }
-static ssize_t sr_no_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
-			      uint64_t data, fi_addr_t dest, void *context)
-{ (void)ep; (void)buf; (void)len; (void)desc; (void)data; (void)dest; (void)context; return -FI_ENOSYS; }
-static ssize_t sr_no_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
-				fi_addr_t dest)
-{ (void)ep; (void)buf; (void)len; (void)data; (void)dest; return -FI_ENOSYS; }
+static ssize_t sr_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest)
+{
+	struct iovec iov = { (void *)buf, len };
+	(void)dest;
+	return sr_sendv_flags((struct sr_ep *)ep, &iov, NULL, 1, NULL, FI_INJECT);
+}
+
+static ssize_t sr_senddata(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			   uint64_t data, fi_addr_t dest, void *context)
+{
+	(void)buf; (void)desc; (void)dest;
+	return sr_senddata_post((struct sr_ep *)ep, len, data, context,
+				((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_injectdata(struct fid_ep *ep, const void *buf, size_t len, uint64_t data,
+			     fi_addr_t dest)
+{
+	(void)buf; (void)dest;
+	return sr_senddata_post((struct sr_ep *)ep, len, data, NULL, FI_INJECT);
+}
 
 static struct fi_ops_msg sr_msg_ops = {
 	.size = sizeof(struct fi_ops_msg), .recv = sr_recv, .recvv = sr_recvv,
 	.recvmsg = sr_recvmsg, .send = sr_send, .sendv = sr_sendv, .sendmsg = sr_sendmsg,
-	.inject = sr_no_inject, .senddata = sr_no_senddata, .injectdata = sr_no_injectdata,
+	.inject = sr_inject, .senddata = sr_senddata, .injectdata = sr_injectdata,
 };
 
 /* RMA: one contiguous remote range per operation (as libfabric's verbs provider). */
@@ -1147,24 +1357,32 @@ static ssize_t sr_rma(struct sr_ep *ep, uint32_t opcode, const struct iovec *iov
 		      int with_data, uint64_t data)
 {
 	softrnic_sge sge[SR_MAX_SGE];
-	softrnic_send_wr wr;
-	int ret = sr_sgl(iov, desc, count, sge);
+	softrnic_send_wr wr, imm;
+	int ret;
 	ssize_t r;
-	if (ret)
-		return ret;
 	if (key > UINT32_MAX)
 		return -FI_EINVAL;
+	if (with_data && !ep->cq_data)
+		return -FI_ENOSYS;
 	memset(&wr, 0, sizeof(wr));
 	wr.wr_id = (uint64_t)(uintptr_t)context;
 	wr.opcode = opcode;
-	wr.sg_list = sge;
-	wr.num_sge = (uint32_t)count;
 	wr.remote_stag = (uint32_t)key;
 	wr.remote_to = addr;
+	if (with_data)
+		sr_imm_wr(&imm, data, context);
+	if (flags & FI_INJECT) {
+		if (opcode != SOFTRNIC_WR_RDMA_WRITE)
+			return -FI_EINVAL; /* only writes inject */
+		return sr_post_inject(ep, &wr, iov, count, with_data ? &imm : NULL);
+	}
+	ret = sr_sgl(iov, desc, count, sge);
+	if (ret)
+		return ret;
+	wr.sg_list = sge;
+	wr.num_sge = (uint32_t)count;
 	if (!with_data)
 		return sr_post_send(ep, &wr, flags);
-	if (!ep->cq_data)
-		return -FI_ENOSYS;
 	/* fi_writedata: the RDMA Write, then RFC 7306 Immediate Data carrying the 8 bytes of
 	 * `data`, which completes a receive of the peer with FI_REMOTE_CQ_DATA. Only the
 	 * Immediate Data completes locally: ordering on the QP means the Write was placed. */
@@ -1172,12 +1390,7 @@ static ssize_t sr_rma(struct sr_ep *ep, uint32_t opcode, const struct iovec *iov
 	r = sr_post_send(ep, &wr, flags | FI_COMPLETION);
 	if (r)
 		return r;
-	memset(&wr, 0, sizeof(wr));
-	wr.wr_id = (uint64_t)(uintptr_t)context;
-	wr.opcode = SOFTRNIC_WR_IMM_DATA;
-	for (int i = 7; i >= 0; i--, data >>= 8)
-		wr.imm_data[i] = (uint8_t)data;
-	return sr_post_send(ep, &wr, flags);
+	return sr_post_send(ep, &imm, flags);
 }
 
 static ssize_t sr_read(struct fid_ep *ep, void *buf, size_t len, void *desc, fi_addr_t src,
@@ -1242,18 +1455,290 @@ static ssize_t sr_writedata(struct fid_ep *ep, const void *buf, size_t len, void
 		      context, ((struct sr_ep *)ep)->tx_flags, 1, data);
 }
 
-static ssize_t sr_rma_no_inject(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
-				uint64_t addr, uint64_t key)
-{ (void)ep; (void)buf; (void)len; (void)dest; (void)addr; (void)key; return -FI_ENOSYS; }
-static ssize_t sr_rma_no_injectdata(struct fid_ep *ep, const void *buf, size_t len,
-				    uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
-{ (void)ep; (void)buf; (void)len; (void)data; (void)dest; (void)addr; (void)key; return -FI_ENOSYS; }
+static ssize_t sr_inject_write(struct fid_ep *ep, const void *buf, size_t len, fi_addr_t dest,
+			       uint64_t addr, uint64_t key)
+{
+	struct iovec iov = { (void *)buf, len };
+	(void)dest;
+	return sr_rma((struct sr_ep *)ep, SOFTRNIC_WR_RDMA_WRITE, &iov, NULL, 1, addr, key, NULL,
+		      FI_INJECT, 0, 0);
+}
+
+static ssize_t sr_inject_writedata(struct fid_ep *ep, const void *buf, size_t len,
+				   uint64_t data, fi_addr_t dest, uint64_t addr, uint64_t key)
+{
+	struct iovec iov = { (void *)buf, len };
+	(void)dest;
+	return sr_rma((struct sr_ep *)ep, SOFTRNIC_WR_RDMA_WRITE, &iov, NULL, 1, addr, key, NULL,
+		      FI_INJECT, 1, data);
+}
 
 static struct fi_ops_rma sr_rma_ops = {
 	.size = sizeof(struct fi_ops_rma), .read = sr_read, .readv = sr_readv,
 	.readmsg = sr_readmsg, .write = sr_write, .writev = sr_writev, .writemsg = sr_writemsg,
-	.inject = sr_rma_no_inject, .writedata = sr_writedata,
-	.injectdata = sr_rma_no_injectdata,
+	.inject = sr_inject_write, .writedata = sr_writedata,
+	.injectdata = sr_inject_writedata,
+};
+
+/* ------------------------------------------------------------------ atomics (RFC 7306) */
+
+enum sr_atomic_kind { SR_AT_WRITE, SR_AT_FETCH, SR_AT_COMPARE };
+
+/* What RFC 7306 carries: Fetch and Add (FI_SUM, fetching or not) and Compare and Swap
+ * (FI_CSWAP) of one 64-bit integer. Signed and unsigned add and compare alike in two's
+ * complement. Anything else: -FI_EOPNOTSUPP. */
+static int sr_atomic_valid(enum sr_atomic_kind kind, enum fi_datatype dt, enum fi_op op,
+			   size_t *count)
+{
+	int ok;
+	if (dt != FI_UINT64 && dt != FI_INT64)
+		return -FI_EOPNOTSUPP;
+	ok = kind == SR_AT_COMPARE ? op == FI_CSWAP : op == FI_SUM;
+	if (!ok)
+		return -FI_EOPNOTSUPP;
+	if (count)
+		*count = 1;
+	return 0;
+}
+
+static int sr_atomic_writevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				size_t *count)
+{
+	(void)ep;
+	return sr_atomic_valid(SR_AT_WRITE, dt, op, count);
+}
+
+static int sr_atomic_readwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				    size_t *count)
+{
+	(void)ep;
+	return sr_atomic_valid(SR_AT_FETCH, dt, op, count);
+}
+
+static int sr_atomic_compwritevalid(struct fid_ep *ep, enum fi_datatype dt, enum fi_op op,
+				    size_t *count)
+{
+	(void)ep;
+	return sr_atomic_valid(SR_AT_COMPARE, dt, op, count);
+}
+
+static int sr_query_atomic(struct fid_domain *d, enum fi_datatype dt, enum fi_op op,
+			   struct fi_atomic_attr *attr, uint64_t flags)
+{
+	size_t count;
+	enum sr_atomic_kind kind = (flags & FI_COMPARE_ATOMIC) ? SR_AT_COMPARE :
+				   (flags & FI_FETCH_ATOMIC)   ? SR_AT_FETCH :
+								 SR_AT_WRITE;
+	int ret;
+	(void)d;
+	if (!attr || (flags & ~(uint64_t)(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC)) ||
+	    (flags & FI_FETCH_ATOMIC && flags & FI_COMPARE_ATOMIC))
+		return -FI_EINVAL;
+	ret = sr_atomic_valid(kind, dt, op, &count);
+	if (ret)
+		return ret;
+	attr->count = count;
+	attr->size = SR_ATOMIC_SIZE;
+	return 0;
+}
+
+/* One RFC 7306 atomic: `count` (1) 64-bit operand at `buf`, at remote `addr` (8-byte
+ * aligned) of `key`; the original value lands in `result` (registered: `result_desc`), or
+ * for SR_AT_WRITE in the endpoint's scratch word. */
+static ssize_t sr_atomic_post(struct sr_ep *ep, enum sr_atomic_kind kind, const void *buf,
+			      size_t count, const void *compare, void *result,
+			      void *result_desc, uint64_t addr, uint64_t key,
+			      enum fi_datatype dt, enum fi_op op, void *context, uint64_t flags)
+{
+	softrnic_sge sge;
+	softrnic_send_wr wr;
+	uint64_t operand;
+	int ret = sr_atomic_valid(kind, dt, op, NULL);
+	if (ret)
+		return ret;
+	if (count != 1 || !buf || key > UINT32_MAX)
+		return -FI_EINVAL;
+	if (addr % SR_ATOMIC_SIZE) {
+		FI_INFO(&sr_prov, FI_LOG_EP_DATA,
+			"atomic at %#llx: RFC 7306 needs an 8-byte aligned target\n",
+			(unsigned long long)addr);
+		return -FI_EINVAL;
+	}
+	if (!ep->qp)
+		return -FI_EOPBADSTATE;
+	memcpy(&operand, buf, sizeof(operand));
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = (uint64_t)(uintptr_t)context;
+	wr.remote_stag = (uint32_t)key;
+	wr.remote_to = addr;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	sge.len = SR_ATOMIC_SIZE;
+	if (kind == SR_AT_WRITE) {
+		sge.to = (uint64_t)(uintptr_t)(ep->own + SR_SCRATCH_OFF);
+		sge.stag = ep->own_stag;
+		wr.wr_id |= SR_WRID_ATOMIC_WRITE;
+	} else {
+		struct sr_mr *mr = result_desc;
+		if (!result || !mr)
+			return -FI_EINVAL; /* FI_MR_LOCAL: the result buffer needs its descriptor */
+		sge.to = (uint64_t)(uintptr_t)result;
+		sge.stag = mr->stag;
+	}
+	if (kind == SR_AT_COMPARE) {
+		if (!compare)
+			return -FI_EINVAL;
+		wr.opcode = SOFTRNIC_WR_CMP_SWAP;
+		memcpy(&wr.compare_add, compare, sizeof(wr.compare_add));
+		wr.compare_add_mask = UINT64_MAX;
+		wr.swap = operand;
+		wr.swap_mask = UINT64_MAX;
+	} else {
+		wr.opcode = SOFTRNIC_WR_FETCH_ADD;
+		wr.compare_add = operand;
+	}
+	return sr_post_send(ep, &wr, flags);
+}
+
+/* The one remote IOV and the one local IOV an RFC 7306 atomic has. */
+static int sr_atomic_msg_ok(const struct fi_msg_atomic *msg)
+{
+	return msg && msg->iov_count == 1 && msg->msg_iov && msg->rma_iov_count == 1 &&
+	       msg->rma_iov && msg->rma_iov->count == msg->msg_iov->count;
+}
+
+static ssize_t sr_atomic_write(struct fid_ep *ep, const void *buf, size_t count, void *desc,
+			       fi_addr_t dest, uint64_t addr, uint64_t key,
+			       enum fi_datatype dt, enum fi_op op, void *context)
+{
+	(void)desc; (void)dest; /* the operand travels in the request */
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_WRITE, buf, count, NULL, NULL, NULL,
+			      addr, key, dt, op, context, ((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_atomic_writev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				size_t count, fi_addr_t dest, uint64_t addr, uint64_t key,
+				enum fi_datatype dt, enum fi_op op, void *context)
+{
+	if (count != 1 || !iov)
+		return -FI_EINVAL;
+	return sr_atomic_write(ep, iov->addr, iov->count, desc ? desc[0] : NULL, dest, addr,
+			       key, dt, op, context);
+}
+
+static ssize_t sr_atomic_writemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				  uint64_t flags)
+{
+	if (!sr_atomic_msg_ok(msg))
+		return -FI_EINVAL;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_WRITE, msg->msg_iov->addr,
+			      msg->msg_iov->count, NULL, NULL, NULL, msg->rma_iov->addr,
+			      msg->rma_iov->key, msg->datatype, msg->op, msg->context, flags);
+}
+
+static ssize_t sr_atomic_inject(struct fid_ep *ep, const void *buf, size_t count,
+				fi_addr_t dest, uint64_t addr, uint64_t key,
+				enum fi_datatype dt, enum fi_op op)
+{
+	(void)dest;
+	/* No completion on success (FI_INJECT): the operand is copied into the request. */
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_WRITE, buf, count, NULL, NULL, NULL,
+			      addr, key, dt, op, NULL, FI_INJECT);
+}
+
+static ssize_t sr_atomic_readwrite(struct fid_ep *ep, const void *buf, size_t count,
+				   void *desc, void *result, void *result_desc,
+				   fi_addr_t dest, uint64_t addr, uint64_t key,
+				   enum fi_datatype dt, enum fi_op op, void *context)
+{
+	(void)desc; (void)dest;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_FETCH, buf, count, NULL, result,
+			      result_desc, addr, key, dt, op, context,
+			      ((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_atomic_readwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				    size_t count, struct fi_ioc *resultv, void **result_desc,
+				    size_t result_count, fi_addr_t dest, uint64_t addr,
+				    uint64_t key, enum fi_datatype dt, enum fi_op op,
+				    void *context)
+{
+	if (count != 1 || !iov || result_count != 1 || !resultv || !result_desc ||
+	    resultv->count != iov->count)
+		return -FI_EINVAL;
+	return sr_atomic_readwrite(ep, iov->addr, iov->count, desc ? desc[0] : NULL,
+				   resultv->addr, result_desc[0], dest, addr, key, dt, op,
+				   context);
+}
+
+static ssize_t sr_atomic_readwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				      struct fi_ioc *resultv, void **result_desc,
+				      size_t result_count, uint64_t flags)
+{
+	if (!sr_atomic_msg_ok(msg) || result_count != 1 || !resultv || !result_desc ||
+	    resultv->count != msg->msg_iov->count)
+		return -FI_EINVAL;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_FETCH, msg->msg_iov->addr,
+			      msg->msg_iov->count, NULL, resultv->addr, result_desc[0],
+			      msg->rma_iov->addr, msg->rma_iov->key, msg->datatype, msg->op,
+			      msg->context, flags);
+}
+
+static ssize_t sr_atomic_compwrite(struct fid_ep *ep, const void *buf, size_t count,
+				   void *desc, const void *compare, void *compare_desc,
+				   void *result, void *result_desc, fi_addr_t dest,
+				   uint64_t addr, uint64_t key, enum fi_datatype dt,
+				   enum fi_op op, void *context)
+{
+	(void)desc; (void)compare_desc; (void)dest;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_COMPARE, buf, count, compare, result,
+			      result_desc, addr, key, dt, op, context,
+			      ((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_atomic_compwritev(struct fid_ep *ep, const struct fi_ioc *iov, void **desc,
+				    size_t count, const struct fi_ioc *comparev,
+				    void **compare_desc, size_t compare_count,
+				    struct fi_ioc *resultv, void **result_desc,
+				    size_t result_count, fi_addr_t dest, uint64_t addr,
+				    uint64_t key, enum fi_datatype dt, enum fi_op op,
+				    void *context)
+{
+	(void)compare_desc; (void)desc; (void)dest;
+	if (count != 1 || !iov || compare_count != 1 || !comparev || result_count != 1 ||
+	    !resultv || !result_desc || comparev->count != iov->count ||
+	    resultv->count != iov->count)
+		return -FI_EINVAL;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_COMPARE, iov->addr, iov->count,
+			      comparev->addr, resultv->addr, result_desc[0], addr, key, dt, op,
+			      context, ((struct sr_ep *)ep)->tx_flags);
+}
+
+static ssize_t sr_atomic_compwritemsg(struct fid_ep *ep, const struct fi_msg_atomic *msg,
+				      const struct fi_ioc *comparev, void **compare_desc,
+				      size_t compare_count, struct fi_ioc *resultv,
+				      void **result_desc, size_t result_count, uint64_t flags)
+{
+	(void)compare_desc;
+	if (!sr_atomic_msg_ok(msg) || compare_count != 1 || !comparev || result_count != 1 ||
+	    !resultv || !result_desc || comparev->count != msg->msg_iov->count ||
+	    resultv->count != msg->msg_iov->count)
+		return -FI_EINVAL;
+	return sr_atomic_post((struct sr_ep *)ep, SR_AT_COMPARE, msg->msg_iov->addr,
+			      msg->msg_iov->count, comparev->addr, resultv->addr,
+			      result_desc[0], msg->rma_iov->addr, msg->rma_iov->key,
+			      msg->datatype, msg->op, msg->context, flags);
+}
+
+static struct fi_ops_atomic sr_atomic_ops = {
+	.size = sizeof(struct fi_ops_atomic), .write = sr_atomic_write,
+	.writev = sr_atomic_writev, .writemsg = sr_atomic_writemsg,
+	.inject = sr_atomic_inject, .readwrite = sr_atomic_readwrite,
+	.readwritev = sr_atomic_readwritev, .readwritemsg = sr_atomic_readwritemsg,
+	.compwrite = sr_atomic_compwrite, .compwritev = sr_atomic_compwritev,
+	.compwritemsg = sr_atomic_compwritemsg, .writevalid = sr_atomic_writevalid,
+	.readwritevalid = sr_atomic_readwritevalid,
+	.compwritevalid = sr_atomic_compwritevalid,
 };
 
 /* ------------------------------------------------------------------ endpoints */
@@ -1283,7 +1768,22 @@ static int sr_ep_close(struct fid *fid)
 	}
 	if (ep->own_cq)
 		sr_cq_close(&ep->own_cq->cq_fid.fid);
+	if (ep->own_mr && sr_lib.deregister_mem(ep->own_mr) == SOFTRNIC_ERR_BUSY) {
+		/* Work still holds the bounce slots: keep them until the RNIC is closed. */
+		struct sr_orphan *o = malloc(sizeof(*o));
+		struct sr_fabric *fab = ep->dom->fab;
+		if (o) {
+			o->mem = ep->own;
+			pthread_mutex_lock(&fab->lock);
+			o->next = fab->orphans;
+			fab->orphans = o;
+			pthread_mutex_unlock(&fab->lock);
+		}
+		ep->own = NULL; /* without a list node it is leaked, never freed under work */
+	}
+	free(ep->own);
 	fi_freeinfo(ep->info);
+	pthread_mutex_destroy(&ep->post_lock);
 	free(ep);
 	return 0;
 }
@@ -1332,6 +1832,22 @@ static int sr_ep_enable(struct sr_ep *ep)
 		int ret = sr_cq_create(ep->dom, NULL, &ep->own_cq, NULL);
 		if (ret)
 			return ret;
+	}
+	if (!ep->own_mr) {
+		softrnic_mr_info mi;
+		ep->own = aligned_alloc(64, SR_OWN_SIZE);
+		if (!ep->own)
+			return -FI_ENOMEM;
+		memset(ep->own, 0, SR_OWN_SIZE);
+		st = sr_lib.nsmr_register_mem(ep->dom->pd, ep->own, SR_OWN_SIZE,
+					      SOFTRNIC_ACCESS_LOCAL_WRITE, &ep->own_mr);
+		if (st < 0) {
+			free(ep->own);
+			ep->own = NULL;
+			return sr_check(st, "softrnic_nsmr_register_mem");
+		}
+		sr_lib.mr_query(ep->own_mr, &mi);
+		ep->own_stag = mi.stag;
 	}
 	st = sr_lib.qp_create(ep->dom->pd, ep->tx_cq ? ep->tx_cq->cq : ep->own_cq->cq,
 				ep->rx_cq ? ep->rx_cq->cq : ep->own_cq->cq, &attr, &ep->qp);
@@ -1419,7 +1935,14 @@ static int sr_ep_connect(struct fid_ep *ep_fid, const void *addr, const void *pa
 	int ret;
 	const struct sockaddr_in *sin = addr ? addr :
 				       (ep->info ? ep->info->dest_addr : NULL);
-	if (!sin || sin->sin_family != AF_INET)
+	if (!sin) {
+		/* E.g. an info from fi_getinfo(NULL, service, FI_SOURCE, ...): it names only a
+		 * source (fabtests 1.17 with -b and no -s asks for exactly that). */
+		SR_WARN(FI_LOG_EP_CTRL, "fi_connect: no destination (no address given and the "
+					"endpoint's info has no dest_addr)\n");
+		return -FI_EINVAL;
+	}
+	if (sin->sin_family != AF_INET)
 		return -FI_EINVAL;
 	ret = sr_conn_param(param, paramlen, &cp);
 	if (ret)
@@ -1537,6 +2060,7 @@ static int sr_endpoint(struct fid_domain *domain, struct fi_info *info, struct f
 		free(ep);
 		return -FI_ENOMEM;
 	}
+	pthread_mutex_init(&ep->post_lock, NULL);
 	if (info->handle) {
 		ep->connreq = (struct sr_connreq *)info->handle;
 		ep->info->handle = NULL;
@@ -1555,6 +2079,7 @@ static int sr_endpoint(struct fid_domain *domain, struct fi_info *info, struct f
 	ep->ep_fid.cm = &sr_ep_cm_ops;
 	ep->ep_fid.msg = &sr_msg_ops;
 	ep->ep_fid.rma = &sr_rma_ops;
+	ep->ep_fid.atomic = &sr_atomic_ops;
 	*out = &ep->ep_fid;
 	return 0;
 }
@@ -1751,9 +2276,6 @@ static int sr_no_stx(struct fid_domain *d, struct fi_tx_attr *a, struct fid_stx 
 { (void)d; (void)a; (void)s; (void)c; return -FI_ENOSYS; }
 static int sr_no_srx(struct fid_domain *d, struct fi_rx_attr *a, struct fid_ep **e, void *c)
 { (void)d; (void)a; (void)e; (void)c; return -FI_ENOSYS; }
-static int sr_no_qatomic(struct fid_domain *d, enum fi_datatype t, enum fi_op o,
-			 struct fi_atomic_attr *a, uint64_t f)
-{ (void)d; (void)t; (void)o; (void)a; (void)f; return -FI_ENOSYS; }
 static int sr_no_qcoll(struct fid_domain *d, enum fi_collective_op c,
 		       struct fi_collective_attr *a, uint64_t f)
 { (void)d; (void)c; (void)a; (void)f; return -FI_ENOSYS; }
@@ -1762,7 +2284,7 @@ static struct fi_ops_domain sr_domain_ops = {
 	.size = sizeof(struct fi_ops_domain), .av_open = sr_no_av, .cq_open = sr_cq_open,
 	.endpoint = sr_endpoint, .scalable_ep = sr_no_sep, .cntr_open = sr_no_cntr,
 	.poll_open = sr_no_poll, .stx_ctx = sr_no_stx, .srx_ctx = sr_no_srx,
-	.query_atomic = sr_no_qatomic, .query_collective = sr_no_qcoll,
+	.query_atomic = sr_query_atomic, .query_collective = sr_no_qcoll,
 };
 
 static int sr_domain(struct fid_fabric *fabric, struct fi_info *info, struct fid_domain **out,
@@ -1801,6 +2323,12 @@ static int sr_fabric_close(struct fid *fid)
 	if (fab->eps || fab->peps)
 		return -FI_EBUSY;
 	sr_lib.rnic_close(fab->rnic);
+	while (fab->orphans) {
+		struct sr_orphan *o = fab->orphans;
+		fab->orphans = o->next;
+		free(o->mem);
+		free(o);
+	}
 	pthread_mutex_destroy(&fab->lock);
 	free(fab);
 	return 0;
@@ -1877,43 +2405,54 @@ static int sr_fabric(struct fi_fabric_attr *attr, struct fid_fabric **out, void 
 
 /* ------------------------------------------------------------------ fi_getinfo */
 
+/* Why hints are refused, at FI_LOG_LEVEL=info (libfabric only says "No data available"). */
+static int sr_hints_refuse(const char *why)
+{
+	FI_INFO(&sr_prov, FI_LOG_CORE, "hints not supported: %s\n", why);
+	return 0;
+}
+
 static int sr_hints_ok(const struct fi_info *h, uint32_t version)
 {
 	if (!h)
 		return 1;
-	if (h->caps & ~(uint64_t)SR_CAPS)
+	if (h->caps & ~(uint64_t)SR_CAPS) {
+		uint64_t extra = h->caps & ~(uint64_t)SR_CAPS;
+		FI_INFO(&sr_prov, FI_LOG_CORE, "hints not supported: caps %s\n",
+			fi_tostr(&extra, FI_TYPE_CAPS));
 		return 0;
+	}
 	if (h->ep_attr && h->ep_attr->type != FI_EP_UNSPEC && h->ep_attr->type != FI_EP_MSG)
-		return 0;
+		return sr_hints_refuse("endpoint type other than FI_EP_MSG");
 	if (h->addr_format != FI_FORMAT_UNSPEC && h->addr_format != FI_SOCKADDR_IN &&
 	    h->addr_format != FI_SOCKADDR)
-		return 0;
+		return sr_hints_refuse("address format other than FI_SOCKADDR_IN");
 	if (h->fabric_attr && h->fabric_attr->name &&
 	    strcmp(h->fabric_attr->name, SR_PROV_NAME))
-		return 0;
+		return sr_hints_refuse("another fabric name");
 	if (h->domain_attr) {
 		int mode = h->domain_attr->mr_mode;
 		if (h->domain_attr->name && strcmp(h->domain_attr->name, SR_PROV_NAME))
-			return 0;
+			return sr_hints_refuse("another domain name");
 		if (h->domain_attr->caps & ~(uint64_t)(FI_LOCAL_COMM | FI_REMOTE_COMM))
-			return 0;
+			return sr_hints_refuse("domain caps beyond FI_LOCAL_COMM, FI_REMOTE_COMM");
 		if (sr_manual && (h->domain_attr->data_progress == FI_PROGRESS_AUTO ||
 				  h->domain_attr->control_progress == FI_PROGRESS_AUTO))
-			return 0;
+			return sr_hints_refuse("FI_PROGRESS_AUTO with FI_SOFTRNIC_PROGRESS=manual");
 		if (mode == FI_MR_SCALABLE)
-			return 0;
+			return sr_hints_refuse("FI_MR_SCALABLE");
 		/* Before API 1.5 FI_MR_UNSPEC/FI_MR_BASIC meant the basic mode, which is ours. */
 		if (!(mode & FI_MR_BASIC) &&
 		    !(FI_VERSION_LT(version, FI_VERSION(1, 5)) && mode == FI_MR_UNSPEC) &&
 		    (mode & SR_MR_MODE) != SR_MR_MODE)
-			return 0;
+			return sr_hints_refuse("mr_mode without FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED and FI_MR_PROV_KEY");
 	}
-	if (h->tx_attr && h->tx_attr->inject_size > 0)
-		return 0;
+	if (h->tx_attr && h->tx_attr->inject_size > SR_INJECT)
+		return sr_hints_refuse("inject_size over 128");
 	if (h->tx_attr && (h->tx_attr->msg_order & ~(uint64_t)SR_MSG_ORDER))
-		return 0;
+		return sr_hints_refuse("tx msg_order beyond SAS, RAW, WAW, WAS, SAW");
 	if (h->rx_attr && (h->rx_attr->msg_order & ~(uint64_t)SR_MSG_ORDER))
-		return 0;
+		return sr_hints_refuse("rx msg_order beyond SAS, RAW, WAW, WAS, SAW");
 	return 1;
 }
 
@@ -1944,14 +2483,15 @@ static int sr_getinfo(uint32_t version, const char *node, const char *service, u
 	fi->ep_attr->max_order_waw_size = SR_MAX_MSG;
 	fi->ep_attr->tx_ctx_cnt = 1;
 	fi->ep_attr->rx_ctx_cnt = 1;
-	fi->tx_attr->caps = FI_MSG | FI_RMA | FI_SEND | FI_READ | FI_WRITE;
+	fi->tx_attr->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_READ | FI_WRITE;
 	fi->tx_attr->msg_order = SR_MSG_ORDER;
 	fi->tx_attr->comp_order = FI_ORDER_STRICT;
-	fi->tx_attr->inject_size = 0;
+	fi->tx_attr->inject_size = SR_INJECT;
 	fi->tx_attr->size = SR_QUEUE;
 	fi->tx_attr->iov_limit = SR_MAX_SGE;
 	fi->tx_attr->rma_iov_limit = 1;
-	fi->rx_attr->caps = FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+	fi->rx_attr->caps = FI_MSG | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ |
+			    FI_REMOTE_WRITE;
 	fi->rx_attr->msg_order = fi->tx_attr->msg_order;
 	fi->rx_attr->comp_order = FI_ORDER_STRICT | FI_ORDER_DATA;
 	fi->rx_attr->size = SR_QUEUE;

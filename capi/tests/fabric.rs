@@ -128,9 +128,9 @@ fn fi_info_lists_the_provider_with_its_attributes() {
         "protocol: FI_PROTO_IWARP",
         "addr_format: FI_SOCKADDR_IN",
         "mr_mode: [ FI_MR_LOCAL, FI_MR_VIRT_ADDR, FI_MR_ALLOCATED, FI_MR_PROV_KEY ]",
-        "caps: [ FI_MSG, FI_RMA, FI_READ, FI_WRITE, FI_RECV, FI_SEND, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_LOCAL_COMM, FI_REMOTE_COMM ]",
+        "caps: [ FI_MSG, FI_RMA, FI_ATOMIC, FI_READ, FI_WRITE, FI_RECV, FI_SEND, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_LOCAL_COMM, FI_REMOTE_COMM ]",
         "cq_data_size: 8",
-        "inject_size: 0",
+        "inject_size: 128",
         "iov_limit: 6",
         "rma_iov_limit: 1",
         "size: 256",
@@ -350,6 +350,30 @@ fn fi_pingpong_with_manual_progress() {
     pingpong("manual");
 }
 
+/// Compiles fabric/tests/`name`.c against libfabric, runs it with the provider and returns
+/// its output lines (after asserting that it exited 0).
+fn run_c_check(name: &str) -> Vec<String> {
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let out = Command::new(compiler().expect("checked by missing()"))
+        .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L"])
+        .args(["-Wall", "-Wextra", "-Werror"])
+        .arg(repo().join(format!("fabric/tests/{name}.c")))
+        .arg("-o")
+        .arg(&exe)
+        .args(["-lfabric", "-pthread"])
+        .output()
+        .expect("run the C compiler");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = finish(
+        fi_command(&exe).spawn().expect(name),
+        Duration::from_secs(60),
+        name,
+    );
+    let s = text(&out.stdout);
+    assert!(out.status.success(), "{s}\n{}", text(&out.stderr));
+    s.lines().map(String::from).collect()
+}
+
 #[test]
 fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject_with_cm_data_and_misuse()
  {
@@ -357,26 +381,8 @@ fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject
         println!("SKIPPED: {why}");
         return;
     }
-    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fi_rma_check");
-    let out = Command::new(compiler().expect("checked by missing()"))
-        .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L"])
-        .args(["-Wall", "-Wextra", "-Werror"])
-        .arg(repo().join("fabric/tests/fi_rma_check.c"))
-        .arg("-o")
-        .arg(&exe)
-        .arg("-lfabric")
-        .output()
-        .expect("run the C compiler");
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let out = finish(
-        fi_command(&exe).spawn().expect("fi_rma_check"),
-        Duration::from_secs(60),
-        "fi_rma_check",
-    );
-    let s = text(&out.stdout);
-    assert!(out.status.success(), "{s}\n{}", text(&out.stderr));
-    let lines: Vec<&str> = s.lines().collect();
-    assert!(lines[0].starts_with("listen: ok (port "), "{s}");
+    let lines = run_c_check("fi_rma_check");
+    assert!(lines[0].starts_with("listen: ok (port "), "{lines:?}");
     assert_eq!(
         &lines[1..],
         [
@@ -390,6 +396,77 @@ fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject
             "bad key: ok (completion error Permission denied, provider: remote access error)",
             "shutdown: ok (FI_SHUTDOWN on the server)",
             "fi_rma_check: all checks passed",
+        ]
+    );
+}
+
+/// FI_ATOMIC from RFC 7306 (§4 Atomic Operations: Fetch and Add, Compare and Swap on one
+/// 64-bit, 8-byte aligned value): fabric/tests/fi_atomic_check.c checks each result and the
+/// target memory, the valid-queries, misuse and a target region without the remote right.
+#[test]
+fn fi_atomic_check_rfc7306_fetch_add_and_compare_swap() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let lines = run_c_check("fi_atomic_check");
+    assert_eq!(
+        lines,
+        [
+            "connect: ok",
+            "valid: ok (FI_SUM and FI_CSWAP on FI_UINT64/FI_INT64, count 1, size 8; others Operation not supported)",
+            "fetch_atomic FI_SUM: ok (1000 + 42: result 1000, target 1042)",
+            "compare_atomic FI_CSWAP: ok (1042 == 1042: swapped to 7; 99 != 7: result 7, target unchanged)",
+            "atomic FI_SUM: ok (7 + 5 = 12; inject + 100 without completion; FI_INT64 - 13: result 112, target 99)",
+            "misuse: ok (misaligned, count 2, no descriptor: Invalid argument; FI_MAX, FI_UINT32: Operation not supported)",
+            "read-only target: ok (completion error Permission denied, target unchanged)",
+            "fi_atomic_check: all checks passed",
+        ]
+    );
+}
+
+/// fi_inject, fi_inject_write and fi_inject_writedata through the provider's registered
+/// bounce slots (no completion, the source free at once, 900 injects in rounds: more than
+/// the slots, 200 round trips both ways), and fi_senddata/fi_injectdata without payload as RFC 7306 §4 Immediate Data
+/// messages (with payload -FI_ENOSYS: RFC 7306 has no Send carrying Immediate Data).
+#[test]
+fn fi_inject_check_inject_and_rfc7306_immediate_data_senddata() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let lines = run_c_check("fi_inject_check");
+    assert_eq!(
+        lines,
+        [
+            "connect: ok (inject_size 128)",
+            "inject: ok (128 bytes, source reused at once; 129 bytes: Message too long)",
+            "inject burst: ok (900 messages in order, no sender completion)",
+            "inject ping-pong: ok (200 round trips)",
+            "inject_write, inject_writedata: ok (128 and 64 bytes placed, remote CQ data 0xabcdef0123456789, no sender completion)",
+            "senddata, injectdata: ok (Immediate Data 0x0102030405060708 and 0x1111222233334444; with payload: Function not implemented)",
+            "fi_inject_check: all checks passed",
+        ]
+    );
+}
+
+/// An FI_WAIT_FD event queue's descriptor follows its entries, fi_eq_write's included:
+/// fabric/tests/fi_eq_check.c polls it empty, after fi_eq_write, after a peek and after the
+/// read, checks fi_trywait, and wakes a thread blocked in fi_eq_sread without timeout.
+#[test]
+fn fi_eq_check_eq_write_wakes_the_wait_fd() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let lines = run_c_check("fi_eq_check");
+    assert_eq!(
+        lines,
+        [
+            "wait fd: ok (quiet when empty, readable after fi_eq_write and a peek, quiet after the read)",
+            "two entries: ok (readable until the second is read)",
+            "sread: ok (a blocked fi_eq_sread returned the written entry)",
+            "fi_eq_check: all checks passed",
         ]
     );
 }

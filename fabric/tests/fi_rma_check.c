@@ -145,7 +145,7 @@ int main(void)
 		OK(fi_mr_reg(domain, b, sizeof(b), FI_SEND, 0, 0, 0, &mr, NULL));
 		CHECK(fi_send(ep, b, sizeof(b), fi_mr_desc(mr), 0, NULL) == -FI_EOPBADSTATE,
 		      "send before connecting: %s", "");
-		CHECK(fi_inject(ep, b, 4, 0) == -FI_ENOSYS, "inject");
+		CHECK(fi_inject(ep, b, 4, 0) == -FI_EOPBADSTATE, "inject before connecting");
 		CHECK(fi_reject(pep, &mr->fid, NULL, 0) == -FI_EINVAL, "reject of a non-request");
 		CHECK(fi_connect(ep, NULL, NULL, 0) == -FI_EINVAL, "connect without address");
 		char big[1024];
