@@ -19,15 +19,19 @@ bash "$here/../build.sh" "$lib" "$work/prov" >/dev/null
 mpicc -O2 -Wall -Werror "$here/mpi_osc_bench.c" -o "$work/mpi_osc_bench"
 export FI_PROVIDER_PATH="$work/prov" LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 common=(--allow-run-as-root --oversubscribe -np 2 --mca osc pt2pt)
-softrnic=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include "softrnic;ofi_rxm"
-    --mca btl self)
-tcp=(--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo)
+# The transport's Open MPI options ("self,tcp" is one argument: the BTL list).
+opts_of() {
+    case "$1" in
+        softrnic) echo '--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include softrnic;ofi_rxm --mca btl self' ;;
+        tcp) echo '--mca pml ob1 --mca btl self,tcp --mca btl_tcp_if_include lo' ;;
+    esac
+}
 for r in $(seq "$rounds"); do
     for t in softrnic tcp; do
-        declare -n opts=$t
+        read -r -a opts <<<"$(opts_of "$t")"
         out=$(mpirun "${common[@]}" "${opts[@]}" "$work/mpi_osc_bench" "$iters")
         grep -qx verified <<<"$out" || { echo "$t round $r: data not verified" >&2; exit 1; }
-        sed "s/^/$t /" <<<"$out" | grep -v ' verified$' >>"$work/all"
+        grep -v '^verified$' <<<"$out" | while read -r line; do echo "$t $line"; done >>"$work/all"
     done
 done
 # Best per (transport, measurement, size): least µs for latency, most MB/s for bandwidth.
