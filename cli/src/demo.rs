@@ -306,21 +306,49 @@ pub fn run(args: &DemoArgs, out: &mut dyn Write) -> Result<Report, DemoError> {
         };
     }
 
-    report.rows.push(send_recv(&a, &b)?);
-    report.rows.push(rdma_write(&a, &b)?);
-    report.rows.push(rdma_read(&a, &b)?);
-    report.rows.push(fetch_add(&a, &b)?);
-    report.rows.push(cmp_swap(&a, &b)?);
-    report.rows.push(fast_register(&a, &b)?);
-    report.rows.push(memory_window(&a, &b)?);
-    report
-        .rows
-        .push(shared_receive_queue(&a, &b, &on_port(&at, 7175))?);
-    report
-        .rows
-        .push(completion_events(&a, &b, &on_port(&at, 7176))?);
-    report.rows.push(send_invalidate(&a, &b)?);
+    let steps: [(&str, &Step); 10] = [
+        ("Send/Receive", &|| send_recv(&a, &b)),
+        ("RDMA Write", &|| rdma_write(&a, &b)),
+        ("RDMA Read", &|| rdma_read(&a, &b)),
+        ("Atomic Fetch&Add", &|| fetch_add(&a, &b)),
+        ("Atomic Cmp&Swap", &|| cmp_swap(&a, &b)),
+        ("Fast Register", &|| fast_register(&a, &b)),
+        ("Memory windows", &|| memory_window(&a, &b)),
+        ("Shared receive queue", &|| {
+            shared_receive_queue(&a, &b, &on_port(&at, 7175))
+        }),
+        ("Completion events", &|| {
+            completion_events(&a, &b, &on_port(&at, 7176))
+        }),
+        ("Send w/ Invalidate", &|| send_invalidate(&a, &b)),
+    ];
+    for (op, step) in steps {
+        let row = step()
+            .map_err(|e| DemoError::Failed(format!("{op}: {e}{}", device_report(args, &a, &b))))?;
+        report.rows.push(row);
+    }
     Ok(report)
+}
+
+/// One operation of the demo.
+type Step<'a> = dyn Fn() -> Result<Row, DemoError> + 'a;
+
+/// The device counters of both ends (`--transport dev`), for an error message: whether
+/// frames were refused or waited for room tells a stalled stack from a lost frame.
+fn device_report(args: &DemoArgs, a: &Side, b: &Side) -> String {
+    if args.transport != DemoTransport::Dev {
+        return String::new();
+    }
+    let mut s = String::new();
+    for (name, side) in [("10.99.0.1", a), ("10.99.0.2", b)] {
+        if let Some(d) = side.rnic.device_stats("cable0") {
+            s += &format!(
+                "; {name}: {} frames in, {} out, {} refused, queue full {} times",
+                d.rx_frames, d.tx_frames, d.tx_dropped, d.tx_full
+            );
+        }
+    }
+    s
 }
 
 fn send_recv(a: &Side, b: &Side) -> Result<Row, DemoError> {
