@@ -13,6 +13,9 @@
 //!   busy polling off and at 50 µs, manual progress. The send queue is refilled with one
 //!   list of work requests (`post_send_batch`, as the verbs' `qp_post_sq` takes a list);
 //!   "1 WR/post" rows post them one by one, "copy tx" rows turn zero-copy transmit off;
+//!   the "wait for 8" row's sender sleeps until 8 completions are queued
+//!   (`Cq::wait_for`) instead of until the first, as a TCP writer blocked on a full socket
+//!   is woken only once a third of its buffer is free;
 //!   `--crc-only` skips CRC off. The reference is a plain TCP stream writing 64 KiB chunks
 //!   from one thread and reading them in another. A second TCP row adds to that stream
 //!   exactly the work MPA with CRC makes unavoidable over a kernel socket (CRC32c of every
@@ -74,12 +77,30 @@ fn cpu_secs() -> f64 {
     f.iter().sum::<u64>() as f64 / 100.0
 }
 
-/// A bandwidth run: MB/s of wall-clock time and MB per second of CPU time (the latter is
-/// what the data path costs, and barely depends on what else the machine runs).
+/// Voluntary context switches so far of the process's live threads (each a sleep that
+/// some wake-up ended), from `/proc/self/task/*/status`; 0 where unavailable.
+fn sleeps() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .filter_map(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// A bandwidth run: MB/s of wall-clock time, MB per second of CPU time (what the data
+/// path costs, which barely depends on what else the machine runs) and sleeps (voluntary
+/// context switches of all threads) per MB: the wake-ups the data path needs.
 #[derive(Clone, Copy, Default)]
 struct Bw {
     wall: f64,
     cpu: f64,
+    sleeps: f64,
 }
 
 struct Side {
@@ -149,6 +170,9 @@ struct Row {
     list: bool,
     /// DDP over softrnic's SCTP (UDP encapsulation) with this path MTU instead of MPA/TCP.
     sctp_mtu: Option<usize>,
+    /// Progress thread: the sender sleeps until this many completions are queued
+    /// (`Cq::wait_for`, a low-water mark like a socket's) rather than until the first.
+    wait_for: usize,
 }
 
 /// 64 KiB RDMA Writes for `secs`; returns MB/s (10^6). `busy_poll: None` runs both RNICs
@@ -161,6 +185,7 @@ fn rdma_write_bw(row: Row, secs: f64, base: &RnicConfig) -> Bw {
         zero_copy,
         list,
         sctp_mtu,
+        wait_for,
         ..
     } = row;
     let rc = RnicConfig {
@@ -186,7 +211,7 @@ fn rdma_write_bw(row: Row, secs: f64, base: &RnicConfig) -> Bw {
             });
         }
         let w = named(s, "rdma-tx", || {
-            let r = write_stream(&a, &b, manual, list, secs);
+            let r = write_stream(&a, &b, manual, list, wait_for, secs);
             stop.store(true, Ordering::Relaxed);
             r
         });
@@ -226,7 +251,7 @@ fn pin(cpu: Option<usize>) {
     }
 }
 
-fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, secs: f64) -> Bw {
+fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, wait_for: usize, secs: f64) -> Bw {
     let depth = 32u64;
     let (stag, to) = (b.mr.stag(), b.mr.to_at(0));
     let mut posted = 0u64;
@@ -242,6 +267,7 @@ fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, secs: f64) -> Bw {
     let mut warm = true;
     let mut base = 0u64;
     let mut cpu0 = 0.0;
+    let mut sleeps0 = 0;
     loop {
         let wr = |id: u64| SendWr::write(id, vec![a.mr.sge(0, MSG as u32)], stag, to);
         if list {
@@ -259,7 +285,7 @@ fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, secs: f64) -> Bw {
                 let _ = a.rnic.advance(Duration::from_millis(1));
             }
         } else if a.cq.is_empty() {
-            a.cq.wait(Duration::from_millis(100));
+            a.cq.wait_for(wait_for, Duration::from_millis(100));
         }
         let n = a.cq.poll(&mut wcs);
         for wc in wcs.iter().take(n) {
@@ -272,11 +298,13 @@ fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, secs: f64) -> Bw {
             start = Instant::now();
             base = done;
             cpu0 = cpu_secs();
+            sleeps0 = sleeps();
         } else if !warm && el > secs {
             let mb = (done - base) as f64 * MSG as f64 / 1e6;
             return Bw {
                 wall: mb / el,
                 cpu: mb / (cpu_secs() - cpu0).max(0.01),
+                sleeps: (sleeps() - sleeps0) as f64 / mb.max(1.0),
             };
         }
     }
@@ -305,6 +333,7 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
         let mut total = 0u64;
         let mut start = Instant::now();
         let mut cpu0 = 0.0;
+        let mut sleeps0 = 0;
         let mut warm = true;
         loop {
             if mpa_work {
@@ -326,6 +355,7 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
                 start = Instant::now();
                 total = 0;
                 cpu0 = cpu_secs();
+                sleeps0 = sleeps();
             }
             if !warm && start.elapsed().as_secs_f64() > secs {
                 st.store(true, Ordering::SeqCst);
@@ -333,6 +363,7 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
                 return Bw {
                     wall: mb / start.elapsed().as_secs_f64(),
                     cpu: mb / (cpu_secs() - cpu0).max(0.01),
+                    sleeps: (sleeps() - sleeps0) as f64 / mb.max(1.0),
                 };
             }
         }
@@ -618,6 +649,7 @@ fn main() {
         zero_copy,
         list,
         sctp_mtu: None,
+        wait_for: 1,
     };
     let sctp = |name, busy_poll, mtu| Row {
         name,
@@ -626,6 +658,7 @@ fn main() {
         zero_copy: false,
         list: true,
         sctp_mtu: Some(mtu),
+        wait_for: 1,
     };
     let configs = [
         row("RDMA Write, CRC off, busy poll 0", false, zero, true, true),
@@ -637,6 +670,16 @@ fn main() {
             true,
             false,
         ),
+        Row {
+            wait_for: 8,
+            ..row(
+                "RDMA Write, CRC on,  busy poll 0, wait for 8",
+                true,
+                zero,
+                true,
+                true,
+            )
+        },
         row(
             "RDMA Write, CRC on,  busy poll 50us",
             true,
@@ -685,7 +728,8 @@ fn main() {
         .filter(|c| only.as_ref().is_none_or(|o| c.name.contains(o.as_str())))
         .collect();
     let n = configs.len() + 2;
-    let (mut mbs, mut ratios, mut cpu, mut cpu_ratios) = (
+    let (mut mbs, mut ratios, mut cpu, mut cpu_ratios, mut sleeps) = (
+        vec![Vec::new(); n],
         vec![Vec::new(); n],
         vec![Vec::new(); n],
         vec![Vec::new(); n],
@@ -700,6 +744,7 @@ fn main() {
             ratios[i].push(r.wall / tcp.wall);
             cpu[i].push(r.cpu);
             cpu_ratios[i].push(r.cpu / tcp.cpu);
+            sleeps[i].push(r.sleeps);
         };
         record(0, before, before);
         for i in 1..n {
@@ -712,6 +757,7 @@ fn main() {
             let tcp = Bw {
                 wall: (before.wall + after.wall) / 2.0,
                 cpu: (before.cpu + after.cpu) / 2.0,
+                sleeps: (before.sleeps + after.sleeps) / 2.0,
             };
             record(i, r, tcp);
             before = after;
@@ -719,16 +765,18 @@ fn main() {
     }
     // Wall-clock MB/s is what the target is about; MB per CPU second (all threads
     // of the process) shows the data path's cost even when other work shares the machine.
-    // Busy polling burns CPU by design, so its CPU figures are not comparable.
+    // Busy polling burns CPU by design, so its CPU figures are not comparable. Sleeps per
+    // MB count the wake-ups (voluntary context switches of every thread).
     println!(
-        "{:<44} {:>8} {:>7} {:>10} {:>9} {:>7} {:>10}",
+        "{:<44} {:>8} {:>7} {:>10} {:>9} {:>7} {:>10} {:>9}",
         format!("bandwidth, 64 KiB messages (median of {rounds})"),
         "MB/s",
         "vs TCP",
         "range",
         "MB/cpu-s",
         "vs TCP",
-        "range"
+        "range",
+        "sleeps/MB"
     );
     let names: Vec<&str> = ["plain TCP stream", "TCP + CRC32c both ends + rx copy"]
         .into_iter()
@@ -736,14 +784,15 @@ fn main() {
         .collect();
     for (i, name) in names.iter().enumerate() {
         println!(
-            "{:<44} {:>8.0} {:>7.2} {:>10} {:>9.0} {:>7.2} {:>10}",
+            "{:<44} {:>8.0} {:>7.2} {:>10} {:>9.0} {:>7.2} {:>10} {:>9.1}",
             name,
             median(&mbs[i]),
             median(&ratios[i]),
             range(&ratios[i]),
             median(&cpu[i]),
             median(&cpu_ratios[i]),
-            range(&cpu_ratios[i])
+            range(&cpu_ratios[i]),
+            median(&sleeps[i])
         );
     }
     println!();
