@@ -31,8 +31,8 @@
 //!    With `-q N` (bandwidth tests) N test connections are made here, one QP each, in
 //!    turn (perftest's client starts all N at once; its server takes them in the order
 //!    they arrive); QP i of one side is the i-th made or taken. Everything else still goes
-//!    over the control connection. With `-b` (write-bw, read-bw) both sides send over
-//!    every QP, with the same exchanges as one QP.
+//!    over the control connection. With `-b` both sides send over every QP (send-bw:
+//!    and receive, returning credits, on every QP), with the same exchanges as one QP.
 //!
 //! Then, on the control connection, `pingpong_dest` exchanges carrying each side's QP
 //! number, PSN, STag (perftest's rkey) and buffer address: three for `write-bw` and
@@ -70,6 +70,9 @@
 //!   peer QP advertised; the result counts N × `-n` iterations, timed from the first QP's
 //!   start to the last QP's end (send-bw's server: first receive to last, over all QPs);
 //!   a `-D` run adds the QPs' rates. The server prints the client's report, as with one QP.
+//!   With `-b` each side does the same for its own Sends (send-bw's server: from its
+//!   first QP's first receive, at which that QP starts sending) and prints the sum of both
+//!   sides' reports, as perftest's `run_iter_bi` over several QPs.
 //! * Bandwidth: the client keeps up to `-t` work requests outstanding; `BW average` is
 //!   bytes / total time, `BW peak` the best rate over slices of the run, MB/sec being 2^20
 //!   bytes per second as in perftest (`--report_gbits`: 10^9 bits). `send-bw`'s server
@@ -291,8 +294,8 @@ pub struct PerfArgs {
     pub unsorted: bool,
     /// Bandwidth tests: bidirectional, both ends send (perftest's -b; give it to both ends):
     /// each side prints the sum of both sides' results, exchanged after each size (a -D
-    /// send-bw prints its own, as perftest). write-bw and read-bw take -q and
-    /// --run_infinitely with it; send-bw neither.
+    /// send-bw prints its own, as perftest). All three take -q with it; write-bw and
+    /// read-bw also --run_infinitely (send-bw does not, as perftest).
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
     /// Bandwidth tests: post lists of N work requests, one post call each (perftest's -l;
@@ -302,8 +305,7 @@ pub struct PerfArgs {
     pub post_list: Option<u32>,
     /// Bandwidth tests: run over N QPs, each its own MPA connection, as perftest's -q (1 ..
     /// 16384; give both ends the same N). Each QP carries the iterations (-n) of its own;
-    /// the report sums them (also with -b, and per period with --run_infinitely). send-bw
-    /// takes no -q with -b.
+    /// the report sums them (also with -b, and per period with --run_infinitely).
     #[arg(short = 'q', long = "qp", value_name = "N")]
     pub qps: Option<u32>,
     /// Bandwidth tests: no peak bandwidth (reported as 0), as perftest's -N.
@@ -879,13 +881,6 @@ impl Plan {
             ));
         }
         let n = in_range("-q", "the number of QPs", n, MAX_QPS)?;
-        if n > 1 && a.bidirectional && test == Test::SendBw {
-            return Err(PerfError::Usage(
-                "-q with -b is not implemented by softrnic for send-bw (one QP per \
-                 bidirectional send-bw run; write-bw and read-bw take both)"
-                    .into(),
-            ));
-        }
         let _ = mode;
         Ok(u64::from(n))
     }
@@ -2118,9 +2113,12 @@ fn measure(
                 }
                 comm.hand_shake(rnic, &ds[0].local)?;
                 let r = if plan.duplex {
-                    let d = &mut ds[0];
-                    d.credit.buf().write_at(4, &[0; 4])?;
-                    let mine = send_bi(rnic, d, plan, s)?;
+                    for d in ds.iter() {
+                        d.credit.buf().write_at(4, &[0; 4])?;
+                    }
+                    // Every QP both sends and receives, each from a thread of its own;
+                    // the result sums them as perftest's run_iter_bi over several QPs.
+                    let mine = bw_multi(ds, plan, s, |d, _| send_bi(rnic, d, plan, s), out)?;
                     if plan.mode == Mode::Iters {
                         mine.plus(&xchg_report(rnic, comm, &mine)?)
                     } else {
@@ -2804,7 +2802,12 @@ fn send_bw_server(
 /// starts at once, the server at its first receive (so it never sends into a client that
 /// is not running yet). Ends when all Sends completed and all the peer's arrived, or with
 /// -D when its clock, started at the same points, runs out. Returns the Sends' result.
-fn send_bi(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<BwReport, PerfError> {
+fn send_bi(
+    rnic: &Rnic,
+    d: &mut Data,
+    plan: &Plan,
+    size: u64,
+) -> Result<(BwReport, Timing), PerfError> {
     let counted = plan.mode == Mode::Iters;
     let iters = if counted { plan.iters } else { u64::MAX };
     let (depth, list, rx) = (plan.tx_depth, plan.post_list, plan.rx_depth);
@@ -2931,22 +2934,21 @@ fn send_bi(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<BwReport
             std::thread::yield_now();
         }
     }
-    match clock {
-        Some(c) if !counted => Ok(bw_report(plan.gbits, size, sampled, c.sample(), None)),
+    let end = stamps.last().copied().unwrap_or(start);
+    let report = match clock {
+        Some(c) if !counted => bw_report(plan.gbits, size, sampled, c.sample(), None),
         _ => {
-            let total = stamps
-                .last()
-                .map_or(Duration::ZERO, |t| t.duration_since(start));
             let pk = peak(&stamps, start, size, depth as usize);
-            Ok(bw_report(
+            bw_report(
                 plan.gbits,
                 size,
                 iters,
-                total,
+                end.duration_since(start),
                 (!plan.no_peak).then_some(pk),
-            ))
+            )
         }
-    }
+    };
+    Ok((report, Timing { start, end, stamps }))
 }
 
 /// Peak bandwidth (bytes/s): the run's completions are cut into ten equal slices (each at

@@ -1046,13 +1046,16 @@ fn infinite_rows(mut child: std::process::Child, n: usize) -> (Vec<Vec<f64>>, f6
 }
 
 /// perftest 4.5's combinations of -q, -b and --run_infinitely: -q N with -b (write-bw,
-/// read-bw) sends both ways over every QP and both sides print the same sum;
+/// read-bw, send-bw) sends both ways over every QP and both sides print the same sum;
 /// -q N with --run_infinitely prints one line per period for all QPs together; -b with
 /// --run_infinitely runs both sides at once, each printing lines (its own rate doubled,
 /// as perftest's run_inf_bi_factor), also over several QPs.
 #[test]
 fn several_qps_with_bidirectional_and_run_infinitely() {
-    for tool in ["write-bw", "read-bw"] {
+    // send-bw -q 3 -b: every QP sends, receives and returns credits on both sides (as
+    // perftest's run_iter_bi over several QPs); each side reports 3 x 40 of its own Sends
+    // plus the peer's report.
+    for tool in ["write-bw", "read-bw", "send-bw"] {
         let (client, server) = perf_pair(tool, &["-q", "3", "-b", "-n", "40", "-s", "4096"]);
         for text in [&client, &server] {
             assert!(text.contains(" Number of qps   : 3\t\t"), "{tool}: {text}");
@@ -1071,6 +1074,14 @@ fn several_qps_with_bidirectional_and_run_infinitely() {
             rows,
             "{tool}: the same sum on both sides"
         );
+    }
+    // send-bw -q 2 -b -D: each side its own Sends of the window over both QPs, as with one.
+    let (client, server) = perf_pair("send-bw", &["-q", "2", "-b", "-D", "2", "-s", "4096"]);
+    for text in [&client, &server] {
+        assert!(text.contains(" Number of qps   : 2\t\t"), "{text}");
+        let rows = result_rows(text);
+        assert_eq!(rows.len(), 1, "{text}");
+        assert!(rows[0][1] > 10.0 && rows[0][2] == 0.0, "{text}");
     }
     // -q with --run_infinitely (send-bw: the server's line too sums its QPs).
     for tool in ["write-bw", "send-bw"] {
@@ -1144,11 +1155,6 @@ fn several_qps_refused_where_not_available() {
         ),
         ("write-bw", &["-q", "0"][..], "-q 0: the number of QPs"),
         ("write-bw", &["-q", "16385"][..], "must be 1 .. 16384"),
-        (
-            "send-bw",
-            &["-q", "2", "-b"][..],
-            "-q with -b is not implemented",
-        ),
     ] {
         let out = bin().args([tool, "127.0.0.1"]).args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);

@@ -13,6 +13,9 @@
 //!   busy polling off and at 50 µs, manual progress. The send queue is refilled with one
 //!   list of work requests (`post_send_batch`, as the verbs' `qp_post_sq` takes a list);
 //!   "1 WR/post" rows post them one by one, "copy tx" rows turn zero-copy transmit off;
+//!   the "wait for 8" row's sender sleeps until 8 completions are queued
+//!   (`Cq::wait_for`) instead of until the first, as a TCP writer blocked on a full socket
+//!   is woken only once a third of its buffer is free;
 //!   `--crc-only` skips CRC off. The reference is a plain TCP stream writing 64 KiB chunks
 //!   from one thread and reading them in another. A second TCP row adds to that stream
 //!   exactly the work MPA with CRC makes unavoidable over a kernel socket (CRC32c of every
@@ -29,10 +32,18 @@
 //!   RDMA Writes at path MTUs 1500, 9000 and 64 KiB (DDP segments sized to fit, §9), set
 //!   against the same TCP stream; `--crc-only` keeps these rows (SCTP has its own CRC32c).
 //! * Latency: 2-byte RDMA Write ping-pong (arrival detected by polling the target byte)
-//!   against a plain TCP 2-byte ping-pong (blocking sockets, TCP_NODELAY); half round trip.
-//!   The RDMA side runs in manual-progress mode (each side's polling thread drives its own
-//!   RNIC: two threads, like the TCP ping-pong) and with progress threads, busy polling on
-//!   and off.
+//!   against plain TCP 2-byte ping-pongs (TCP_NODELAY) that wait the same way: blocking in
+//!   `read`, or spinning on a non-blocking socket; half round trip. The RDMA side runs in
+//!   manual-progress mode (each side's polling thread drives its own RNIC: two threads,
+//!   like the TCP ping-pong; set against the spinning TCP) and with progress threads,
+//!   busy polling at 50 µs (against the spinning TCP) and off (the thread sleeps in
+//!   `epoll_wait`: against the blocking TCP). Each of the `R` rounds runs both TCP
+//!   ping-pongs and every RDMA row; every ratio is taken within its round, and the table
+//!   shows the medians and the range of the ratios.
+//!
+//! The README's table is this program's output with the defaults (`--secs 1` aside): every
+//! figure a median of `--rounds` runs (default 5), every ratio between runs of one
+//! invocation.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -66,12 +77,30 @@ fn cpu_secs() -> f64 {
     f.iter().sum::<u64>() as f64 / 100.0
 }
 
-/// A bandwidth run: MB/s of wall-clock time and MB per second of CPU time (the latter is
-/// what the data path costs, and barely depends on what else the machine runs).
+/// Voluntary context switches so far of the process's live threads (each a sleep that
+/// some wake-up ended), from `/proc/self/task/*/status`; 0 where unavailable.
+fn sleeps() -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("status")).ok())
+        .filter_map(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .sum()
+}
+
+/// A bandwidth run: MB/s of wall-clock time, MB per second of CPU time (what the data
+/// path costs, which barely depends on what else the machine runs) and sleeps (voluntary
+/// context switches of all threads) per MB: the wake-ups the data path needs.
 #[derive(Clone, Copy, Default)]
 struct Bw {
     wall: f64,
     cpu: f64,
+    sleeps: f64,
 }
 
 struct Side {
@@ -141,6 +170,9 @@ struct Row {
     list: bool,
     /// DDP over softrnic's SCTP (UDP encapsulation) with this path MTU instead of MPA/TCP.
     sctp_mtu: Option<usize>,
+    /// Progress thread: the sender sleeps until this many completions are queued
+    /// (`Cq::wait_for`, a low-water mark like a socket's) rather than until the first.
+    wait_for: usize,
 }
 
 /// 64 KiB RDMA Writes for `secs`; returns MB/s (10^6). `busy_poll: None` runs both RNICs
@@ -153,6 +185,7 @@ fn rdma_write_bw(row: Row, secs: f64, base: &RnicConfig) -> Bw {
         zero_copy,
         list,
         sctp_mtu,
+        wait_for,
         ..
     } = row;
     let rc = RnicConfig {
@@ -178,7 +211,7 @@ fn rdma_write_bw(row: Row, secs: f64, base: &RnicConfig) -> Bw {
             });
         }
         let w = named(s, "rdma-tx", || {
-            let r = write_stream(&a, &b, manual, list, secs);
+            let r = write_stream(&a, &b, manual, list, wait_for, secs);
             stop.store(true, Ordering::Relaxed);
             r
         });
@@ -218,7 +251,7 @@ fn pin(cpu: Option<usize>) {
     }
 }
 
-fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, secs: f64) -> Bw {
+fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, wait_for: usize, secs: f64) -> Bw {
     let depth = 32u64;
     let (stag, to) = (b.mr.stag(), b.mr.to_at(0));
     let mut posted = 0u64;
@@ -234,6 +267,7 @@ fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, secs: f64) -> Bw {
     let mut warm = true;
     let mut base = 0u64;
     let mut cpu0 = 0.0;
+    let mut sleeps0 = 0;
     loop {
         let wr = |id: u64| SendWr::write(id, vec![a.mr.sge(0, MSG as u32)], stag, to);
         if list {
@@ -251,7 +285,7 @@ fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, secs: f64) -> Bw {
                 let _ = a.rnic.advance(Duration::from_millis(1));
             }
         } else if a.cq.is_empty() {
-            a.cq.wait(Duration::from_millis(100));
+            a.cq.wait_for(wait_for, Duration::from_millis(100));
         }
         let n = a.cq.poll(&mut wcs);
         for wc in wcs.iter().take(n) {
@@ -264,11 +298,13 @@ fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, secs: f64) -> Bw {
             start = Instant::now();
             base = done;
             cpu0 = cpu_secs();
+            sleeps0 = sleeps();
         } else if !warm && el > secs {
             let mb = (done - base) as f64 * MSG as f64 / 1e6;
             return Bw {
                 wall: mb / el,
                 cpu: mb / (cpu_secs() - cpu0).max(0.01),
+                sleeps: (sleeps() - sleeps0) as f64 / mb.max(1.0),
             };
         }
     }
@@ -297,6 +333,7 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
         let mut total = 0u64;
         let mut start = Instant::now();
         let mut cpu0 = 0.0;
+        let mut sleeps0 = 0;
         let mut warm = true;
         loop {
             if mpa_work {
@@ -318,6 +355,7 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
                 start = Instant::now();
                 total = 0;
                 cpu0 = cpu_secs();
+                sleeps0 = sleeps();
             }
             if !warm && start.elapsed().as_secs_f64() > secs {
                 st.store(true, Ordering::SeqCst);
@@ -325,6 +363,7 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
                 return Bw {
                     wall: mb / start.elapsed().as_secs_f64(),
                     cpu: mb / (cpu_secs() - cpu0).max(0.01),
+                    sleeps: (sleeps() - sleeps0) as f64 / mb.max(1.0),
                 };
             }
         }
@@ -405,34 +444,167 @@ fn rdma_write_lat(rc: RnicConfig, iters: usize, sctp_mtu: Option<usize>) -> f64 
     s[s.len() / 2]
 }
 
-/// Plain TCP 2-byte ping-pong; median half round trip in µs.
-fn tcp_lat(iters: usize) -> f64 {
+/// Plain TCP 2-byte ping-pong; median half round trip in µs. `spin`: both ends wait for
+/// the answer by polling a non-blocking socket (yielding between reads), as the RDMA rows
+/// poll memory; otherwise they block in `read`.
+fn tcp_lat(iters: usize, spin: bool) -> f64 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr: SocketAddr = l.local_addr().unwrap();
     let total = iters + iters / 10;
+    let read2 = move |s: &mut TcpStream, b: &mut [u8; 2]| {
+        let mut got = 0;
+        while got < 2 {
+            match s.read(&mut b[got..]) {
+                Ok(0) => panic!("ping-pong peer closed"),
+                Ok(n) => got += n,
+                Err(e) if spin && e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::yield_now();
+                }
+                Err(e) => panic!("ping-pong read: {e}"),
+            }
+        }
+    };
     let echo = std::thread::spawn(move || {
         let (mut s, _) = l.accept().unwrap();
         s.set_nodelay(true).unwrap();
+        s.set_nonblocking(spin).unwrap();
         let mut b = [0u8; 2];
         for _ in 0..total {
-            s.read_exact(&mut b).unwrap();
+            read2(&mut s, &mut b);
             s.write_all(&b).unwrap();
         }
     });
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
+    s.set_nonblocking(spin).unwrap();
     let mut b = [1u8; 2];
     let mut samples = Vec::with_capacity(total);
     for _ in 0..total {
         let t0 = Instant::now();
         s.write_all(&b).unwrap();
-        s.read_exact(&mut b).unwrap();
+        read2(&mut s, &mut b);
         samples.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
     }
     echo.join().unwrap();
     let mut v = samples.split_off(iters / 10);
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The median of `v` (the mean of the middle two for an even count).
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The range of the ratios `v`, as "lo-hi".
+fn range(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(0.0, f64::max);
+    format!("{lo:.2}-{hi:.2}")
+}
+
+/// The latency table: every round measures both TCP ping-pongs and every RDMA row, and
+/// each RDMA row's ratio is taken against the TCP ping-pong of the same round that waits
+/// the same way (spinning against spinning: the manual-progress and busy-polling rows,
+/// whose threads never sleep; blocking against blocking: the progress thread without busy
+/// polling, which sleeps in `epoll_wait`). Medians of the rounds.
+fn latency_table(iters: usize, rounds: usize) {
+    let manual_cfg = RnicConfig {
+        progress: ProgressMode::Manual,
+        ..RnicConfig::default()
+    };
+    let sleepy_cfg = RnicConfig {
+        busy_poll: Duration::ZERO,
+        ..RnicConfig::default()
+    };
+    // (name, configuration, iterations, SCTP path MTU, compared with the spinning TCP)
+    let rows: [(&str, RnicConfig, usize, Option<usize>, bool); 4] = [
+        (
+            "RDMA Write ping-pong, manual progress",
+            manual_cfg.clone(),
+            iters,
+            None,
+            true,
+        ),
+        (
+            "RDMA Write, progress thread, busy poll 50us",
+            RnicConfig::default(),
+            iters / 4,
+            None,
+            true,
+        ),
+        (
+            "RDMA Write, progress thread, no busy poll",
+            sleepy_cfg,
+            iters / 4,
+            None,
+            false,
+        ),
+        (
+            "RDMA Write over SCTP/UDP, manual progress",
+            manual_cfg,
+            iters,
+            Some(1500),
+            true,
+        ),
+    ];
+    let (mut block, mut spin) = (Vec::new(), Vec::new());
+    let mut us = vec![Vec::new(); rows.len()];
+    let mut ratio = vec![Vec::new(); rows.len()];
+    for _ in 0..rounds {
+        let (b, s) = (tcp_lat(iters, false), tcp_lat(iters, true));
+        block.push(b);
+        spin.push(s);
+        for (i, (_, cfg, n, mtu, spinning)) in rows.iter().enumerate() {
+            let t = rdma_write_lat(cfg.clone(), *n, *mtu);
+            us[i].push(t);
+            ratio[i].push(t / if *spinning { s } else { b });
+        }
+    }
+    println!(
+        "{:<44} {:>10} {:>13} {:>10}",
+        format!("latency, 2 bytes, half round trip ({rounds})"),
+        "median us",
+        "vs TCP",
+        "range"
+    );
+    println!(
+        "{:<44} {:>10.2} {:>13} {:>10}",
+        "plain TCP ping-pong, blocking",
+        median(&block),
+        "1.00",
+        ""
+    );
+    println!(
+        "{:<44} {:>10.2} {:>13} {:>10}",
+        "plain TCP ping-pong, spinning",
+        median(&spin),
+        "1.00",
+        ""
+    );
+    for (i, (name, _, _, _, spinning)) in rows.iter().enumerate() {
+        println!(
+            "{:<44} {:>10.2} {:>13} {:>10}",
+            name,
+            median(&us[i]),
+            format!(
+                "{:.2} ({})",
+                median(&ratio[i]),
+                if *spinning { "spin" } else { "block" }
+            ),
+            range(&ratio[i])
+        );
+    }
 }
 
 fn main() {
@@ -477,6 +649,7 @@ fn main() {
         zero_copy,
         list,
         sctp_mtu: None,
+        wait_for: 1,
     };
     let sctp = |name, busy_poll, mtu| Row {
         name,
@@ -485,6 +658,7 @@ fn main() {
         zero_copy: false,
         list: true,
         sctp_mtu: Some(mtu),
+        wait_for: 1,
     };
     let configs = [
         row("RDMA Write, CRC off, busy poll 0", false, zero, true, true),
@@ -496,6 +670,16 @@ fn main() {
             true,
             false,
         ),
+        Row {
+            wait_for: 8,
+            ..row(
+                "RDMA Write, CRC on,  busy poll 0, wait for 8",
+                true,
+                zero,
+                true,
+                true,
+            )
+        },
         row(
             "RDMA Write, CRC on,  busy poll 50us",
             true,
@@ -544,7 +728,8 @@ fn main() {
         .filter(|c| only.as_ref().is_none_or(|o| c.name.contains(o.as_str())))
         .collect();
     let n = configs.len() + 2;
-    let (mut mbs, mut ratios, mut cpu, mut cpu_ratios) = (
+    let (mut mbs, mut ratios, mut cpu, mut cpu_ratios, mut sleeps) = (
+        vec![Vec::new(); n],
         vec![Vec::new(); n],
         vec![Vec::new(); n],
         vec![Vec::new(); n],
@@ -559,6 +744,7 @@ fn main() {
             ratios[i].push(r.wall / tcp.wall);
             cpu[i].push(r.cpu);
             cpu_ratios[i].push(r.cpu / tcp.cpu);
+            sleeps[i].push(r.sleeps);
         };
         record(0, before, before);
         for i in 1..n {
@@ -571,38 +757,26 @@ fn main() {
             let tcp = Bw {
                 wall: (before.wall + after.wall) / 2.0,
                 cpu: (before.cpu + after.cpu) / 2.0,
+                sleeps: (before.sleeps + after.sleeps) / 2.0,
             };
             record(i, r, tcp);
             before = after;
         }
     }
-    let median = |v: &[f64]| {
-        let mut v = v.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
-    let range = |v: &[f64]| {
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(0.0, f64::max);
-        format!("{lo:.2}-{hi:.2}")
-    };
     // Wall-clock MB/s is what the target is about; MB per CPU second (all threads
     // of the process) shows the data path's cost even when other work shares the machine.
-    // Busy polling burns CPU by design, so its CPU figures are not comparable.
+    // Busy polling burns CPU by design, so its CPU figures are not comparable. Sleeps per
+    // MB count the wake-ups (voluntary context switches of every thread).
     println!(
-        "{:<44} {:>8} {:>7} {:>10} {:>9} {:>7} {:>10}",
+        "{:<44} {:>8} {:>7} {:>10} {:>9} {:>7} {:>10} {:>9}",
         format!("bandwidth, 64 KiB messages (median of {rounds})"),
         "MB/s",
         "vs TCP",
         "range",
         "MB/cpu-s",
         "vs TCP",
-        "range"
+        "range",
+        "sleeps/MB"
     );
     let names: Vec<&str> = ["plain TCP stream", "TCP + CRC32c both ends + rx copy"]
         .into_iter()
@@ -610,63 +784,20 @@ fn main() {
         .collect();
     for (i, name) in names.iter().enumerate() {
         println!(
-            "{:<44} {:>8.0} {:>7.2} {:>10} {:>9.0} {:>7.2} {:>10}",
+            "{:<44} {:>8.0} {:>7.2} {:>10} {:>9.0} {:>7.2} {:>10} {:>9.1}",
             name,
             median(&mbs[i]),
             median(&ratios[i]),
             range(&ratios[i]),
             median(&cpu[i]),
             median(&cpu_ratios[i]),
-            range(&cpu_ratios[i])
+            range(&cpu_ratios[i]),
+            median(&sleeps[i])
         );
     }
     println!();
     if std::env::args().any(|a| a == "--bw-only") {
         return;
     }
-    let t = tcp_lat(iters);
-    let manual_cfg = RnicConfig {
-        progress: ProgressMode::Manual,
-        ..RnicConfig::default()
-    };
-    let manual = rdma_write_lat(manual_cfg.clone(), iters, None);
-    let busy = rdma_write_lat(RnicConfig::default(), iters / 4, None);
-    let sleepy = rdma_write_lat(
-        RnicConfig {
-            busy_poll: Duration::ZERO,
-            ..RnicConfig::default()
-        },
-        iters / 4,
-        None,
-    );
-    let sctp_lat = rdma_write_lat(manual_cfg, iters, Some(1500));
-    println!(
-        "{:<44} {:>12} {:>10}",
-        "latency, 2 bytes, half round trip", "median us", "vs TCP"
-    );
-    println!("{:<44} {:>12.2} {:>10.2}", "plain TCP ping-pong", t, 1.0);
-    println!(
-        "{:<44} {:>12.2} {:>10.2}",
-        "RDMA Write ping-pong, manual progress",
-        manual,
-        manual / t
-    );
-    println!(
-        "{:<44} {:>12.2} {:>10.2}",
-        "RDMA Write, progress thread, busy poll 50us",
-        busy,
-        busy / t
-    );
-    println!(
-        "{:<44} {:>12.2} {:>10.2}",
-        "RDMA Write, progress thread, no busy poll",
-        sleepy,
-        sleepy / t
-    );
-    println!(
-        "{:<44} {:>12.2} {:>10.2}",
-        "RDMA Write over SCTP/UDP, manual progress",
-        sctp_lat,
-        sctp_lat / t
-    );
+    latency_table(iters, rounds);
 }

@@ -251,6 +251,9 @@ struct CqState {
     /// The waiters blocked now were already notified (a push since the last one began to
     /// wait): later pushes need not notify again until a new wait begins.
     notified: bool,
+    /// The fewest completions any blocked waiter waits for ([`Cq::wait_for`]; 1 with no
+    /// waiter): a push notifies once the CQ holds that many.
+    want: usize,
 }
 
 #[derive(Debug)]
@@ -315,6 +318,7 @@ impl Cq {
                     lost: 0,
                     events: VecDeque::new(),
                     notified: false,
+                    want: 1,
                 }),
                 ready: Condvar::new(),
                 waiters: AtomicUsize::new(0),
@@ -395,10 +399,23 @@ impl Cq {
     /// Blocks until a completion is waiting or `timeout` passes; returns whether one is
     /// waiting. Does not take it (use [`Cq::poll`]).
     pub fn wait(&self, timeout: Duration) -> bool {
+        self.wait_for(1, timeout)
+    }
+
+    /// Blocks until at least `n` completions are waiting (`n` taken as 1 .. the capacity) or
+    /// `timeout` passes; returns whether any is waiting (after a timeout, possibly fewer
+    /// than `n`). Does not take them.
+    ///
+    /// The low-water mark of a socket (`SO_RCVLOWAT`) for completions: an application
+    /// that keeps many work requests outstanding and refills its queue in batches sleeps
+    /// once per batch instead of once per completion.
+    pub fn wait_for(&self, n: usize, timeout: Duration) -> bool {
         let deadline = Instant::now().checked_add(timeout);
         let mut s = self.lock();
         loop {
-            if !s.ring.is_empty() {
+            // A full CQ counts as enough (it can hold no more).
+            let n = n.clamp(1, s.capacity.max(1));
+            if s.ring.len() >= n {
                 return true;
             }
             let left = match deadline {
@@ -406,23 +423,28 @@ impl Cq {
                 None => Duration::from_secs(3600),
             };
             if left.is_zero() {
-                return false;
+                return !s.ring.is_empty();
             }
-            // Counted under the lock: a push after this point sees the waiter and notifies.
-            self.shared.waiters.fetch_add(1, Ordering::SeqCst);
+            // Counted under the lock: a push after this point sees the waiter and notifies
+            // once the CQ holds what the most eager waiter wants.
+            let before = self.shared.waiters.fetch_add(1, Ordering::SeqCst);
+            s.want = if before == 0 { n } else { s.want.min(n) };
             s.notified = false;
             s = match self.shared.ready.wait_timeout(s, left) {
                 Ok((g, _)) => g,
                 Err(p) => p.into_inner().0,
             };
-            self.shared.waiters.fetch_sub(1, Ordering::SeqCst);
+            if self.shared.waiters.fetch_sub(1, Ordering::SeqCst) == 1 {
+                s.want = 1;
+            }
         }
     }
 
     /// Whether a push must notify the Condvar (decided under the state lock): some thread
-    /// waits and was not notified since it began to. Marks the waiters notified.
+    /// waits and was not notified since it began to, and the CQ holds as many completions
+    /// as the most eager waiter wants. Marks the waiters notified.
     fn must_notify(&self, s: &mut CqState) -> bool {
-        if self.shared.waiters.load(Ordering::SeqCst) > 0 && !s.notified {
+        if self.shared.waiters.load(Ordering::SeqCst) > 0 && !s.notified && s.ring.len() >= s.want {
             s.notified = true;
             true
         } else {
@@ -664,6 +686,55 @@ mod tests {
         assert!(cq.wait(Duration::from_secs(5)));
         assert_eq!(cq.poll_one().map(|w| w.wr_id), Some(7));
         t.join().expect("thread");
+    }
+
+    /// `wait_for(n)` returns once `n` completions are queued, not at the first; a second
+    /// waiter that wants fewer is woken at its own count; a count beyond the capacity is
+    /// met by a full CQ; a timeout returns whether any completion is queued.
+    #[test]
+    fn wait_for_sleeps_until_enough_completions() {
+        let cq = Cq::new(16);
+        let (c2, c3) = (cq.clone(), cq.clone());
+        let many = std::thread::spawn(move || {
+            assert!(c2.wait_for(5, Duration::from_secs(20)));
+            c2.len()
+        });
+        let one = std::thread::spawn(move || {
+            assert!(c3.wait_for(1, Duration::from_secs(20)));
+            c3.len()
+        });
+        for i in 0..5 {
+            std::thread::sleep(Duration::from_millis(2));
+            cq.push(wc(i)).expect("room");
+        }
+        assert!(
+            many.join().expect("waiter") >= 5,
+            "woken before 5 were queued"
+        );
+        assert!(one.join().expect("waiter") >= 1);
+        // Five queued: a wait for three returns at once; one for six times out with some.
+        let t0 = Instant::now();
+        assert!(cq.wait_for(3, Duration::from_secs(20)));
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        assert!(cq.wait_for(6, Duration::from_millis(5)));
+        assert_eq!(cq.len(), 5);
+        cq.drain();
+        assert!(!cq.wait_for(2, Duration::from_millis(5)));
+
+        let small = Cq::new(2);
+        let s2 = small.clone();
+        let full = std::thread::spawn(move || {
+            assert!(s2.wait_for(100, Duration::from_secs(20)));
+            s2.len()
+        });
+        small.push(wc(0)).expect("room");
+        small.push(wc(1)).expect("room");
+        let t0 = Instant::now();
+        assert_eq!(full.join().expect("waiter"), 2);
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "a full CQ is enough"
+        );
     }
 
     /// Pushes notify only threads that wait and were not yet notified; every wait that
