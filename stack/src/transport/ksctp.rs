@@ -1053,11 +1053,15 @@ impl Core {
         let held = held
             .iter()
             .map(|(i, m)| (i.ppid, i.unordered, m.as_slice()));
+        // Entered while the engine takes the held Initiate and is established.
+        let span = qp_span(qp, a);
+        let entered = span.clone().entered();
         if assoc_qp::start_responder(shared, qp, cfg, seg, held, now) {
+            drop(entered);
             a.role = Role::Qp {
                 qp: qp.clone(),
                 shut: false,
-                span: qp_span(qp, a),
+                span,
             };
             self.service_ksctp(shared, t);
         } else {
@@ -1126,9 +1130,14 @@ impl Core {
             return false;
         };
         let now = self.now();
+        // The QP's span, entered while its association is aborted and the QP closed.
+        let mut _span = None;
         if let Some(Conn::Ksctp(k)) = self.conns.get(&t)
             && let Ksctp::Assoc(a) = &**k
         {
+            if let Role::Qp { span, .. } = &a.role {
+                _span = Some(span.clone().entered());
+            }
             a.abort_on_close();
             if matches!(a.role, Role::Connecting { .. }) {
                 fail_connect(shared, qp, CmError::Aborted);
@@ -1147,7 +1156,10 @@ impl Core {
         {
             a.abort_on_close();
             match &a.role {
-                Role::Qp { qp, .. } => assoc_qp::close(shared, qp, now, CloseReason::Local),
+                Role::Qp { qp, span, .. } => {
+                    let _span = span.enter();
+                    assoc_qp::close(shared, qp, now, CloseReason::Local);
+                }
                 Role::Connecting { qp, .. } => fail_connect(shared, qp, CmError::Aborted),
                 _ => {}
             }

@@ -617,6 +617,8 @@ impl Core {
                 .is_some_and(|a| a.is_ipv6());
         let seg = max_segment(e.mtu, v6, e.overhead);
         let span = qp_span(qp, &e.ep, id);
+        // Entered while the engine takes the held Initiate and is established.
+        let entered = span.clone().entered();
         e.assocs.insert(
             id,
             AssocRole::Qp {
@@ -632,6 +634,7 @@ impl Core {
         {
             a.abort();
         }
+        drop(entered);
         self.service_sctp(shared, key);
         true
     }
@@ -698,7 +701,12 @@ impl Core {
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
             return false;
         };
+        // The QP's span, entered while its association is aborted and the QP closed.
+        let mut _span = None;
         if let Some(id) = e.assoc_of(qp) {
+            if let Some(AssocRole::Qp { span, .. }) = e.assocs.get(&id) {
+                _span = Some(span.clone().entered());
+            }
             if let Some(a) = e.ep.association_mut(id) {
                 a.abort();
             }
@@ -718,6 +726,10 @@ impl Core {
         let now = self.now();
         if let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) {
             for (id, r) in e.assocs.drain() {
+                let _span = match &r {
+                    AssocRole::Qp { span, .. } => Some(span.clone().entered()),
+                    _ => None,
+                };
                 if let Some(a) = e.ep.association_mut(id) {
                     a.abort();
                 }
