@@ -805,7 +805,7 @@ impl SctpEp {
         while let Some(id) = self.ep.accept() {
             tracing::debug!(
                 vtag = self.ep.association(id).map(|a| a.local_tag()),
-                peer = ?self.ep.association(id).map(|a| a.remote_addresses()),
+                peer = %peer_of(&self.ep, id),
                 "SCTP association accepted"
             );
             if self.listener.is_some() {
@@ -1026,13 +1026,28 @@ enum Waited {
 
 /// The span of `qp` running on association `id`.
 fn qp_span(qp: &QpShared, ep: &Endpoint, id: AssocId) -> tracing::Span {
-    let a = ep.association(id);
     tracing::info_span!(
         "qp",
         qp = qp.id.0,
         llp = "SCTP",
-        vtag = a.map(|a| a.local_tag()),
-        peer = ?a.map(|a| a.remote_addresses()),
+        vtag = ep.association(id).map(|a| a.local_tag()),
+        peer = %peer_of(ep, id),
+    )
+}
+
+/// The peer of association `id` in words: its addresses and its SCTP port (a path's
+/// address carries no port of its own).
+fn peer_of(ep: &Endpoint, id: AssocId) -> String {
+    ep.association(id).map_or_else(
+        || "?".to_string(),
+        |a| {
+            let ips: Vec<String> = a
+                .remote_addresses()
+                .iter()
+                .map(|s| s.ip().to_string())
+                .collect();
+            format!("{} port {}", ips.join(","), a.peer_port())
+        },
     )
 }
 
