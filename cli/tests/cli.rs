@@ -144,10 +144,31 @@ fn demo_over_the_device_stack_runs_and_verifies_everything() {
     );
 }
 
+/// Runs `softrnic demo ARGS` with `RUST_LOG=debug`: every operation verified, and every
+/// event of a QP's engine (setup, state changes, Terminate) and every disconnect logged in
+/// the span of its QP, which names the QP, on the passive side as on the active one.
 fn check_demo(args: &[&str], connected: &str) {
-    let out = bin().arg("demo").args(args).output().unwrap();
+    let out = bin()
+        .arg("demo")
+        .args(args)
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let qp_events: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("stack::engine:") || l.contains("stack::transport: disconnected"))
+        .collect();
+    let established = qp_events
+        .iter()
+        .filter(|l| l.contains("connection established"))
+        .count();
+    assert!(established >= 10, "both ends of 5 QPs: {log}");
+    for l in &qp_events {
+        assert!(l.contains("qp{qp="), "outside its QP's span: {l}");
+    }
     assert!(
         text.lines().next().is_some_and(|l| l.contains(connected)),
         "{text}"

@@ -1,4 +1,8 @@
-//! The catalogue: one function per case, each on a connection of its own.
+//! The catalogue: a table of cases, each on a connection of its own. A row names the RFC
+//! clause, what the RFC requires, and how the case runs: most rows are one of a few shapes
+//! (one MPA Request and its answer, one invalid segment and its Terminate, one RTR type)
+//! with the row's own data (what is sent, which answers are allowed); the others name a
+//! function with a dialogue of its own.
 
 use std::time::Duration;
 
@@ -34,13 +38,13 @@ const CLOSED_WITHOUT_TERMINATE: &str = "closed the connection without a Terminat
 const QUIET: Duration = Duration::from_millis(400);
 
 macro_rules! case {
-    ($id:literal, $clause:literal, $requires:literal, $f:ident) => {
+    ($id:literal, $clause:literal, $requires:literal, $run:expr) => {
         Case {
             id: $id,
             clause: $clause,
             requires: $requires,
             peer_initiates: false,
-            run: $f,
+            run: $run,
         }
     };
     (initiator $id:literal, $clause:literal, $requires:literal, $f:ident) => {
@@ -49,9 +53,109 @@ macro_rules! case {
             clause: $clause,
             requires: $requires,
             peer_initiates: true,
-            run: $f,
+            run: Script($f),
         }
     };
+}
+
+/// How a case drives the peer and judges what it does. Most cases are one of a few shapes
+/// with different data: their row of the catalogue names the shape and gives the data (what
+/// is sent, what answer is allowed); the others run a dialogue of their own.
+#[derive(Clone, Copy)]
+pub(crate) enum Drive {
+    /// Sends one MPA Request and judges the peer's answer to it.
+    Reply(RequestProbe),
+    /// Sends one invalid segment on a connection in full operation and judges the Terminate
+    /// it must draw.
+    Terminate(SegmentProbe),
+    /// Offers one RTR type in P2P mode, checks the selection and drives the RTR message.
+    Rtr(RtrType),
+    /// A dialogue of its own.
+    Script(fn(&mut Ctx<'_>) -> Outcome),
+}
+
+use Drive::{Rtr, Script};
+
+/// An MPA Request and how the peer's answer to it is judged.
+#[derive(Clone, Copy)]
+pub(crate) struct RequestProbe {
+    /// The Request's octets and their description.
+    request: fn(&Ctx<'_>) -> (Vec<u8>, String),
+    /// The verdict on the answer, and why (empty for PASS).
+    judge: fn(&ReplyOutcome) -> (Verdict, String),
+}
+
+/// A segment the peer must refuse with a Terminate.
+#[derive(Clone, Copy)]
+pub(crate) struct SegmentProbe {
+    /// The connection it is sent on, and how it is built there.
+    open: Open,
+    /// The causes the Terminate may name.
+    allowed: &'static [TermCause],
+    /// Whether the Terminate must copy the segment's DDP header.
+    copy: Copy,
+}
+
+/// The connection a [`SegmentProbe`] is sent on, with the builder of its segment.
+#[derive(Clone, Copy)]
+pub(crate) enum Open {
+    /// A connection for any application ([`live_any`]); the builder gets the peer's buffer
+    /// when the peer is an rping server.
+    Any(fn(&mut Live, Option<&ReadRequest>) -> Segment),
+    /// An rping connection after its opening; the builder gets the peer's buffer.
+    Rping(fn(&mut Live, &ReadRequest) -> Segment),
+    /// Two rping connections ([`two_rping`]): the segment is sent on the second, built with
+    /// the buffer of the first, which stays open until the Terminate is judged.
+    Second(fn(&mut Live, &ReadRequest) -> Segment),
+}
+
+/// What a [`SegmentProbe`] sends: the ULPDU, its description, and the Read Request whose
+/// header the Terminate must copy (with R).
+pub(crate) struct Segment {
+    what: String,
+    ulpdu: Vec<u8>,
+    read: Option<ReadRequest>,
+}
+
+impl Segment {
+    fn new(what: String, ulpdu: Vec<u8>) -> Segment {
+        Segment {
+            what,
+            ulpdu,
+            read: None,
+        }
+    }
+
+    /// A Read Request (MSN `msn`) of `request`, its header to be copied.
+    fn read(what: String, msn: u32, request: ReadRequest) -> Segment {
+        Segment {
+            what,
+            ulpdu: read_request_ulpdu(msn, request),
+            read: Some(request),
+        }
+    }
+}
+
+/// A [`Drive::Reply`] row.
+const fn reply(
+    request: fn(&Ctx<'_>) -> (Vec<u8>, String),
+    judge: fn(&ReplyOutcome) -> (Verdict, String),
+) -> Drive {
+    Drive::Reply(RequestProbe { request, judge })
+}
+
+/// A [`Drive::Terminate`] row.
+const fn terminate(open: Open, allowed: &'static [TermCause], copy: Copy) -> Drive {
+    Drive::Terminate(SegmentProbe {
+        open,
+        allowed,
+        copy,
+    })
+}
+
+/// A verdict with its reason.
+fn verdict(v: Verdict, why: &str) -> (Verdict, String) {
+    (v, why.to_string())
 }
 
 static CATALOGUE: &[Case] = &[
@@ -59,259 +163,559 @@ static CATALOGUE: &[Case] = &[
         "mpa-rev2",
         "RFC 5044 §7.1.1 Rev, RFC 6581 §7",
         "accept a revision 2 Request with H: Reply Rev 2, R 0, H 1 with IRD/ORD, Res 0",
-        mpa_rev2
+        reply(
+            |ctx| frame(&ctx.request(1, 1, None)),
+            |r| match r {
+                ReplyOutcome::Frame(f) => {
+                    let mut wrong = Vec::new();
+                    if f.kind != FrameKind::Reply {
+                        wrong.push("not a Reply (key)");
+                    }
+                    if f.reject {
+                        wrong.push("rejected a valid revision 2 Request");
+                    }
+                    if f.revision != 2 {
+                        wrong.push("revision is not 2");
+                    }
+                    if !f.enhanced_flag || f.enhanced.is_none() {
+                        wrong.push("H not echoed with IRD/ORD");
+                    }
+                    if f.reserved != 0 {
+                        wrong.push("Res bits set");
+                    }
+                    if wrong.is_empty() {
+                        verdict(Pass, "")
+                    } else {
+                        (Fail, wrong.join("; "))
+                    }
+                }
+                _ => verdict(Fail, "no valid Reply to a valid Request"),
+            }
+        )
     ),
     case!(
         "mpa-rev1",
         "RFC 5044 §7.1.1 Rev",
         "answer revision 1 with revision 1 (accept) or reject it; never a higher revision",
-        mpa_rev1
+        reply(
+            |ctx| {
+                let mut req = ConnFrame::new(FrameKind::Request, 1);
+                req.crc = ctx.cfg.crc;
+                frame(&req)
+            },
+            |r| match r {
+                ReplyOutcome::Frame(f) if f.reject => verdict(NA, "the peer declines revision 1"),
+                ReplyOutcome::Frame(f) if f.revision == 1 && f.kind == FrameKind::Reply => {
+                    verdict(Pass, "")
+                }
+                ReplyOutcome::Frame(_) => verdict(Fail, "accepted with a revision other than 1"),
+                ReplyOutcome::Closed(_) => verdict(NA, "the peer declines revision 1 (closed)"),
+                _ => verdict(Fail, "no Reply"),
+            }
+        )
     ),
     case!(
         "mpa-rev-unknown",
         "RFC 5044 §7.1.1 Rev",
         "not accept an unknown revision: Reply with R 1 or close",
-        mpa_rev_unknown
+        reply(
+            |_| frame(&unknown_rev_request()),
+            |r| match r {
+                ReplyOutcome::Frame(f) if f.reject => verdict(Pass, ""),
+                ReplyOutcome::Closed(_) => verdict(Pass, ""),
+                ReplyOutcome::Frame(_) => verdict(Fail, "accepted an unknown revision"),
+                _ => verdict(Fail, "neither refused nor closed"),
+            }
+        )
     ),
     case!(
         "mpa-reject-close",
         "RFC 5044 §7.1.2",
         "close the TCP connection after a rejecting Reply",
-        mpa_reject_close
+        Script(mpa_reject_close)
     ),
     case!(
         "mpa-reserved-bits",
         "RFC 5044 §7.1.1 Res",
         "ignore the Res bits of the Request and send them as 0",
-        mpa_reserved_bits
+        reply(
+            |ctx| {
+                let mut req = ctx.request(1, 1, None);
+                req.reserved = 0x0f;
+                frame(&req)
+            },
+            |r| match r {
+                ReplyOutcome::Frame(f) if f.reject => {
+                    verdict(Fail, "reserved bits must not be checked on receipt")
+                }
+                ReplyOutcome::Frame(f) if f.reserved != 0 => {
+                    verdict(Fail, "reserved bits must be sent as 0")
+                }
+                ReplyOutcome::Frame(_) => verdict(Pass, ""),
+                _ => verdict(Fail, "no Reply"),
+            }
+        )
     ),
     case!(
         "mpa-markers",
         "RFC 5044 §7.1.1 M, §5",
         "with M 1 in the Request: reject, or insert a marker every 512 octets pointing at its FPDU",
-        mpa_markers
+        Script(mpa_markers)
     ),
     case!(
         "mpa-crc",
         "RFC 5044 §7.1.1 C, §4.4",
         "with C 1 in the Request: reject, or use CRC32c on every FPDU it sends",
-        mpa_crc
+        Script(mpa_crc)
     ),
     case!(
         "mpa-crc-not-requested",
         "RFC 5044 §7.1.1 C",
         "a Request with C 0: accepted (CRC then runs if the Reply sets C)",
-        mpa_crc_not_requested
+        reply(
+            |_| frame(&enhanced_request(1, 1, None)),
+            |r| match r {
+                ReplyOutcome::Frame(f) if f.reject => verdict(
+                    Deviation,
+                    "refuses a Request without C (CRC required and strict, as Chelsio T404 and siw built with mpa_crc_required): RFC 5044 runs CRC when either side sets C",
+                ),
+                ReplyOutcome::Frame(f) if f.kind == FrameKind::Reply => verdict(Pass, ""),
+                _ => verdict(Fail, "no Reply"),
+            }
+        )
     ),
     case!(
         "mpa-crc-error",
         "RFC 5044 §4.4, §8",
         "an FPDU with a wrong CRC: Terminate LLP/MPA 'MPA CRC Error' (0x2/0x0/0x02) or close, before anything else (the FPDU is not taken)",
-        mpa_crc_error
+        Script(mpa_crc_error)
     ),
     case!(
         "mpa-pd-512",
         "RFC 5044 §7.1.1 PD_Length",
         "accept 512 octets of private data (RFC 6581 enhanced data included)",
-        mpa_pd_512
+        reply(
+            |ctx| frame(&pd_508_request(ctx)),
+            |r| match r {
+                ReplyOutcome::Frame(f) if !f.reject && f.kind == FrameKind::Reply => {
+                    verdict(Pass, "")
+                }
+                _ => verdict(Fail, "512 octets of private data are allowed"),
+            }
+        )
     ),
     case!(
         "mpa-pd-513",
         "RFC 5044 §7.1.1 PD_Length",
         "refuse PD_Length above 512: Reply with R 1 or close",
-        mpa_pd_513
+        reply(
+            |ctx| {
+                let mut bytes = bytes_of(&pd_508_request(ctx));
+                bytes.push(0x5a);
+                if let Some(len) = bytes.get_mut(18..20) {
+                    len.copy_from_slice(&513u16.to_be_bytes());
+                }
+                (
+                    bytes,
+                    "Request Rev 2 H1 IRD 1 ORD 1 PD_Length 513".to_string(),
+                )
+            },
+            |r| match r {
+                ReplyOutcome::Frame(f) if f.reject => verdict(Pass, ""),
+                ReplyOutcome::Closed(_) => verdict(Pass, ""),
+                ReplyOutcome::Frame(_) => verdict(
+                    Fail,
+                    "accepted a Request with more than 512 octets of private data",
+                ),
+                _ => verdict(Fail, "neither refused nor closed"),
+            }
+        )
     ),
     case!(
         "mpa-ird-ord",
         "RFC 6581 §7",
         "Reply ORD not above the initiator's IRD (IRD 2, ORD 8 sent)",
-        mpa_ird_ord
+        reply(
+            |ctx| frame(&ctx.request(2, 8, None)),
+            |r| match r {
+                ReplyOutcome::Frame(f) if f.reject =>
+                    verdict(Fail, "refused a valid enhanced Request"),
+                ReplyOutcome::Frame(f) => match f.enhanced {
+                    Some(e) if e.ord <= 2 => verdict(Pass, ""),
+                    Some(e) => (
+                        Fail,
+                        format!("Reply ORD {} exceeds the initiator's IRD 2", e.ord),
+                    ),
+                    None => verdict(Fail, "no IRD/ORD in the Reply"),
+                },
+                _ => verdict(Fail, "no Reply"),
+            }
+        )
     ),
     case!(
         "mpa-p2p-echo",
         "RFC 6581 §9 P2P",
         "accept P2P and echo the P2P flag with one RTR type, or reject (no matching RTR)",
-        mpa_p2p_echo
+        Script(mpa_p2p_echo)
     ),
     case!(
         "mpa-rtr-write",
         "RFC 6581 §9 RTR",
         "offered only the Write RTR: select exactly it (or reject); take the zero-length Write",
-        mpa_rtr_write
+        Rtr(RtrType::Write)
     ),
     case!(
         "mpa-rtr-read",
         "RFC 6581 §9 RTR",
         "offered only the Read RTR: select exactly it (or reject); answer it with a zero-length Read Response",
-        mpa_rtr_read
+        Rtr(RtrType::Read)
     ),
     case!(
         "mpa-rtr-send",
         "RFC 6581 §9 RTR",
         "offered only the Send RTR: select exactly it (or reject); take the zero-length Send",
-        mpa_rtr_send
+        Rtr(RtrType::Send)
     ),
     case!(
         "mpa-rtr-choice",
         "RFC 6581 §9 RTR",
         "offered all three RTR types: select exactly one",
-        mpa_rtr_choice
+        Script(mpa_rtr_choice)
     ),
     case!(
         "mpa-rtr-stag0",
         "RFC 5041 §5.2, RFC 6581 §9",
         "a zero-length Write RTR with STag 0: not checked, the connection goes on",
-        mpa_rtr_stag0
+        Script(mpa_rtr_stag0)
     ),
     case!(
         "mpa-responder-waits",
         "RFC 5044 §7.1.2",
         "the responder sends nothing after its Reply until the initiator's first FPDU",
-        mpa_responder_waits
+        Script(mpa_responder_waits)
     ),
     case!(
         "mpa-request-timeout",
         "RFC 5044 §7.1 (Request timer)",
         "give up on an initiator that never completes its Request: close the connection",
-        mpa_request_timeout
+        Script(mpa_request_timeout)
     ),
     case!(
         "ddp-version",
         "RFC 5041 §4.1 DV, §7.2",
         "DV 0 on an untagged segment: Terminate DDP Untagged 'Invalid DDP version' (0x1/0x2/0x06); a header copy, if any, is the header sent",
-        ddp_version
+        terminate(
+            Open::Any(|live, _| {
+                let msn = live.next_send_msn();
+                Segment::new(
+                    format!("Send MSN {msn} with DV 0"),
+                    untagged_raw(0x40, RDMAP_SEND, 0, msn),
+                )
+            }),
+            &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidVersion))],
+            Copy::Optional,
+        )
     ),
     case!(
         "ddp-invalid-qn",
         "RFC 5041 §7.1, §7.2",
         "a Send on QN 5: Terminate DDP Untagged 'Invalid QN' (0x1/0x2/0x01), header copied",
-        ddp_invalid_qn
+        terminate(
+            Open::Any(|live, _| {
+                let msn = live.next_send_msn();
+                Segment::new(
+                    format!("Send on QN 5 MSN {msn}"),
+                    untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, msn),
+                )
+            }),
+            &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidQn))],
+            Copy::Required,
+        )
     ),
     case!(
         "ddp-msn-range",
         "RFC 5041 §7.1, §7.2",
         "a Send with MSN far ahead: Terminate DDP Untagged 'MSN range is not valid' (0x1/0x2/0x03), header copied",
-        ddp_msn_range
+        terminate(
+            Open::Any(|_, _| {
+                let msn = 0x0100_0000;
+                Segment::new(
+                    format!("Send MSN {msn:#x}"),
+                    send_ulpdu(msn, &[0u8; RPING_RECV_LEN]),
+                )
+            }),
+            &[ddp_cause(DdpCode::Untagged(UntaggedCode::MsnRange))],
+            Copy::Required,
+        )
     ),
     case!(
         "ddp-no-buffer",
         "RFC 5041 §7.1, §7.2",
         "a Send beyond the posted receives: Terminate DDP Untagged 'no buffer available' (0x1/0x2/0x02), header copied",
-        ddp_no_buffer
+        Script(ddp_no_buffer)
     ),
     case!(
         "ddp-too-long",
         "RFC 5041 §7.1, §7.2",
         "a 64-octet Send into a 16-octet receive: Terminate DDP Untagged 'Message too long' (0x1/0x2/0x05), header copied",
-        ddp_too_long
+        terminate(
+            Open::Rping(|live, _| {
+                let msn = live.next_send_msn();
+                Segment::new(
+                    format!("Send MSN {msn} of 64 octets"),
+                    send_ulpdu(msn, &[0x33u8; 64]),
+                )
+            }),
+            &[ddp_cause(DdpCode::Untagged(UntaggedCode::TooLong))],
+            Copy::Required,
+        )
     ),
     case!(
         "ddp-invalid-stag",
         "RFC 5041 §7.1, §7.2",
         "an RDMA Write to an STag never advertised: Terminate DDP Tagged 'Invalid STag' (0x1/0x1/0x00), header copied",
-        ddp_invalid_stag
+        terminate(
+            Open::Any(|_, read| {
+                let (stag, to) = unadvertised(read);
+                Segment::new(
+                    format!("RDMA Write of 16 octets to STag {stag:#x} TO {to:#x}"),
+                    write_ulpdu(stag, to, &[0x44u8; 16]),
+                )
+            }),
+            &[ddp_cause(DdpCode::Tagged(TaggedCode::InvalidStag))],
+            Copy::Required,
+        )
     ),
     case!(
         "ddp-bounds",
         "RFC 5041 §7.1, §7.2",
         "an RDMA Write past the advertised buffer: Terminate DDP Tagged 'Base or bounds violation' (0x1/0x1/0x01), header copied",
-        ddp_bounds
+        terminate(
+            Open::Rping(|_, read| {
+                let to = read.sink_to.wrapping_add(FAR);
+                Segment::new(
+                    format!(
+                        "RDMA Write of 16 octets to the peer's buffer STag {:#x} at TO {to:#x} (1 MiB in)",
+                        read.sink_stag
+                    ),
+                    write_ulpdu(read.sink_stag, to, &[0x44u8; 16]),
+                )
+            }),
+            &[ddp_cause(DdpCode::Tagged(TaggedCode::BaseOrBounds))],
+            Copy::Required,
+        )
     ),
     case!(
         "ddp-to-wrap",
         "RFC 5041 §7.1, §7.2",
         "an RDMA Write whose TO + length wraps 64 bits: Terminate DDP Tagged 'TO wrap' (0x1/0x1/0x03), header copied",
-        ddp_to_wrap
+        terminate(
+            Open::Rping(|_, read| {
+                let to = u64::MAX - 7;
+                Segment::new(
+                    format!(
+                        "RDMA Write of 16 octets to the peer's buffer STag {:#x} at TO {to:#x}",
+                        read.sink_stag
+                    ),
+                    write_ulpdu(read.sink_stag, to, &[0x44u8; 16]),
+                )
+            }),
+            &[ddp_cause(DdpCode::Tagged(TaggedCode::ToWrap))],
+            Copy::Required,
+        )
     ),
     case!(
         "ddp-stag-not-associated",
         "RFC 5041 §7.1, §7.2",
         "an RDMA Write to a buffer of another connection (another PD): Terminate DDP Tagged 'STag not associated with DDP Stream' (0x1/0x1/0x02), header copied",
-        ddp_stag_not_associated
+        terminate(
+            Open::Second(|_, theirs| {
+                Segment::new(
+                    format!(
+                        "on a second connection, an RDMA Write of 16 octets to the first one's buffer STag {:#x}",
+                        theirs.sink_stag
+                    ),
+                    write_ulpdu(theirs.sink_stag, theirs.sink_to, &[0x44u8; 16]),
+                )
+            }),
+            &[ddp_cause(DdpCode::Tagged(TaggedCode::StagNotAssociated))],
+            Copy::Required,
+        )
     ),
     case!(
         "ddp-invalid-mo",
         "RFC 5041 §7.1, §7.2",
         "a Send segment at MO 4096 of a 16-octet receive: Terminate DDP Untagged 'Invalid MO' (0x1/0x2/0x04), header copied",
-        ddp_invalid_mo
+        terminate(
+            Open::Rping(|live, _| {
+                let msn = live.next_send_msn();
+                let u = Header::Send {
+                    solicited_event: false,
+                    invalidate_stag: None,
+                    last: true,
+                    msn,
+                    mo: 4096,
+                }
+                .encode(&[0u8; RPING_RECV_LEN])
+                .unwrap_or_default();
+                Segment::new(format!("Send MSN {msn} segment of 16 octets at MO 4096"), u)
+            }),
+            &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidMo))],
+            Copy::Required,
+        )
     ),
     case!(
         "ddp-access",
         "RFC 5040 §4.8 (Access rights violation)",
         "an access the STag's rights do not grant: Terminate RDMAP Remote Protection 'Access rights violation' (0x0/0x1/0x02)",
-        ddp_access
+        Script(ddp_access)
     ),
     case!(
         "rdmap-version",
         "RFC 5040 §4.1 RV, §7.2",
         "RV 0: Terminate RDMAP Remote Operation 'Invalid RDMAP version' (0x0/0x2/0x05); a header copy, if any, is the header sent",
-        rdmap_version
+        terminate(
+            Open::Any(|live, _| {
+                let msn = live.next_send_msn();
+                Segment::new(
+                    format!("Send MSN {msn} with RV 0"),
+                    untagged_raw(DDP_UNTAGGED_LAST, 0x03, 0, msn),
+                )
+            }),
+            &[operation(OperationCode::InvalidVersion)],
+            Copy::Optional,
+        )
     ),
     case!(
         "rdmap-opcode",
         "RFC 5040 §4.1 OpCode, §7.2",
         "reserved opcode 0xC: Terminate RDMAP Remote Operation 'Unexpected OpCode' (0x0/0x2/0x06); a header copy, if any, is the header sent",
-        rdmap_opcode
+        terminate(
+            Open::Any(|live, _| {
+                let msn = live.next_send_msn();
+                Segment::new(
+                    format!("untagged message on QN 0 MSN {msn} with opcode 0xC"),
+                    untagged_raw(DDP_UNTAGGED_LAST, 0x4c, 0, msn),
+                )
+            }),
+            &[operation(OperationCode::UnexpectedOpcode)],
+            Copy::Optional,
+        )
     ),
     case!(
         "rdmap-read",
         "RFC 5040 §5.2.1, §5.2.2",
         "a valid RDMA Read Request: one Read Response to the named sink STag/TO, L set, the size asked",
-        rdmap_read
+        Script(rdmap_read)
     ),
     case!(
         "rdmap-read-invalid-stag",
         "RFC 5040 §4.8, §7.1",
         "a Read Request for an STag never advertised: Terminate RDMAP Remote Protection 'Invalid STag' (0x0/0x1/0x00), DDP and Read Request headers copied",
-        rdmap_read_invalid_stag
+        terminate(
+            Open::Rping(|live, peer| {
+                let msn = live.next_read_msn();
+                let req = read_of(peer.sink_stag ^ STAG_FLIP, peer.sink_to, 16);
+                Segment::read(
+                    format!(
+                        "Read Request MSN {msn}: 16 octets from STag {:#x} (never advertised)",
+                        req.source_stag
+                    ),
+                    msn,
+                    req,
+                )
+            }),
+            &[protection(ProtectionCode::InvalidStag)],
+            Copy::Required,
+        )
     ),
     case!(
         "rdmap-read-bounds",
         "RFC 5040 §4.8, §7.1",
         "a Read Request past the buffer: Terminate RDMAP Remote Protection 'Base or bounds violation' (0x0/0x1/0x01), headers copied",
-        rdmap_read_bounds
+        terminate(
+            Open::Rping(|live, peer| {
+                let msn = live.next_read_msn();
+                let req = read_of(peer.sink_stag, peer.sink_to.wrapping_add(FAR), 16);
+                Segment::read(
+                    format!(
+                        "Read Request MSN {msn}: 16 octets of STag {:#x} at TO {:#x} (1 MiB in)",
+                        req.source_stag, req.source_to
+                    ),
+                    msn,
+                    req,
+                )
+            }),
+            &[protection(ProtectionCode::BaseOrBounds)],
+            Copy::Required,
+        )
     ),
     case!(
         "rdmap-read-not-associated",
         "RFC 5040 §4.8, §7.1",
         "a Read Request of a buffer of another connection: Terminate RDMAP Remote Protection 'STag not associated with RDMAP Stream' (0x0/0x1/0x03), headers copied",
-        rdmap_read_not_associated
+        terminate(
+            Open::Second(|live, theirs| {
+                let msn = live.next_read_msn();
+                Segment::read(
+                    format!(
+                        "on a second connection, Read Request MSN {msn}: 16 octets of the first one's buffer STag {:#x}",
+                        theirs.sink_stag
+                    ),
+                    msn,
+                    read_of(theirs.sink_stag, theirs.sink_to, 16),
+                )
+            }),
+            &[protection(ProtectionCode::StagNotAssociated)],
+            Copy::Required,
+        )
     ),
     case!(
         "rdmap-atomic-access",
         "RFC 7306 §5.1, RFC 5040 §4.8",
         "a Fetch and Add on a buffer without remote atomic rights: Terminate RDMAP Remote Protection 'Access rights violation' (0x0/0x1/0x02), header copied",
-        rdmap_atomic_access
+        Script(rdmap_atomic_access)
     ),
     case!(
         "rdmap-invalidate",
         "RFC 5040 §5.3 (Send with Invalidate)",
         "a Send with Invalidate of the peer's buffer STag, then an RDMA Write to it: Terminate DDP Tagged 'Invalid STag' (0x1/0x1/0x00)",
-        rdmap_invalidate
+        Script(rdmap_invalidate)
     ),
     case!(
         "rdmap-invalidate-invalid",
         "RFC 5040 §5.3, §7.2",
         "a Send with Invalidate of an STag never advertised: Terminate RDMAP 'STag cannot be Invalidated' (0x0/0x2/0x09 or 0x0/0x1/0x09), header copied",
-        rdmap_invalidate_invalid
+        terminate(
+            Open::Rping(|live, peer| {
+                let msn = live.next_send_msn();
+                let stag = peer.sink_stag ^ STAG_FLIP;
+                Segment::new(
+                    format!("Send with Invalidate MSN {msn} of STag {stag:#x} (never advertised)"),
+                    send_invalidate_ulpdu(msn, stag),
+                )
+            }),
+            &CANNOT_INVALIDATE,
+            Copy::Required,
+        )
     ),
     case!(
         "rdmap-ird",
         "RFC 5040 §6.1, RFC 6581 §7 IRD",
         "IRD + 2 Read Requests in one segment (more than it can hold even with one answered at once): Terminate DDP Untagged 'Invalid MSN' (0x1/0x2/0x02 or 0x03) for a Request beyond the IRD, header copied",
-        rdmap_ird
+        Script(rdmap_ird)
     ),
     case!(
         "rdmap-terminate-layout",
         "RFC 5040 §4.8 Terminate Control",
         "Layer in bits 0-3, Error Type 4-7, M/D/R bits 16-18, reserved bits 0",
-        rdmap_terminate_layout
+        Script(rdmap_terminate_layout)
     ),
     case!(
         "rdmap-after-terminate",
         "RFC 5040 §7.1 (Terminate is the last message)",
         "nothing after its Terminate; the stream is closed",
-        rdmap_after_terminate
+        Script(rdmap_after_terminate)
     ),
     case!(
         initiator "init-request",
@@ -442,13 +846,14 @@ fn send_ulpdu(msn: u32, payload: &[u8]) -> Vec<u8> {
     .unwrap_or_default()
 }
 
-/// An untagged header by hand: DDP control `ddp_ctrl` (T 0; L and DV as given), RDMAP
-/// control `rdmap_ctrl`, QN, MSN, MO.
-fn untagged_raw(ddp_ctrl: u8, rdmap_ctrl: u8, qn: u32, msn: u32, mo: u32) -> Vec<u8> {
+/// An untagged segment by hand: DDP control `ddp_ctrl` (T 0; L and DV as given), RDMAP
+/// control `rdmap_ctrl`, QN, MSN, MO 0, and an rping receive's worth of zeros.
+fn untagged_raw(ddp_ctrl: u8, rdmap_ctrl: u8, qn: u32, msn: u32) -> Vec<u8> {
     let mut v = vec![ddp_ctrl, rdmap_ctrl, 0, 0, 0, 0];
     v.extend_from_slice(&qn.to_be_bytes());
     v.extend_from_slice(&msn.to_be_bytes());
-    v.extend_from_slice(&mo.to_be_bytes());
+    v.extend_from_slice(&0u32.to_be_bytes());
+    v.extend_from_slice(&[0u8; RPING_RECV_LEN]);
     v
 }
 
@@ -567,7 +972,7 @@ fn describe_reply(r: &ReplyOutcome) -> String {
 }
 
 /// A connection in full operation.
-struct Live {
+pub(crate) struct Live {
     c: Conn,
     reply: ConnFrame,
     /// Next MSN per queue (Send, Read Request).
@@ -732,7 +1137,7 @@ fn await_terminate(live: &mut Live, step: Duration) -> Result<PeerTerminate, Str
 
 /// Whether the Terminate must copy the DDP header of the offending segment.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Copy {
+pub(crate) enum Copy {
     /// D set with the header (RFC 5040 §4.8, §7.1: errors in a segment whose layout is
     /// known).
     Required,
@@ -859,15 +1264,15 @@ fn expect_terminate(
     o
 }
 
-fn ddp_cause(c: DdpCode) -> TermCause {
+const fn ddp_cause(c: DdpCode) -> TermCause {
     TermCause::Ddp(c)
 }
 
-fn protection(c: ProtectionCode) -> TermCause {
+const fn protection(c: ProtectionCode) -> TermCause {
     TermCause::Rdmap(RdmapCode::RemoteProtection(c))
 }
 
-fn operation(c: OperationCode) -> TermCause {
+const fn operation(c: OperationCode) -> TermCause {
     TermCause::Rdmap(RdmapCode::RemoteOperation(c))
 }
 
@@ -891,89 +1296,120 @@ fn done(ctx: &mut Ctx<'_>, c: Conn, o: Outcome) -> Outcome {
     o
 }
 
-fn mpa_rev2(ctx: &mut Ctx<'_>) -> Outcome {
-    let req = ctx.request(1, 1, None);
-    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
+/// Runs `case`'s drive on `ctx`.
+pub(crate) fn drive(d: Drive, ctx: &mut Ctx<'_>) -> Outcome {
+    match d {
+        Drive::Reply(p) => run_request(ctx, p),
+        Drive::Terminate(p) => run_segment(ctx, p),
+        Drive::Rtr(t) => rtr_case(ctx, t),
+        Drive::Script(f) => f(ctx),
+    }
+}
+
+/// Sends the probe's Request and judges the answer.
+fn run_request(ctx: &mut Ctx<'_>, p: RequestProbe) -> Outcome {
+    let (bytes, sent) = (p.request)(ctx);
+    let (c, r) = match ctx.negotiate(&bytes) {
         Ok(x) => x,
         Err(o) => return o,
     };
-    let sent = describe_frame(&req);
-    let seen = describe_reply(&r);
-    let o = match &r {
-        ReplyOutcome::Frame(f) => {
-            let mut wrong = Vec::new();
-            if f.kind != FrameKind::Reply {
-                wrong.push("not a Reply (key)");
-            }
-            if f.reject {
-                wrong.push("rejected a valid revision 2 Request");
-            }
-            if f.revision != 2 {
-                wrong.push("revision is not 2");
-            }
-            if !f.enhanced_flag || f.enhanced.is_none() {
-                wrong.push("H not echoed with IRD/ORD");
-            }
-            if f.reserved != 0 {
-                wrong.push("Res bits set");
-            }
-            if wrong.is_empty() {
-                Outcome::new(Pass, sent, seen)
-            } else {
-                Outcome::new(Fail, sent, seen).because(wrong.join("; "))
-            }
-        }
-        _ => Outcome::new(Fail, sent, seen).because("no valid Reply to a valid Request"),
-    };
+    let (v, why) = (p.judge)(&r);
+    let o = Outcome::new(v, sent, describe_reply(&r)).because(why);
     done(ctx, c, o)
 }
 
-fn mpa_rev1(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = ConnFrame::new(FrameKind::Request, 1);
-    req.crc = ctx.cfg.crc;
-    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
-        Ok(x) => x,
-        Err(o) => return o,
+/// Opens the probe's connection, sends its segment and judges the Terminate.
+fn run_segment(ctx: &mut Ctx<'_>, p: SegmentProbe) -> Outcome {
+    let (live, first, s) = match p.open {
+        Open::Any(build) => match live_any(ctx) {
+            Ok((mut live, read)) => {
+                let s = build(&mut live, read.as_ref());
+                (live, None, s)
+            }
+            Err(o) => return o,
+        },
+        Open::Rping(build) => match rping_live(ctx) {
+            Ok((mut live, read)) => {
+                let s = build(&mut live, &read);
+                (live, None, s)
+            }
+            Err(o) => return o,
+        },
+        Open::Second(build) => match two_rping(ctx) {
+            Ok((first, mut live, theirs)) => {
+                let s = build(&mut live, &theirs);
+                (live, Some(first), s)
+            }
+            Err(o) => return o,
+        },
     };
-    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
-    let o = match &r {
-        ReplyOutcome::Frame(f) if f.reject => {
-            Outcome::new(NA, sent, seen).because("the peer declines revision 1")
+    let o = expect_terminate(
+        ctx,
+        live,
+        s.what,
+        &s.ulpdu,
+        p.allowed,
+        p.copy,
+        s.read.as_ref(),
+    );
+    match first {
+        Some(first) => done(ctx, first.c, o),
+        None => o,
+    }
+}
+
+/// A Request's octets and description.
+fn frame(f: &ConnFrame) -> (Vec<u8>, String) {
+    (bytes_of(f), describe_frame(f))
+}
+
+/// A Request with rping's settings and 508 octets of private data (512 with the enhanced
+/// data).
+fn pd_508_request(ctx: &Ctx<'_>) -> ConnFrame {
+    let mut req = ctx.request(1, 1, None);
+    req.private_data = (0..508u32).map(|i| (i % 251) as u8).collect();
+    req
+}
+
+/// An STag the peer never advertised (the peer's buffer's STag with [`STAG_FLIP`] when known)
+/// and a TO.
+fn unadvertised(read: Option<&ReadRequest>) -> (u32, u64) {
+    read.map_or((0x00ff_ff00, 0), |r| (r.sink_stag ^ STAG_FLIP, r.sink_to))
+}
+
+/// Reads what follows a Terminate on `live` until the close, a quiet `step` or 17 FPDUs:
+/// each FPDU described, and whether the connection closed.
+fn after_terminate(live: &mut Live, step: Duration) -> (Vec<String>, bool) {
+    let mut after = Vec::new();
+    let closed = loop {
+        match live.c.recv(step) {
+            RxOutcome::Fpdu(f) => after.push(describe_ulpdu(&f.ulpdu)),
+            RxOutcome::Closed => break true,
+            RxOutcome::Framing(e) => after.push(format!("framing error: {e}")),
+            RxOutcome::Timeout => break false,
         }
-        ReplyOutcome::Frame(f) if f.revision == 1 && f.kind == FrameKind::Reply => {
-            Outcome::new(Pass, sent, seen)
+        if after.len() > 16 {
+            break false;
         }
-        ReplyOutcome::Frame(_) => {
-            Outcome::new(Fail, sent, seen).because("accepted with a revision other than 1")
-        }
-        ReplyOutcome::Closed(_) => {
-            Outcome::new(NA, sent, seen).because("the peer declines revision 1 (closed)")
-        }
-        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
     };
-    done(ctx, c, o)
+    (after, closed)
+}
+
+/// [`after_terminate`]'s findings in words.
+fn describe_after(after: &[String], closed: bool) -> String {
+    format!(
+        "{}{}",
+        if after.is_empty() {
+            "nothing".to_string()
+        } else {
+            after.join(", ")
+        },
+        if closed { "; closed" } else { "; still open" }
+    )
 }
 
 fn unknown_rev_request() -> ConnFrame {
     ConnFrame::new(FrameKind::Request, 3)
-}
-
-fn mpa_rev_unknown(ctx: &mut Ctx<'_>) -> Outcome {
-    let req = unknown_rev_request();
-    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
-    let o = match &r {
-        ReplyOutcome::Frame(f) if f.reject => Outcome::new(Pass, sent, seen),
-        ReplyOutcome::Closed(_) => Outcome::new(Pass, sent, seen),
-        ReplyOutcome::Frame(_) => {
-            Outcome::new(Fail, sent, seen).because("accepted an unknown revision")
-        }
-        _ => Outcome::new(Fail, sent, seen).because("neither refused nor closed"),
-    };
-    done(ctx, c, o)
 }
 
 fn mpa_reject_close(ctx: &mut Ctx<'_>) -> Outcome {
@@ -999,27 +1435,6 @@ fn mpa_reject_close(ctx: &mut Ctx<'_>) -> Outcome {
         ReplyOutcome::Closed(_) => Outcome::new(Pass, sent, describe_reply(&r)),
         _ => Outcome::new(NA, sent, describe_reply(&r))
             .because("the peer did not reject (judged by mpa-rev-unknown)"),
-    };
-    done(ctx, c, o)
-}
-
-fn mpa_reserved_bits(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = ctx.request(1, 1, None);
-    req.reserved = 0x0f;
-    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
-    let o = match &r {
-        ReplyOutcome::Frame(f) if f.reject => {
-            Outcome::new(Fail, sent, seen).because("reserved bits must not be checked on receipt")
-        }
-        ReplyOutcome::Frame(f) if f.reserved != 0 => {
-            Outcome::new(Fail, sent, seen).because("reserved bits must be sent as 0")
-        }
-        ReplyOutcome::Frame(_) => Outcome::new(Pass, sent, seen),
-        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
     };
     done(ctx, c, o)
 }
@@ -1128,23 +1543,6 @@ fn mpa_crc(ctx: &mut Ctx<'_>) -> Outcome {
     done(ctx, live.c, o)
 }
 
-fn mpa_crc_not_requested(ctx: &mut Ctx<'_>) -> Outcome {
-    let req = enhanced_request(1, 1, None);
-    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
-    let o = match &r {
-        ReplyOutcome::Frame(f) if f.reject => Outcome::new(Deviation, sent, seen).because(
-            "refuses a Request without C (CRC required and strict, as Chelsio T404 and siw built with mpa_crc_required): RFC 5044 runs CRC when either side sets C",
-        ),
-        ReplyOutcome::Frame(f) if f.kind == FrameKind::Reply => Outcome::new(Pass, sent, seen),
-        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
-    };
-    done(ctx, c, o)
-}
-
 fn mpa_crc_error(ctx: &mut Ctx<'_>) -> Outcome {
     let mut req = ctx.request(1, 1, None);
     req.crc = true;
@@ -1182,69 +1580,6 @@ fn mpa_crc_error(ctx: &mut Ctx<'_>) -> Outcome {
             .because("a CRC error must end the stream"),
     };
     done(ctx, live.c, o)
-}
-
-fn mpa_pd_512(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = ctx.request(1, 1, None);
-    req.private_data = (0..508u32).map(|i| (i % 251) as u8).collect();
-    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
-    let o = match &r {
-        ReplyOutcome::Frame(f) if !f.reject && f.kind == FrameKind::Reply => {
-            Outcome::new(Pass, sent, seen)
-        }
-        _ => Outcome::new(Fail, sent, seen).because("512 octets of private data are allowed"),
-    };
-    done(ctx, c, o)
-}
-
-fn mpa_pd_513(ctx: &mut Ctx<'_>) -> Outcome {
-    let mut req = ctx.request(1, 1, None);
-    req.private_data = (0..508u32).map(|i| (i % 251) as u8).collect();
-    let mut bytes = bytes_of(&req);
-    bytes.push(0x5a);
-    if let Some(len) = bytes.get_mut(18..20) {
-        len.copy_from_slice(&513u16.to_be_bytes());
-    }
-    let (c, r) = match ctx.negotiate(&bytes) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let sent = "Request Rev 2 H1 IRD 1 ORD 1 PD_Length 513".to_string();
-    let seen = describe_reply(&r);
-    let o = match &r {
-        ReplyOutcome::Frame(f) if f.reject => Outcome::new(Pass, sent, seen),
-        ReplyOutcome::Closed(_) => Outcome::new(Pass, sent, seen),
-        ReplyOutcome::Frame(_) => Outcome::new(Fail, sent, seen)
-            .because("accepted a Request with more than 512 octets of private data"),
-        _ => Outcome::new(Fail, sent, seen).because("neither refused nor closed"),
-    };
-    done(ctx, c, o)
-}
-
-fn mpa_ird_ord(ctx: &mut Ctx<'_>) -> Outcome {
-    let req = ctx.request(2, 8, None);
-    let (c, r) = match ctx.negotiate(&bytes_of(&req)) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let (sent, seen) = (describe_frame(&req), describe_reply(&r));
-    let o = match &r {
-        ReplyOutcome::Frame(f) if f.reject => {
-            Outcome::new(Fail, sent, seen).because("refused a valid enhanced Request")
-        }
-        ReplyOutcome::Frame(f) => match f.enhanced {
-            Some(e) if e.ord <= 2 => Outcome::new(Pass, sent, seen),
-            Some(e) => Outcome::new(Fail, sent, seen)
-                .because(format!("Reply ORD {} exceeds the initiator's IRD 2", e.ord)),
-            None => Outcome::new(Fail, sent, seen).because("no IRD/ORD in the Reply"),
-        },
-        _ => Outcome::new(Fail, sent, seen).because("no Reply"),
-    };
-    done(ctx, c, o)
 }
 
 fn mpa_p2p_echo(ctx: &mut Ctx<'_>) -> Outcome {
@@ -1417,18 +1752,6 @@ fn quiet_after_rtr(ctx: &Ctx<'_>, live: &mut Live, reply: &str) -> Outcome {
     }
 }
 
-fn mpa_rtr_write(ctx: &mut Ctx<'_>) -> Outcome {
-    rtr_case(ctx, RtrType::Write)
-}
-
-fn mpa_rtr_read(ctx: &mut Ctx<'_>) -> Outcome {
-    rtr_case(ctx, RtrType::Read)
-}
-
-fn mpa_rtr_send(ctx: &mut Ctx<'_>) -> Outcome {
-    rtr_case(ctx, RtrType::Send)
-}
-
 fn mpa_rtr_choice(ctx: &mut Ctx<'_>) -> Outcome {
     let (mut live, chosen) = match p2p_live(ctx, RtrSet::ALL) {
         Ok(x) => x,
@@ -1545,62 +1868,6 @@ fn mpa_request_timeout(ctx: &mut Ctx<'_>) -> Outcome {
 // DDP and RDMAP cases
 // ------------------------------------------------------------------------------------------
 
-fn ddp_version(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, _) = match live_any(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_send_msn();
-    let mut u = untagged_raw(0x40, RDMAP_SEND, 0, msn, 0);
-    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
-    expect_terminate(
-        ctx,
-        live,
-        format!("Send MSN {msn} with DV 0"),
-        &u,
-        &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidVersion))],
-        Copy::Optional,
-        None,
-    )
-}
-
-fn ddp_invalid_qn(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, _) = match live_any(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_send_msn();
-    let mut u = untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, msn, 0);
-    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
-    expect_terminate(
-        ctx,
-        live,
-        format!("Send on QN 5 MSN {msn}"),
-        &u,
-        &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidQn))],
-        Copy::Required,
-        None,
-    )
-}
-
-fn ddp_msn_range(ctx: &mut Ctx<'_>) -> Outcome {
-    let (live, _) = match live_any(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = 0x0100_0000;
-    let u = send_ulpdu(msn, &[0u8; RPING_RECV_LEN]);
-    expect_terminate(
-        ctx,
-        live,
-        format!("Send MSN {msn:#x}"),
-        &u,
-        &[ddp_cause(DdpCode::Untagged(UntaggedCode::MsnRange))],
-        Copy::Required,
-        None,
-    )
-}
-
 fn ddp_no_buffer(ctx: &mut Ctx<'_>) -> Outcome {
     let (mut live, _) = match rping_live(ctx) {
         Ok(x) => x,
@@ -1635,84 +1902,6 @@ fn ddp_no_buffer(ctx: &mut Ctx<'_>) -> Outcome {
     done(ctx, live.c, o)
 }
 
-fn ddp_too_long(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, _) = match rping_live(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_send_msn();
-    let u = send_ulpdu(msn, &[0x33u8; 64]);
-    expect_terminate(
-        ctx,
-        live,
-        format!("Send MSN {msn} of 64 octets"),
-        &u,
-        &[ddp_cause(DdpCode::Untagged(UntaggedCode::TooLong))],
-        Copy::Required,
-        None,
-    )
-}
-
-fn ddp_invalid_stag(ctx: &mut Ctx<'_>) -> Outcome {
-    let (live, read) = match live_any(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let (stag, to) = read.map_or((0x00ff_ff00, 0), |r| (r.sink_stag ^ STAG_FLIP, r.sink_to));
-    let u = write_ulpdu(stag, to, &[0x44u8; 16]);
-    expect_terminate(
-        ctx,
-        live,
-        format!("RDMA Write of 16 octets to STag {stag:#x} TO {to:#x}"),
-        &u,
-        &[ddp_cause(DdpCode::Tagged(TaggedCode::InvalidStag))],
-        Copy::Required,
-        None,
-    )
-}
-
-fn ddp_bounds(ctx: &mut Ctx<'_>) -> Outcome {
-    let (live, read) = match rping_live(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let to = read.sink_to.wrapping_add(FAR);
-    let u = write_ulpdu(read.sink_stag, to, &[0x44u8; 16]);
-    expect_terminate(
-        ctx,
-        live,
-        format!(
-            "RDMA Write of 16 octets to the peer's buffer STag {:#x} at TO {to:#x} (1 MiB in)",
-            read.sink_stag
-        ),
-        &u,
-        &[ddp_cause(DdpCode::Tagged(TaggedCode::BaseOrBounds))],
-        Copy::Required,
-        None,
-    )
-}
-
-fn ddp_to_wrap(ctx: &mut Ctx<'_>) -> Outcome {
-    let (live, read) = match rping_live(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let to = u64::MAX - 7;
-    let u = write_ulpdu(read.sink_stag, to, &[0x44u8; 16]);
-    expect_terminate(
-        ctx,
-        live,
-        format!(
-            "RDMA Write of 16 octets to the peer's buffer STag {:#x} at TO {to:#x}",
-            read.sink_stag
-        ),
-        &u,
-        &[ddp_cause(DdpCode::Tagged(TaggedCode::ToWrap))],
-        Copy::Required,
-        None,
-    )
-}
-
 /// Two rping connections: the buffer the first reveals is used on the second. The first is
 /// returned too, to stay open (and its buffer registered) until the case is over.
 fn two_rping(ctx: &mut Ctx<'_>) -> Result<(Live, Live, ReadRequest), Outcome> {
@@ -1734,97 +1923,12 @@ fn two_rping(ctx: &mut Ctx<'_>) -> Result<(Live, Live, ReadRequest), Outcome> {
     Ok((first, live, theirs))
 }
 
-fn ddp_stag_not_associated(ctx: &mut Ctx<'_>) -> Outcome {
-    let (first, live, theirs) = match two_rping(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let u = write_ulpdu(theirs.sink_stag, theirs.sink_to, &[0x44u8; 16]);
-    let o = expect_terminate(
-        ctx,
-        live,
-        format!(
-            "on a second connection, an RDMA Write of 16 octets to the first one's buffer STag {:#x}",
-            theirs.sink_stag
-        ),
-        &u,
-        &[ddp_cause(DdpCode::Tagged(TaggedCode::StagNotAssociated))],
-        Copy::Required,
-        None,
-    );
-    done(ctx, first.c, o)
-}
-
-fn ddp_invalid_mo(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, _) = match rping_live(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_send_msn();
-    let u = Header::Send {
-        solicited_event: false,
-        invalidate_stag: None,
-        last: true,
-        msn,
-        mo: 4096,
-    }
-    .encode(&[0u8; RPING_RECV_LEN])
-    .unwrap_or_default();
-    expect_terminate(
-        ctx,
-        live,
-        format!("Send MSN {msn} segment of 16 octets at MO 4096"),
-        &u,
-        &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidMo))],
-        Copy::Required,
-        None,
-    )
-}
-
 fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
     match ctx.cfg.app {
         PeerApp::RpingServer | PeerApp::RpingClient | PeerApp::Bare => Outcome::new(NA, "-", "-").because(
             "the application exposes no STag that lacks a remote right (rping's buffer grants read and write)",
         ),
     }
-}
-
-fn rdmap_version(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, _) = match live_any(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_send_msn();
-    let mut u = untagged_raw(DDP_UNTAGGED_LAST, 0x03, 0, msn, 0);
-    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
-    expect_terminate(
-        ctx,
-        live,
-        format!("Send MSN {msn} with RV 0"),
-        &u,
-        &[operation(OperationCode::InvalidVersion)],
-        Copy::Optional,
-        None,
-    )
-}
-
-fn rdmap_opcode(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, _) = match live_any(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_send_msn();
-    let mut u = untagged_raw(DDP_UNTAGGED_LAST, 0x4c, 0, msn, 0);
-    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
-    expect_terminate(
-        ctx,
-        live,
-        format!("untagged message on QN 0 MSN {msn} with opcode 0xC"),
-        &u,
-        &[operation(OperationCode::UnexpectedOpcode)],
-        Copy::Optional,
-        None,
-    )
 }
 
 fn read_of(source_stag: u32, source_to: u64, size: u32) -> ReadRequest {
@@ -1875,73 +1979,6 @@ fn rdmap_read(ctx: &mut Ctx<'_>) -> Outcome {
     done(ctx, live.c, o)
 }
 
-fn rdmap_read_invalid_stag(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, peer) = match rping_live(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_read_msn();
-    let req = read_of(peer.sink_stag ^ STAG_FLIP, peer.sink_to, 16);
-    let u = read_request_ulpdu(msn, req);
-    expect_terminate(
-        ctx,
-        live,
-        format!(
-            "Read Request MSN {msn}: 16 octets from STag {:#x} (never advertised)",
-            req.source_stag
-        ),
-        &u,
-        &[protection(ProtectionCode::InvalidStag)],
-        Copy::Required,
-        Some(&req),
-    )
-}
-
-fn rdmap_read_bounds(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, peer) = match rping_live(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_read_msn();
-    let req = read_of(peer.sink_stag, peer.sink_to.wrapping_add(FAR), 16);
-    let u = read_request_ulpdu(msn, req);
-    expect_terminate(
-        ctx,
-        live,
-        format!(
-            "Read Request MSN {msn}: 16 octets of STag {:#x} at TO {:#x} (1 MiB in)",
-            req.source_stag, req.source_to
-        ),
-        &u,
-        &[protection(ProtectionCode::BaseOrBounds)],
-        Copy::Required,
-        Some(&req),
-    )
-}
-
-fn rdmap_read_not_associated(ctx: &mut Ctx<'_>) -> Outcome {
-    let (first, mut live, theirs) = match two_rping(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_read_msn();
-    let req = read_of(theirs.sink_stag, theirs.sink_to, 16);
-    let u = read_request_ulpdu(msn, req);
-    let o = expect_terminate(
-        ctx,
-        live,
-        format!(
-            "on a second connection, Read Request MSN {msn}: 16 octets of the first one's buffer STag {:#x}",
-            theirs.sink_stag
-        ),
-        &u,
-        &[protection(ProtectionCode::StagNotAssociated)],
-        Copy::Required,
-        Some(&req),
-    );
-    done(ctx, first.c, o)
-}
-
 fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
     let (mut live, peer) = match rping_live(ctx) {
         Ok(x) => x,
@@ -1975,6 +2012,13 @@ fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
     done(ctx, live.c, o)
 }
 
+/// The causes of a refused Send with Invalidate (RFC 5040 §7.2 names the code in both Error
+/// Types).
+const CANNOT_INVALIDATE: [TermCause; 2] = [
+    operation(OperationCode::CannotInvalidate),
+    protection(ProtectionCode::CannotInvalidate),
+];
+
 /// A Send with Invalidate of `stag` carrying an rping advertisement.
 fn send_invalidate_ulpdu(msn: u32, stag: u32) -> Vec<u8> {
     Header::Send {
@@ -1986,13 +2030,6 @@ fn send_invalidate_ulpdu(msn: u32, stag: u32) -> Vec<u8> {
     }
     .encode(&rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE))
     .unwrap_or_default()
-}
-
-fn cannot_invalidate() -> [TermCause; 2] {
-    [
-        operation(OperationCode::CannotInvalidate),
-        protection(ProtectionCode::CannotInvalidate),
-    ]
 }
 
 fn rdmap_invalidate(ctx: &mut Ctx<'_>) -> Outcome {
@@ -2014,7 +2051,7 @@ fn rdmap_invalidate(ctx: &mut Ctx<'_>) -> Outcome {
         peer.sink_stag
     ));
     let o = match await_terminate(&mut live, ctx.cfg.step) {
-        Ok(t) if cause_matches(&t, &cannot_invalidate()) => {
+        Ok(t) if cause_matches(&t, &CANNOT_INVALIDATE) => {
             Outcome::new(NA, live.sent(), t.describe())
                 .because("the peer does not let the buffer's STag be invalidated remotely")
         }
@@ -2027,24 +2064,6 @@ fn rdmap_invalidate(ctx: &mut Ctx<'_>) -> Outcome {
             .because("the Write to an invalidated STag was not refused"),
     };
     done(ctx, live.c, o)
-}
-
-fn rdmap_invalidate_invalid(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, peer) = match rping_live(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
-    let msn = live.next_send_msn();
-    let stag = peer.sink_stag ^ STAG_FLIP;
-    expect_terminate(
-        ctx,
-        live,
-        format!("Send with Invalidate MSN {msn} of STag {stag:#x} (never advertised)"),
-        &send_invalidate_ulpdu(msn, stag),
-        &cannot_invalidate(),
-        Copy::Required,
-        None,
-    )
 }
 
 /// How many Read Requests beyond the IRD `rdmap-ird` sends in one segment. A responder may
@@ -2145,8 +2164,7 @@ fn rdmap_after_terminate(ctx: &mut Ctx<'_>) -> Outcome {
         Err(o) => return o,
     };
     let msn = live.next_send_msn();
-    let mut u = untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, msn, 0);
-    u.extend_from_slice(&[0u8; RPING_RECV_LEN]);
+    let u = untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, msn);
     live.send(format!("Send on QN 5 MSN {msn}"), &u);
     let t = match await_terminate(&mut live, ctx.cfg.step) {
         Ok(t) => t,
@@ -2161,27 +2179,11 @@ fn rdmap_after_terminate(ctx: &mut Ctx<'_>) -> Outcome {
         format!("then a valid Send MSN {m}"),
         &send_ulpdu(m, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE)),
     );
-    let mut after = Vec::new();
-    let closed = loop {
-        match live.c.recv(ctx.cfg.step) {
-            RxOutcome::Fpdu(f) => after.push(describe_ulpdu(&f.ulpdu)),
-            RxOutcome::Closed => break true,
-            RxOutcome::Framing(e) => after.push(format!("framing error: {e}")),
-            RxOutcome::Timeout => break false,
-        }
-        if after.len() > 16 {
-            break false;
-        }
-    };
+    let (after, closed) = after_terminate(&mut live, ctx.cfg.step);
     let seen = format!(
-        "{}; after it: {}{}",
+        "{}; after it: {}",
         t.describe(),
-        if after.is_empty() {
-            "nothing".to_string()
-        } else {
-            after.join(", ")
-        },
-        if closed { "; closed" } else { "; still open" }
+        describe_after(&after, closed)
     );
     let o = if !after.is_empty() {
         Outcome::new(Fail, live.sent(), seen).because("FPDUs followed the Terminate")
@@ -2210,9 +2212,7 @@ mod tests {
     }
 
     fn invalid_qn_send() -> Vec<u8> {
-        let mut u = untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, 1, 0);
-        u.extend_from_slice(&[0; 16]);
-        u
+        untagged_raw(DDP_UNTAGGED_LAST, RDMAP_SEND, 5, 1)
     }
 
     /// RFC 5040 §4.8, §7.1: the right cause with the DDP header copied passes; a missing or
@@ -2282,6 +2282,73 @@ mod tests {
             judge(&t, &[cause], &sent, Copy::Required, Some(&req)).0,
             Fail
         );
+    }
+
+    fn row(id: &str) -> Case {
+        catalogue()
+            .iter()
+            .copied()
+            .find(|c| c.id == id)
+            .unwrap_or_else(|| panic!("no row {id}"))
+    }
+
+    /// Every row has an id of its own, so that a selection or a report names one case.
+    #[test]
+    fn catalogue_ids_are_unique() {
+        let mut ids: Vec<&str> = catalogue().iter().map(|c| c.id).collect();
+        let n = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n);
+    }
+
+    /// RFC 5044 §7.1.1 Rev: the mpa-rev-unknown row, judged from its table data alone,
+    /// passes a rejecting Reply or a close and fails an accepting Reply.
+    #[test]
+    fn rfc5044_7_1_1_unknown_revision_row_judges_the_reply() {
+        let Drive::Reply(p) = row("mpa-rev-unknown").run else {
+            panic!("mpa-rev-unknown sends one Request");
+        };
+        let mut reject = ConnFrame::new(FrameKind::Reply, 1);
+        reject.reject = true;
+        assert_eq!((p.judge)(&ReplyOutcome::Frame(reject)).0, Pass);
+        assert_eq!((p.judge)(&ReplyOutcome::Closed(0)).0, Pass);
+        let accept = ConnFrame::new(FrameKind::Reply, 3);
+        let (v, why) = (p.judge)(&ReplyOutcome::Frame(accept));
+        assert_eq!(v, Fail);
+        assert_eq!(why, "accepted an unknown revision");
+        assert_eq!((p.judge)(&ReplyOutcome::Timeout(0)).0, Fail);
+    }
+
+    /// RFC 5041 §7.1, §7.2: the ddp-invalid-qn row sends a Send on QN 5 with the next MSN
+    /// and accepts only 'Invalid QN' with the DDP header copied.
+    #[test]
+    fn rfc5041_7_2_invalid_qn_row_builds_its_segment() {
+        let Drive::Terminate(p) = row("ddp-invalid-qn").run else {
+            panic!("ddp-invalid-qn sends one segment");
+        };
+        assert_eq!(
+            p.allowed,
+            &[ddp_cause(DdpCode::Untagged(UntaggedCode::InvalidQn))]
+        );
+        assert!(p.copy == Copy::Required);
+        let Open::Any(build) = p.open else {
+            panic!("ddp-invalid-qn runs on any peer");
+        };
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+        let addr = listener.local_addr().expect("address");
+        let mut live = Live {
+            c: Conn::connect("test", addr, Duration::from_secs(1)).expect("connect"),
+            reply: ConnFrame::new(FrameKind::Reply, 2),
+            msn: [1, 1],
+            sent: Vec::new(),
+        };
+        let s = build(&mut live, None);
+        assert_eq!(s.what, "Send on QN 5 MSN 1");
+        assert_eq!(s.ulpdu, invalid_qn_send());
+        assert_eq!(s.ulpdu.len(), ddp::UNTAGGED_HEADER_LEN + RPING_RECV_LEN);
+        assert!(s.read.is_none());
+        assert_eq!(live.msn, [2, 1]);
     }
 
     /// RFC 5040 §4.8: a control word without M/D/R cannot show its layout, so a cause that

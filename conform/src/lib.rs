@@ -167,7 +167,8 @@ pub struct Case {
     pub requires: &'static str,
     /// The case needs the peer as initiator (the runner listens).
     pub peer_initiates: bool,
-    run: fn(&mut Ctx<'_>) -> Outcome,
+    /// How it drives the peer and judges the answer.
+    run: cases::Drive,
 }
 
 impl std::fmt::Debug for Case {
@@ -334,7 +335,7 @@ fn run_inner(
             case: case.id,
             conns: Vec::new(),
         };
-        let o = (case.run)(&mut ctx);
+        let o = cases::drive(case.run, &mut ctx);
         tracing::info!(verdict = %o.verdict, "case done");
         let r = CaseResult {
             id: case.id.to_string(),

@@ -1910,11 +1910,7 @@ impl Association {
         remote: SocketAddr,
         data: &[u8],
     ) {
-        let Ok(pkt) = Packet::new_checked(data) else {
-            self.stats.packets_discarded += 1;
-            return;
-        };
-        if pkt.verify_checksum().is_err() {
+        if Packet::new_verified(data).is_err() {
             self.stats.packets_discarded += 1;
             return;
         }
@@ -2693,6 +2689,41 @@ impl Association {
         }
     }
 
+    /// The TSN of the fragment that bounds the message of the chunk at `tsn` on one side:
+    /// walking back, its B fragment; walking `forward`, its E fragment. `None` when a
+    /// fragment on the way is missing or not `same` (another stream or ordering), or when
+    /// the other edge of a message comes first (the chunk's own message is then incomplete).
+    fn message_edge(
+        &self,
+        tsn: u64,
+        forward: bool,
+        same: impl Fn(&RxChunk) -> bool,
+    ) -> Option<u64> {
+        let (edge, other) = if forward {
+            (data_flags::END, data_flags::BEGINNING)
+        } else {
+            (data_flags::BEGINNING, data_flags::END)
+        };
+        let mut at = tsn;
+        loop {
+            let c = self.reasm.get(&at)?;
+            if !same(c) {
+                return None;
+            }
+            if c.flags & edge != 0 {
+                return Some(at);
+            }
+            if at != tsn && c.flags & other != 0 {
+                return None;
+            }
+            if forward {
+                at += 1;
+            } else {
+                at -= 1;
+            }
+        }
+    }
+
     /// Finds the message containing the chunk at `tsn`, if complete, and delivers it.
     fn try_reassemble(&mut self, tsn: u64) {
         let Some(c) = self.reasm.get(&tsn) else {
@@ -2702,40 +2733,12 @@ impl Association {
         let unordered = flags & data_flags::UNORDERED;
         let same =
             |x: &RxChunk| x.stream == stream && (x.flags & data_flags::UNORDERED) == unordered;
-        // Walk back to the B fragment.
-        let mut start = tsn;
-        loop {
-            let Some(c) = self.reasm.get(&start) else {
-                return;
-            };
-            if !same(c) {
-                return;
-            }
-            if c.flags & data_flags::BEGINNING != 0 {
-                break;
-            }
-            if start != tsn && c.flags & data_flags::END != 0 {
-                return;
-            }
-            start -= 1;
-        }
-        // Walk forward to the E fragment.
-        let mut end = tsn;
-        loop {
-            let Some(c) = self.reasm.get(&end) else {
-                return;
-            };
-            if !same(c) {
-                return;
-            }
-            if c.flags & data_flags::END != 0 {
-                break;
-            }
-            if end != start && c.flags & data_flags::BEGINNING != 0 {
-                return;
-            }
-            end += 1;
-        }
+        let Some(start) = self.message_edge(tsn, false, same) else {
+            return;
+        };
+        let Some(end) = self.message_edge(tsn, true, same) else {
+            return;
+        };
         let mut data = Vec::new();
         let mut ppid = 0;
         let mut ssn = 0;

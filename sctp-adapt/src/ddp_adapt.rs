@@ -576,31 +576,37 @@ impl StreamSession {
 
     /// Passive: the ULP accepts (RFC 5043 §6.2).
     pub fn accept(&mut self, private_data: &[u8]) -> Result<(), SessionError> {
-        if self.state != SessionState::AwaitingUlp {
-            return Err(SessionError::State(self.state));
-        }
-        let f = if self.enhanced {
-            FunctionCode::EnhancedAccept
-        } else {
-            FunctionCode::Accept
-        };
-        self.send_control(f, private_data)?;
-        self.state = SessionState::Established;
-        Ok(())
+        self.answer_initiate(
+            [FunctionCode::Accept, FunctionCode::EnhancedAccept],
+            private_data,
+            SessionState::Established,
+        )
     }
 
     /// Passive: the ULP rejects (RFC 5043 §6.3); only the ULP may reject.
     pub fn reject(&mut self, private_data: &[u8]) -> Result<(), SessionError> {
+        self.answer_initiate(
+            [FunctionCode::Reject, FunctionCode::EnhancedReject],
+            private_data,
+            SessionState::Closed,
+        )
+    }
+
+    /// Passive: answers the Initiate the ULP holds with `codes` (the plain one, or the
+    /// enhanced one in an enhanced session) and moves to `next`.
+    fn answer_initiate(
+        &mut self,
+        codes: [FunctionCode; 2],
+        private_data: &[u8],
+        next: SessionState,
+    ) -> Result<(), SessionError> {
         if self.state != SessionState::AwaitingUlp {
             return Err(SessionError::State(self.state));
         }
-        let f = if self.enhanced {
-            FunctionCode::EnhancedReject
-        } else {
-            FunctionCode::Reject
-        };
+        let [plain, enhanced] = codes;
+        let f = if self.enhanced { enhanced } else { plain };
         self.send_control(f, private_data)?;
-        self.state = SessionState::Closed;
+        self.state = next;
         Ok(())
     }
 

@@ -238,14 +238,17 @@ impl Endpoint {
         remote: SocketAddr,
         data: &[u8],
     ) {
-        let Ok(pkt) = Packet::new_checked(data) else {
-            self.stats.malformed += 1;
-            return;
+        let pkt = match Packet::new_verified(data) {
+            Ok(pkt) => pkt,
+            Err(e) => {
+                if matches!(e, wire::WireError::BadChecksum { .. }) {
+                    self.stats.bad_checksum += 1;
+                } else {
+                    self.stats.malformed += 1;
+                }
+                return;
+            }
         };
-        if pkt.verify_checksum().is_err() {
-            self.stats.bad_checksum += 1;
-            return;
-        }
         let hdr = pkt.header();
         if hdr.dst_port != self.shared.local_port {
             self.stats.malformed += 1;

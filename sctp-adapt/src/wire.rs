@@ -211,6 +211,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ok(Packet { buffer })
     }
 
+    /// Wraps a received `buffer` as [`Packet::new_checked`] does and checks its CRC32c:
+    /// the packet the receiver may look into (RFC 9260 §6.8: one that fails is discarded).
+    pub fn new_verified(buffer: T) -> Result<Packet<T>, WireError> {
+        let pkt = Packet::new_checked(buffer)?;
+        pkt.verify_checksum()?;
+        Ok(pkt)
+    }
+
     /// The underlying buffer.
     pub fn into_inner(self) -> T {
         self.buffer
@@ -1225,6 +1233,31 @@ pub fn fuzz_roundtrip(data: &[u8]) -> Result<(), WireError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// RFC 9260 §6.8: a received packet is looked into only with a good CRC32c; one shorter
+    /// than the common header and one with a wrong checksum are refused, each with its
+    /// reason.
+    #[test]
+    fn rfc9260_6_8_new_verified_refuses_short_and_corrupt_packets() {
+        let header = CommonHeader {
+            src_port: 5001,
+            dst_port: 5002,
+            verification_tag: 0x1234_5678,
+        };
+        let good = build_packet(&header, &[]);
+        let pkt = Packet::new_verified(&good[..]).expect("a good packet");
+        assert_eq!(pkt.header(), header);
+        assert!(matches!(
+            Packet::new_verified(&good[..11]),
+            Err(WireError::TooShort { len: 11 })
+        ));
+        let mut bad = good.clone();
+        bad[4] ^= 1;
+        assert!(matches!(
+            Packet::new_verified(&bad[..]),
+            Err(WireError::BadChecksum { .. })
+        ));
+    }
 
     /// RFC 9260 Appendix A: CRC32c of the standard check string "123456789" is 0xE3069283.
     #[test]

@@ -743,18 +743,12 @@ pub mod onesided {
     /// The bytes of operation `iteration` of size number `size_i` of `op`: a different
     /// pattern for every transfer, so that bytes left over from an earlier one never pass.
     fn pattern(op: Op, size_i: usize, iteration: usize, len: usize) -> Vec<u8> {
-        let mut x = (op as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            ^ ((size_i as u64) << 32)
-            ^ (iteration as u64)
-            | 1;
-        (0..len)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        crate::mpa::xorshift_bytes(
+            (op as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ ((size_i as u64) << 32)
+                ^ (iteration as u64),
+            len,
+        )
     }
 
     const CTL: usize = 8;

@@ -80,6 +80,21 @@ pub fn pattern_key(seed: u64, round: u64, op: u64) -> u64 {
     splitmix64_mix(splitmix64_mix(splitmix64_mix(seed) ^ round) ^ op)
 }
 
+/// `len` bytes of the xorshift64 sequence (shifts 13, 7, 17) from `seed` (made odd, so never
+/// zero): the low byte of each step. The SCTP runs and the transfer checks of the
+/// experiments draw their patterns from it.
+pub(crate) fn xorshift_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
 fn read_u64(chunk: &[u8]) -> u64 {
     let mut b = [0; 8];
     b.copy_from_slice(chunk);

@@ -27,6 +27,8 @@ use stack::{
     RecvWr, SendWr, Setup, WcStatus,
 };
 
+use crate::mpa::xorshift_bytes;
+
 /// A path outage: the link of `path` goes down at `at` and, with `down_for`, comes back.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Outage {
@@ -203,15 +205,10 @@ fn ips(host: u8, paths: usize) -> Vec<Ipv4Addr> {
 }
 
 fn pattern(seed: u64, round: u64, op: u64, len: usize) -> Vec<u8> {
-    let mut x = seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (op << 56) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    xorshift_bytes(
+        seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (op << 56),
+        len,
+    )
 }
 
 fn count(want: &[u8], got: &[u8]) -> (u64, u64, u64) {

@@ -1524,26 +1524,17 @@ impl QpEngine {
         }
         self.awaiting_first_fpdu = false;
         match msg.header {
-            Header::RdmaWrite { last, stag, to } => self.on_tagged(
-                seg,
-                msg.header.rdmap_control(),
-                last,
-                stag,
-                to,
-                msg.payload,
-                false,
-                placed,
-            ),
-            Header::ReadResponse { last, stag, to } => self.on_tagged(
-                seg,
-                msg.header.rdmap_control(),
-                last,
-                stag,
-                to,
-                msg.payload,
-                true,
-                placed,
-            ),
+            Header::RdmaWrite { last, stag, to } | Header::ReadResponse { last, stag, to } => self
+                .on_tagged(
+                    seg,
+                    msg.header.rdmap_control(),
+                    last,
+                    stag,
+                    to,
+                    msg.payload,
+                    matches!(msg.header, Header::ReadResponse { .. }),
+                    placed,
+                ),
             Header::Send {
                 solicited_event,
                 invalidate_stag,

@@ -1982,6 +1982,21 @@ mod tests {
         Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ
     }
 
+    /// A memory table with one protection domain and an unregistered buffer of `len` bytes.
+    fn table_with_buf(len: usize) -> (Arc<MemTable>, Pd, Arc<RegisteredBuf>) {
+        let t = MemTable::new();
+        let pd = t.alloc_pd();
+        (t, pd, RegisteredBuf::new(len))
+    }
+
+    /// A memory table with two protection domains.
+    fn table_with_two_pds() -> (Arc<MemTable>, Pd, Pd) {
+        let t = MemTable::new();
+        let pd = t.alloc_pd();
+        let other = t.alloc_pd();
+        (t, pd, other)
+    }
+
     /// Appending copies exactly the requested bytes after what `out` holds, across spans,
     /// and appends nothing out of range.
     #[test]
@@ -2068,9 +2083,7 @@ mod tests {
     /// Verbs rule: remote write and remote atomic access require local write.
     #[test]
     fn remote_write_needs_local_write() {
-        let t = MemTable::new();
-        let pd = t.alloc_pd();
-        let b = RegisteredBuf::new(64);
+        let (t, pd, b) = table_with_buf(64);
         for a in [Access::REMOTE_WRITE, Access::REMOTE_ATOMIC] {
             assert_eq!(
                 t.register(pd, &b, MrOptions::new(a)).map(|m| m.stag()),
@@ -2093,9 +2106,7 @@ mod tests {
 
     #[test]
     fn stag_layout_keys_and_index_reuse() {
-        let t = MemTable::new();
-        let pd = t.alloc_pd();
-        let b = RegisteredBuf::new(64);
+        let (t, pd, b) = table_with_buf(64);
         let a = t
             .register(pd, &b, MrOptions::new(rw()).key(0x5a))
             .expect("ok");
@@ -2119,9 +2130,7 @@ mod tests {
 
     #[test]
     fn va_and_zero_based_addressing() {
-        let t = MemTable::new();
-        let pd = t.alloc_pd();
-        let b = RegisteredBuf::new(4096);
+        let (t, pd, b) = table_with_buf(4096);
         let va = t
             .register(pd, &b, MrOptions::new(rw()).range(100..200))
             .expect("ok");
@@ -2148,9 +2157,7 @@ mod tests {
     /// RFC 5041 §7.1: tagged sink checks in order, each with its DDP code; memory untouched.
     #[test]
     fn rfc5041_7_1_sink_checks() {
-        let t = MemTable::new();
-        let pd = t.alloc_pd();
-        let other = t.alloc_pd();
+        let (t, pd, other) = table_with_two_pds();
         let mr = t
             .register_new(pd, 100, MrOptions::new(rw()).zero_based())
             .expect("ok");
@@ -2207,9 +2214,7 @@ mod tests {
     /// RFC 5040 §5.3 / §7.2: Send with Invalidate rules.
     #[test]
     fn rfc5040_5_3_remote_invalidate() {
-        let t = MemTable::new();
-        let pd = t.alloc_pd();
-        let other = t.alloc_pd();
+        let (t, pd, other) = table_with_two_pds();
         let mr = t.register_new(pd, 8, MrOptions::new(rw())).expect("ok");
         let fixed = t
             .register_new(pd, 8, MrOptions::new(rw()).not_invalidatable())
@@ -2245,9 +2250,7 @@ mod tests {
 
     #[test]
     fn local_sge_resolution_errors() {
-        let t = MemTable::new();
-        let pd = t.alloc_pd();
-        let other = t.alloc_pd();
+        let (t, pd, other) = table_with_two_pds();
         let ro = t
             .register_new(pd, 16, MrOptions::new(Access::REMOTE_READ))
             .expect("ok");

@@ -811,6 +811,7 @@ impl Core {
         let now = self.now();
         match t.and_then(|t| self.conns.remove(&t).map(|c| (t, c))) {
             Some((_, Conn::Active(mut a))) => {
+                let _span = a.span.clone().entered();
                 a.sock.deregister(self.poll.registry());
                 // Unread data makes the kernel send a reset: an abortive close.
                 a.sock.shutdown(Shutdown::Both);
@@ -934,6 +935,18 @@ impl Core {
         already_read: Option<Vec<u8>>,
     ) {
         sock.prepare(shared.cfg.socket_buffer);
+        // The span is entered from here on, so that what the engine reports while it is
+        // set up (a responder's engine takes the Request and is established at once) is
+        // the QP's.
+        let span = tracing::info_span!(
+            "qp",
+            qp = qp.id.0,
+            llp = %sock.llp(),
+            local = %sock.local_addr().map_or_else(|| "?".into(), |a| a.to_string()),
+            peer = %sock.peer_addr().map_or_else(|| "?".into(), |a| a.to_string()),
+        );
+        let entered = span.clone().entered();
+        tracing::debug!("TCP connection up, MPA setup starts");
         let now = self.now();
         let cfg = qp_config(shared, &qp, sock.emss(shared.cfg.max_emss));
         let mut engine = match QpEngine::new(cfg, shared.mem.clone(), setup, now) {
@@ -956,14 +969,7 @@ impl Core {
             qp.publish_engine(&mut engine, true);
             s.engine = Some(engine);
         }
-        let span = tracing::info_span!(
-            "qp",
-            qp = qp.id.0,
-            llp = %sock.llp(),
-            local = %sock.local_addr().map_or_else(|| "?".into(), |a| a.to_string()),
-            peer = %sock.peer_addr().map_or_else(|| "?".into(), |a| a.to_string()),
-        );
-        span.in_scope(|| tracing::debug!("TCP connection up, MPA setup starts"));
+        drop(entered);
         qp.token.store(t.0, Ordering::SeqCst);
         self.add_conn(
             t,
@@ -1344,6 +1350,7 @@ impl Core {
         for t in tokens {
             match self.conns.remove(&t) {
                 Some(Conn::Active(mut a)) => {
+                    let _span = a.span.clone().entered();
                     a.sock.deregister(self.poll.registry());
                     a.sock.shutdown(Shutdown::Both);
                     let mut s = a.qp.lock();

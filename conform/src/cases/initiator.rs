@@ -379,27 +379,8 @@ pub(super) fn init_after_terminate(ctx: &mut Ctx<'_>) -> Outcome {
     .to_vec()
     .unwrap_or_default();
     live.send(format!("after its {first}: Terminate ({cause})"), &t);
-    let mut after = Vec::new();
-    let closed = loop {
-        match live.c.recv(ctx.cfg.step) {
-            RxOutcome::Fpdu(f) => after.push(describe_ulpdu(&f.ulpdu)),
-            RxOutcome::Closed => break true,
-            RxOutcome::Framing(e) => after.push(format!("framing error: {e}")),
-            RxOutcome::Timeout => break false,
-        }
-        if after.len() > 16 {
-            break false;
-        }
-    };
-    let seen = format!(
-        "after the Terminate: {}{}",
-        if after.is_empty() {
-            "nothing".to_string()
-        } else {
-            after.join(", ")
-        },
-        if closed { "; closed" } else { "; still open" }
-    );
+    let (after, closed) = after_terminate(&mut live, ctx.cfg.step);
+    let seen = format!("after the Terminate: {}", describe_after(&after, closed));
     let o = if !after.is_empty() {
         Outcome::new(Fail, live.sent(), seen)
             .because("nothing may follow a received Terminate (no Terminate in reply)")

@@ -168,34 +168,28 @@ const _: () = assert!(std::mem::size_of::<SndInfo>() == 16);
 const _: () = assert!(std::mem::size_of::<SctpEvent>() == 8);
 const _: () = assert!(std::mem::size_of::<libc::sockaddr_in>() == 16);
 
-sockopt_impl!(
+/// Set-only `SOL_SCTP` options, one a line: the type, the option, its value.
+macro_rules! set_only {
+    ($($(#[$doc:meta])* $name:ident: $opt:ident, $ty:ty;)*) => {$(
+        sockopt_impl!($(#[$doc])* $name, SetOnly, SOL_SCTP, $opt, $ty);
+    )*};
+}
+set_only! {
     /// `SCTP_ADAPTATION_LAYER`: the Adaptation Layer Indication our INIT / INIT ACK carry.
-    AdaptationLayer, SetOnly, SOL_SCTP, SCTP_ADAPTATION_LAYER, SetAdaptation
-);
-sockopt_impl!(
+    AdaptationLayer: SCTP_ADAPTATION_LAYER, SetAdaptation;
     /// `SCTP_INITMSG`: streams and INIT retransmissions of new associations.
-    InitMsgOpt, SetOnly, SOL_SCTP, SCTP_INITMSG, InitMsg
-);
-sockopt_impl!(
+    InitMsgOpt: SCTP_INITMSG, InitMsg;
     /// `SCTP_NODELAY`: no Nagle-like bundling delay.
-    NoDelay, SetOnly, SOL_SCTP, SCTP_NODELAY, bool
-);
-sockopt_impl!(
+    NoDelay: SCTP_NODELAY, bool;
     /// `SCTP_RECVRCVINFO`: every received message comes with an `SCTP_RCVINFO`.
-    RecvRcvInfo, SetOnly, SOL_SCTP, SCTP_RECVRCVINFO, bool
-);
-sockopt_impl!(
+    RecvRcvInfo: SCTP_RECVRCVINFO, bool;
     /// `SCTP_EVENT`: one notification type on or off.
-    EventOpt, SetOnly, SOL_SCTP, SCTP_EVENT, SctpEvent
-);
-sockopt_impl!(
+    EventOpt: SCTP_EVENT, SctpEvent;
     /// `SCTP_DEFAULT_SNDINFO`: stream, flags and PPID of what `send` sends.
-    DefaultSndInfo, SetOnly, SOL_SCTP, SCTP_DEFAULT_SNDINFO, SndInfo
-);
-sockopt_impl!(
+    DefaultSndInfo: SCTP_DEFAULT_SNDINFO, SndInfo;
     /// `SCTP_SOCKOPT_BINDX_ADD` with one address: `sctp_bindx(SCTP_BINDX_ADD_ADDR)`.
-    BindxAdd, SetOnly, SOL_SCTP, SCTP_SOCKOPT_BINDX_ADD, libc::sockaddr_in
-);
+    BindxAdd: SCTP_SOCKOPT_BINDX_ADD, libc::sockaddr_in;
+}
 sockopt_impl!(
     /// `SCTP_STATUS` of the socket's association.
     StatusOpt, GetOnly, SOL_SCTP, SCTP_STATUS, Status
@@ -1059,11 +1053,15 @@ impl Core {
         let held = held
             .iter()
             .map(|(i, m)| (i.ppid, i.unordered, m.as_slice()));
+        // Entered while the engine takes the held Initiate and is established.
+        let span = qp_span(qp, a);
+        let entered = span.clone().entered();
         if assoc_qp::start_responder(shared, qp, cfg, seg, held, now) {
+            drop(entered);
             a.role = Role::Qp {
                 qp: qp.clone(),
                 shut: false,
-                span: qp_span(qp, a),
+                span,
             };
             self.service_ksctp(shared, t);
         } else {
@@ -1132,9 +1130,14 @@ impl Core {
             return false;
         };
         let now = self.now();
+        // The QP's span, entered while its association is aborted and the QP closed.
+        let mut _span = None;
         if let Some(Conn::Ksctp(k)) = self.conns.get(&t)
             && let Ksctp::Assoc(a) = &**k
         {
+            if let Role::Qp { span, .. } = &a.role {
+                _span = Some(span.clone().entered());
+            }
             a.abort_on_close();
             if matches!(a.role, Role::Connecting { .. }) {
                 fail_connect(shared, qp, CmError::Aborted);
@@ -1153,7 +1156,10 @@ impl Core {
         {
             a.abort_on_close();
             match &a.role {
-                Role::Qp { qp, .. } => assoc_qp::close(shared, qp, now, CloseReason::Local),
+                Role::Qp { qp, span, .. } => {
+                    let _span = span.enter();
+                    assoc_qp::close(shared, qp, now, CloseReason::Local);
+                }
                 Role::Connecting { qp, .. } => fail_connect(shared, qp, CmError::Aborted),
                 _ => {}
             }

@@ -617,6 +617,8 @@ impl Core {
                 .is_some_and(|a| a.is_ipv6());
         let seg = max_segment(e.mtu, v6, e.overhead);
         let span = qp_span(qp, &e.ep, id);
+        // Entered while the engine takes the held Initiate and is established.
+        let entered = span.clone().entered();
         e.assocs.insert(
             id,
             AssocRole::Qp {
@@ -632,6 +634,7 @@ impl Core {
         {
             a.abort();
         }
+        drop(entered);
         self.service_sctp(shared, key);
         true
     }
@@ -698,7 +701,12 @@ impl Core {
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
             return false;
         };
+        // The QP's span, entered while its association is aborted and the QP closed.
+        let mut _span = None;
         if let Some(id) = e.assoc_of(qp) {
+            if let Some(AssocRole::Qp { span, .. }) = e.assocs.get(&id) {
+                _span = Some(span.clone().entered());
+            }
             if let Some(a) = e.ep.association_mut(id) {
                 a.abort();
             }
@@ -718,6 +726,10 @@ impl Core {
         let now = self.now();
         if let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) {
             for (id, r) in e.assocs.drain() {
+                let _span = match &r {
+                    AssocRole::Qp { span, .. } => Some(span.clone().entered()),
+                    _ => None,
+                };
                 if let Some(a) = e.ep.association_mut(id) {
                     a.abort();
                 }
@@ -793,7 +805,7 @@ impl SctpEp {
         while let Some(id) = self.ep.accept() {
             tracing::debug!(
                 vtag = self.ep.association(id).map(|a| a.local_tag()),
-                peer = ?self.ep.association(id).map(|a| a.remote_addresses()),
+                peer = %peer_of(&self.ep, id),
                 "SCTP association accepted"
             );
             if self.listener.is_some() {
@@ -1014,13 +1026,28 @@ enum Waited {
 
 /// The span of `qp` running on association `id`.
 fn qp_span(qp: &QpShared, ep: &Endpoint, id: AssocId) -> tracing::Span {
-    let a = ep.association(id);
     tracing::info_span!(
         "qp",
         qp = qp.id.0,
         llp = "SCTP",
-        vtag = a.map(|a| a.local_tag()),
-        peer = ?a.map(|a| a.remote_addresses()),
+        vtag = ep.association(id).map(|a| a.local_tag()),
+        peer = %peer_of(ep, id),
+    )
+}
+
+/// The peer of association `id` in words: its addresses and its SCTP port (a path's
+/// address carries no port of its own).
+fn peer_of(ep: &Endpoint, id: AssocId) -> String {
+    ep.association(id).map_or_else(
+        || "?".to_string(),
+        |a| {
+            let ips: Vec<String> = a
+                .remote_addresses()
+                .iter()
+                .map(|s| s.ip().to_string())
+                .collect();
+            format!("{} port {}", ips.join(","), a.peer_port())
+        },
     )
 }
 
