@@ -1575,7 +1575,8 @@ impl Association {
         })
     }
 
-    /// Whether CMT's tail handling is on (the tail loss probe, the I bit on lone retransmissions).
+    /// Whether CMT's tail handling is on (the tail loss probe, the I bit on lone
+    /// retransmissions).
     fn tail_handling(&self) -> bool {
         self.shared
             .config
