@@ -1528,23 +1528,37 @@ impl Association {
             let causes = std::mem::take(&mut self.pending_errors);
             Chunk::Error(causes).emit(&mut buf);
         }
-        let mut any_data = false;
+        let mut last_data = None;
         if kind != Rtx::No {
-            self.fill_retransmissions(now, d, kind, mtu, &mut buf, &mut any_data);
+            self.fill_retransmissions(now, d, kind, mtu, &mut buf, &mut last_data);
             match kind {
                 Rtx::Fast => self.fast_once = false,
                 _ => self.t3_once = false,
             }
         } else if new_data {
-            self.fill_new_data(now, d, mtu, &mut buf, &mut any_data);
-            if any_data {
+            self.fill_new_data(now, d, mtu, &mut buf, &mut last_data);
+            if last_data.is_some() {
                 self.burst_budget = self.burst_budget.saturating_sub(1);
             }
         }
-        if any_data && self.paths[d].t3.is_none() {
-            self.paths[d].t3 = Some(now + self.paths[d].rto);
-        }
-        if any_data {
+        if let Some(at) = last_data {
+            if self.paths[d].t3.is_none() {
+                self.paths[d].t3 = Some(now + self.paths[d].rto);
+            }
+            // With CMT's tail handling: a retransmission after which nothing can be sent
+            // until a SACK arrives (no other retransmission pending, no new data that fits
+            // the peer's window) asks for its SACK at once with the I bit (RFC 9260
+            // §3.3.1). A lone retransmission — after T3-rtx, whose window is one packet, or
+            // a tail loss probe — otherwise waits for the receiver's delayed-ACK timer
+            // (200 ms; a CMT receiver delays even a SACK for data that fills a gap), with
+            // the sender idle all that time.
+            if kind != Rtx::No
+                && self.tail_handling()
+                && self.is_tail()
+                && let Some(flags) = buf.get_mut(at + 1)
+            {
+                *flags |= data_flags::IMMEDIATE;
+            }
             self.arm_pto(now, d);
         }
         if buf.len() <= COMMON_HEADER_LEN {
@@ -1559,6 +1573,30 @@ impl Association {
             remote: p.remote,
             bytes: buf,
         })
+    }
+
+    /// Whether CMT's tail handling is on (the tail loss probe, the I bit on lone
+    /// retransmissions).
+    fn tail_handling(&self) -> bool {
+        self.shared
+            .config
+            .cmt
+            .as_ref()
+            .is_some_and(|c| c.tail_loss_probe)
+    }
+
+    /// Whether new data could go out now: some is queued and its first chunk fits the
+    /// peer's window.
+    fn can_send_new(&self) -> bool {
+        self.queue
+            .front()
+            .is_some_and(|c| c.data.len() <= self.peer_rwnd)
+    }
+
+    /// Nothing can be sent until a SACK arrives: no retransmission is pending and no new
+    /// data can go out.
+    fn is_tail(&self) -> bool {
+        self.rtx_fast == 0 && self.rtx_timeout == 0 && !self.can_send_new()
     }
 
     /// RFC 9260 §7.2.1: after an idle period the window of path `i` decays to
@@ -1631,20 +1669,21 @@ impl Association {
         kind: Rtx,
         mtu: usize,
         buf: &mut Vec<u8>,
-        any: &mut bool,
+        any: &mut Option<usize>,
     ) {
         for c in self.outstanding.iter_mut() {
             if c.rtx != kind {
                 continue;
             }
             let size = pad4(c.size());
-            if buf.len() + size > mtu && *any {
+            if buf.len() + size > mtu && any.is_some() {
                 break;
             }
             if buf.len() + size > mtu && buf.len() > COMMON_HEADER_LEN {
                 // Control chunks already fill the packet; the chunk goes in the next one.
                 break;
             }
+            *any = Some(buf.len());
             Chunk::Data(DataChunk {
                 flags: c.flags,
                 tsn: c.tsn as u32,
@@ -1654,7 +1693,6 @@ impl Association {
                 data: &c.data,
             })
             .emit(buf);
-            *any = true;
             c.fast_retransmitted_below = Some(self.next_tsn - 1);
             c.rtx = Rtx::No;
             c.tx_count += 1;
@@ -1685,7 +1723,7 @@ impl Association {
         d: usize,
         mtu: usize,
         buf: &mut Vec<u8>,
-        any: &mut bool,
+        any: &mut Option<usize>,
     ) {
         let zero_window_probe = self.total_flight() == 0;
         while let Some(front) = self.queue.front() {
@@ -1693,15 +1731,16 @@ impl Association {
             if buf.len() + size > mtu {
                 break;
             }
-            if (*any || !zero_window_probe) && front.data.len() > self.peer_rwnd {
+            if (any.is_some() || !zero_window_probe) && front.data.len() > self.peer_rwnd {
                 break;
             }
             let Some(c) = self.queue.pop_front() else {
                 break;
             };
-            let probe = zero_window_probe && !*any && c.data.len() > self.peer_rwnd;
+            let probe = zero_window_probe && any.is_none() && c.data.len() > self.peer_rwnd;
             let tsn = self.next_tsn;
             self.next_tsn += 1;
+            *any = Some(buf.len());
             Chunk::Data(DataChunk {
                 flags: c.flags,
                 tsn: tsn as u32,
@@ -1711,7 +1750,6 @@ impl Association {
                 data: &c.data,
             })
             .emit(buf);
-            *any = true;
             self.peer_rwnd = self.peer_rwnd.saturating_sub(c.data.len());
             let p = &mut self.paths[d];
             let sent = Sent {
@@ -3148,13 +3186,7 @@ impl Association {
     /// No probe is scheduled for a path with nothing in flight, without an RTT measurement,
     /// or while a probe of it is unacknowledged (one probe per tail, §7.3).
     fn arm_pto(&mut self, now: Instant, i: usize) {
-        if !self
-            .shared
-            .config
-            .cmt
-            .as_ref()
-            .is_some_and(|c| c.tail_loss_probe)
-        {
+        if !self.tail_handling() {
             return;
         }
         let wc_del_ack = self.shared.config.sack_delay;
@@ -3184,12 +3216,7 @@ impl Association {
     fn tail_loss_probe(&mut self, now: Instant, i: usize) {
         self.paths[i].pto = None;
         // New data goes out by itself when it can; a probe is for a tail.
-        let can_send_new = !self.queue.is_empty()
-            && self
-                .queue
-                .front()
-                .is_some_and(|c| c.data.len() <= self.peer_rwnd);
-        if can_send_new || self.paths[i].tlp_tsn.is_some() {
+        if self.can_send_new() || self.paths[i].tlp_tsn.is_some() {
             return;
         }
         let room = self.paths[i]

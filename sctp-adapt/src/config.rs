@@ -93,7 +93,10 @@ pub struct CmtConfig {
     /// (`sack_delay`), with no new data to send, the path's last packet is retransmitted at
     /// once instead of waiting for T3-rtx (RTO.Min is 1 s). With CMT a destination carries
     /// only part of the data and, under delayed ACK for CMT, receives fewer miss indications,
-    /// so a loss among its last few packets otherwise ends in a timeout.
+    /// so a loss among its last few packets otherwise ends in a timeout. A retransmission
+    /// after which nothing can be sent until a SACK arrives (the probe, or a T3-rtx
+    /// retransmission with nothing behind it) carries the I bit (RFC 9260 §3.3.1), so that
+    /// the receiver does not hold its SACK for the delayed-ACK time with the sender idle.
     pub tail_loss_probe: bool,
     /// Where retransmissions go.
     pub rtx_policy: RtxPolicy,
