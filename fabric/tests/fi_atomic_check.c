@@ -23,20 +23,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-#define CHECK(cond, ...)                                                                   \
-	do {                                                                               \
-		if (!(cond)) {                                                             \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);                        \
-			printf(__VA_ARGS__);                                               \
-			printf("\n");                                                      \
-			exit(1);                                                           \
-		}                                                                          \
-	} while (0)
-#define OK(call)                                                                           \
-	do {                                                                               \
-		long _r = (long)(call);                                                    \
-		CHECK(_r == 0, "%s = %ld (%s)", #call, _r, fi_strerror((int)-_r));         \
-	} while (0)
+#include "check.h"
 
 static struct fid_domain *domain;
 
