@@ -168,28 +168,37 @@ const _: () = assert!(std::mem::size_of::<SndInfo>() == 16);
 const _: () = assert!(std::mem::size_of::<SctpEvent>() == 8);
 const _: () = assert!(std::mem::size_of::<libc::sockaddr_in>() == 16);
 
-/// Set-only `SOL_SCTP` options, one a line: the type, the option, its value.
-macro_rules! set_only {
-    ($($(#[$doc:meta])* $name:ident: $opt:ident, $ty:ty;)*) => {$(
-        sockopt_impl!($(#[$doc])* $name, SetOnly, SOL_SCTP, $opt, $ty);
-    )*};
-}
-set_only! {
+// One `sockopt_impl!` per option, not a table macro around it: nix's macro recognises a
+// literal `bool` type (sent as a C int), which a `$ty:ty` passed through another macro no
+// longer is (it would be sent as one byte, and the kernel refuses SCTP_NODELAY with EINVAL).
+sockopt_impl!(
     /// `SCTP_ADAPTATION_LAYER`: the Adaptation Layer Indication our INIT / INIT ACK carry.
-    AdaptationLayer: SCTP_ADAPTATION_LAYER, SetAdaptation;
+    AdaptationLayer, SetOnly, SOL_SCTP, SCTP_ADAPTATION_LAYER, SetAdaptation
+);
+sockopt_impl!(
     /// `SCTP_INITMSG`: streams and INIT retransmissions of new associations.
-    InitMsgOpt: SCTP_INITMSG, InitMsg;
+    InitMsgOpt, SetOnly, SOL_SCTP, SCTP_INITMSG, InitMsg
+);
+sockopt_impl!(
     /// `SCTP_NODELAY`: no Nagle-like bundling delay.
-    NoDelay: SCTP_NODELAY, bool;
+    NoDelay, SetOnly, SOL_SCTP, SCTP_NODELAY, bool
+);
+sockopt_impl!(
     /// `SCTP_RECVRCVINFO`: every received message comes with an `SCTP_RCVINFO`.
-    RecvRcvInfo: SCTP_RECVRCVINFO, bool;
+    RecvRcvInfo, SetOnly, SOL_SCTP, SCTP_RECVRCVINFO, bool
+);
+sockopt_impl!(
     /// `SCTP_EVENT`: one notification type on or off.
-    EventOpt: SCTP_EVENT, SctpEvent;
+    EventOpt, SetOnly, SOL_SCTP, SCTP_EVENT, SctpEvent
+);
+sockopt_impl!(
     /// `SCTP_DEFAULT_SNDINFO`: stream, flags and PPID of what `send` sends.
-    DefaultSndInfo: SCTP_DEFAULT_SNDINFO, SndInfo;
+    DefaultSndInfo, SetOnly, SOL_SCTP, SCTP_DEFAULT_SNDINFO, SndInfo
+);
+sockopt_impl!(
     /// `SCTP_SOCKOPT_BINDX_ADD` with one address: `sctp_bindx(SCTP_BINDX_ADD_ADDR)`.
-    BindxAdd: SCTP_SOCKOPT_BINDX_ADD, libc::sockaddr_in;
-}
+    BindxAdd, SetOnly, SOL_SCTP, SCTP_SOCKOPT_BINDX_ADD, libc::sockaddr_in
+);
 sockopt_impl!(
     /// `SCTP_STATUS` of the socket's association.
     StatusOpt, GetOnly, SOL_SCTP, SCTP_STATUS, Status
