@@ -23,17 +23,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-#include "check.h"
-
-static struct fid_domain *domain;
-
-static uint32_t eq_wait(struct fid_eq *eq, struct fi_eq_cm_entry *entry)
-{
-	uint32_t ev = 0;
-	ssize_t r = fi_eq_sread(eq, &ev, entry, sizeof(*entry), 10000, 0);
-	CHECK(r >= (ssize_t)sizeof(*entry), "fi_eq_sread = %zd", r);
-	return ev;
-}
+#include "pair.h"
 
 /* Waits for one completion; a completion error is returned as its negative errno. */
 static int cq_wait(struct fid_cq *cq, struct fi_cq_data_entry *e)
@@ -55,35 +45,10 @@ static int cq_wait(struct fid_cq *cq, struct fi_cq_data_entry *e)
 	return 0;
 }
 
-static struct fid_cq *cq_open(void)
-{
-	struct fi_cq_attr attr = { .size = 256, .format = FI_CQ_FORMAT_DATA,
-				   .wait_obj = FI_WAIT_UNSPEC };
-	struct fid_cq *cq;
-	OK(fi_cq_open(domain, &attr, &cq, NULL));
-	return cq;
-}
-
-static struct fid_ep *ep_open(struct fi_info *fi, struct fid_eq *eq, struct fid_cq *cq)
-{
-	struct fid_ep *ep;
-	OK(fi_endpoint(domain, fi, &ep, NULL));
-	OK(fi_ep_bind(ep, &eq->fid, 0));
-	OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
-	OK(fi_enable(ep));
-	return ep;
-}
-
 int main(void)
 {
 	struct fi_info *hints = fi_allocinfo(), *info;
-	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
-	struct fid_fabric *fabric;
-	struct fid_eq *seq, *ceq;
-	struct fid_pep *pep;
-	struct sockaddr_in addr;
-	size_t alen = sizeof(addr), count = 0;
-	struct fi_eq_cm_entry cm;
+	size_t count = 0;
 
 	hints->ep_attr->type = FI_EP_MSG;
 	hints->caps = FI_MSG | FI_ATOMIC;
@@ -94,24 +59,7 @@ int main(void)
 	OK(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "0", FI_SOURCE, hints, &info));
 	CHECK(info->caps & FI_ATOMIC, "FI_ATOMIC in the caps");
 	CHECK(info->tx_attr->caps & FI_ATOMIC, "FI_ATOMIC in the tx caps");
-	OK(fi_fabric(info->fabric_attr, &fabric, NULL));
-	OK(fi_domain(fabric, info, &domain, NULL));
-	OK(fi_eq_open(fabric, &eq_attr, &seq, NULL));
-	OK(fi_eq_open(fabric, &eq_attr, &ceq, NULL));
-	OK(fi_passive_ep(fabric, info, &pep, NULL));
-	OK(fi_pep_bind(pep, &seq->fid, 0));
-	OK(fi_listen(pep));
-	OK(fi_getname(&pep->fid, &addr, &alen));
-
-	struct fid_cq *ccq = cq_open(), *scq = cq_open();
-	struct fid_ep *cep = ep_open(info, ceq, ccq), *sep;
-	OK(fi_connect(cep, &addr, NULL, 0));
-	CHECK(eq_wait(seq, &cm) == FI_CONNREQ, "CONNREQ");
-	sep = ep_open(cm.info, seq, scq);
-	fi_freeinfo(cm.info);
-	OK(fi_accept(sep, NULL, 0));
-	CHECK(eq_wait(seq, &cm) == FI_CONNECTED, "server CONNECTED");
-	CHECK(eq_wait(ceq, &cm) == FI_CONNECTED, "client CONNECTED");
+	pair_connect(info, 256);
 	printf("connect: ok\n");
 
 	/* What is valid: exactly FI_SUM and FI_CSWAP on 64-bit integers, one at a time. */
@@ -256,18 +204,11 @@ int main(void)
 	printf("read-only target: ok (completion error %s, target unchanged)\n",
 	       fi_strerror(-err));
 
-	fi_close(&cep->fid);
-	fi_close(&sep->fid);
+	pair_close_eps();
 	OK(fi_close(&tmr->fid));
 	OK(fi_close(&romr->fid));
 	OK(fi_close(&lmr->fid));
-	OK(fi_close(&ccq->fid));
-	OK(fi_close(&scq->fid));
-	OK(fi_close(&pep->fid));
-	OK(fi_close(&seq->fid));
-	OK(fi_close(&ceq->fid));
-	OK(fi_close(&domain->fid));
-	OK(fi_close(&fabric->fid));
+	pair_close();
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 	free(tgt);

@@ -21,17 +21,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
-#include "check.h"
-
-static struct fid_domain *domain;
-
-static uint32_t eq_wait(struct fid_eq *eq, struct fi_eq_cm_entry *entry)
-{
-	uint32_t ev = 0;
-	ssize_t r = fi_eq_sread(eq, &ev, entry, sizeof(*entry), 10000, 0);
-	CHECK(r >= (ssize_t)sizeof(*entry), "fi_eq_sread = %zd", r);
-	return ev;
-}
+#include "pair.h"
 
 static void cq_wait(struct fid_cq *cq, struct fi_cq_data_entry *e, const char *what)
 {
@@ -49,37 +39,11 @@ static void cq_wait(struct fid_cq *cq, struct fi_cq_data_entry *e, const char *w
 	CHECK(0, "%s: no completion", what);
 }
 
-static struct fid_cq *cq_open(void)
-{
-	struct fi_cq_attr attr = { .size = 1024, .format = FI_CQ_FORMAT_DATA,
-				   .wait_obj = FI_WAIT_UNSPEC };
-	struct fid_cq *cq;
-	OK(fi_cq_open(domain, &attr, &cq, NULL));
-	return cq;
-}
-
-static struct fid_ep *ep_open(struct fi_info *fi, struct fid_eq *eq, struct fid_cq *cq)
-{
-	struct fid_ep *ep;
-	OK(fi_endpoint(domain, fi, &ep, NULL));
-	OK(fi_ep_bind(ep, &eq->fid, 0));
-	OK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
-	OK(fi_enable(ep));
-	return ep;
-}
-
 #define SLOT 16
 
 int main(void)
 {
 	struct fi_info *hints = fi_allocinfo(), *info;
-	struct fi_eq_attr eq_attr = { .wait_obj = FI_WAIT_UNSPEC };
-	struct fid_fabric *fabric;
-	struct fid_eq *seq, *ceq;
-	struct fid_pep *pep;
-	struct sockaddr_in addr;
-	size_t alen = sizeof(addr);
-	struct fi_eq_cm_entry cm;
 	struct fi_cq_data_entry e;
 
 	hints->ep_attr->type = FI_EP_MSG;
@@ -92,24 +56,7 @@ int main(void)
 	OK(fi_getinfo(FI_VERSION(1, 17), "127.0.0.1", "0", FI_SOURCE, hints, &info));
 	size_t inject = info->tx_attr->inject_size;
 	CHECK(inject >= 64, "inject_size %zu", inject);
-	OK(fi_fabric(info->fabric_attr, &fabric, NULL));
-	OK(fi_domain(fabric, info, &domain, NULL));
-	OK(fi_eq_open(fabric, &eq_attr, &seq, NULL));
-	OK(fi_eq_open(fabric, &eq_attr, &ceq, NULL));
-	OK(fi_passive_ep(fabric, info, &pep, NULL));
-	OK(fi_pep_bind(pep, &seq->fid, 0));
-	OK(fi_listen(pep));
-	OK(fi_getname(&pep->fid, &addr, &alen));
-
-	struct fid_cq *ccq = cq_open(), *scq = cq_open();
-	struct fid_ep *cep = ep_open(info, ceq, ccq), *sep;
-	OK(fi_connect(cep, &addr, NULL, 0));
-	CHECK(eq_wait(seq, &cm) == FI_CONNREQ, "CONNREQ");
-	sep = ep_open(cm.info, seq, scq);
-	fi_freeinfo(cm.info);
-	OK(fi_accept(sep, NULL, 0));
-	CHECK(eq_wait(seq, &cm) == FI_CONNECTED, "server CONNECTED");
-	CHECK(eq_wait(ceq, &cm) == FI_CONNECTED, "client CONNECTED");
+	pair_connect(info, 1024);
 	printf("connect: ok (inject_size %zu)\n", inject);
 
 	enum { RBUF = 256 * 1024 };
@@ -241,16 +188,9 @@ int main(void)
 		       "0x1111222233334444; with payload: %s)\n", fi_strerror(FI_ENOSYS));
 	}
 
-	fi_close(&cep->fid);
-	fi_close(&sep->fid);
+	pair_close_eps();
 	OK(fi_close(&rmr->fid));
-	OK(fi_close(&ccq->fid));
-	OK(fi_close(&scq->fid));
-	OK(fi_close(&pep->fid));
-	OK(fi_close(&seq->fid));
-	OK(fi_close(&ceq->fid));
-	OK(fi_close(&domain->fid));
-	OK(fi_close(&fabric->fid));
+	pair_close();
 	fi_freeinfo(info);
 	fi_freeinfo(hints);
 	free(rbuf);
