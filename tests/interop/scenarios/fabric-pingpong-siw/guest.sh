@@ -15,8 +15,9 @@ if ! command -v fi_pingpong >/dev/null; then
     for i in 0 1 2; do lab_signal "pp.a$i.ready"; lab_signal "pp.b$i.done" 127; done
     exit 1
 fi
-lab_step fi-info-verbs fi_info -p verbs -e msg >fi_info-verbs.txt 2>&1 || rc=1
-sed -n '1,12p' fi_info-verbs.txt
+lab_step fi-info-verbs fi_info -p verbs -t FI_EP_MSG >fi_info-verbs.txt 2>&1 || rc=1
+sed -n '1,6p' fi_info-verbs.txt
+grep -q 'domain: siw0' fi_info-verbs.txt || { glog "fi_info -p verbs does not list siw0"; rc=1; }
 i=0
 for size in $sizes; do
     port=$((47600 + i))

@@ -10,7 +10,7 @@ lib=${SOFTRNIC_LAB_FI_LIB_DIR:-$(dirname "$LAB_SOFTRNIC")}
 repo=$(cd "$LAB_SCENARIO_DIR/../../../.." && pwd)
 bash "$repo/fabric/build.sh" "$lib" "$PWD/fi" >/dev/null
 export FI_PROVIDER_PATH=$PWD/fi FI_LOG_LEVEL=warn
-fi_info -p softrnic -e msg | sed -n '1,4p'
+fi_info -p softrnic -t FI_EP_MSG | sed -n "1,6p"
 rc=0
 i=0
 for size in $PP_SIZES; do

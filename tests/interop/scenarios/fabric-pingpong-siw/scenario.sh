@@ -9,8 +9,10 @@
 # Both providers exchange CM data in the verbs provider's layout (a length octet, then the
 # data, in the MPA private data after RFC 6581's IRD/ORD words); fi_pingpong's own address
 # exchange runs over its TCP control connection. Passes when every client and server exits 0
-# and prints its result line, g1's `fi_info -p verbs` lists siw, and the capture decodes with
-# `softrnic decode` without errors, tshark agreeing, with at least 2 x 3 x 50 x 2 Sends.
+# and prints its result line, g1's `fi_info -p verbs` lists siw0, and the capture decodes with
+# `softrnic decode` without errors, tshark agreeing, with at least 2 x 3 x 50 x 2 Sends, and
+# each of the 6 MPA Requests and 6 Replies carries private data of 5 octets: RFC 6581's
+# IRD/ORD and the length octet 0 of an empty CM data (fi_pingpong sends none).
 SCENARIO_GUESTS=1
 SCENARIO_DIRECTION="softrnic provider(host) <-> libfabric verbs on siw(g1), both ways"
 SCENARIO_TIMEOUT=420
@@ -32,6 +34,21 @@ scenario_requires() {
 
 scenario_check() {
     "$LAB_TOOLS/decode-crosscheck.sh" "$LAB_PCAP" || return 1
+    # The CM data on the wire: fi_pingpong connects and accepts without CM data, so both
+    # providers' MPA private data is RFC 6581's IRD/ORD (4 octets) and the verbs layout's
+    # length octet 0, in the Requests softrnic and siw sent and in their Replies.
+    python3 - mpa.jsonl <<'PY' || return 1
+import json, sys
+frames = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+req = [f for f in frames if f["kind"] == "request"]
+rep = [f for f in frames if f["kind"] == "reply"]
+bad = [f for f in req + rep if f["pd_len"] != 5 or not f["hex"].endswith("00")]
+if len(req) != 6 or len(rep) != 6 or bad:
+    print(f"FAIL: expected 6 MPA Requests and 6 Replies with private data [IRD/ORD, 00]: "
+          f"{len(req)} / {len(rep)}, not so: {bad}")
+    sys.exit(1)
+print("ok: 6 MPA Requests and 6 Replies, each with private data IRD/ORD + CM data length octet 00")
+PY
     local n want
     want=$((2 * 3 * PP_ITERS * 2))
     n=$("$LAB_SOFTRNIC" decode --counts "$LAB_PCAP" | awk '$1 == "0x03" { print $3 }')
