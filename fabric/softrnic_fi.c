@@ -105,6 +105,9 @@ static const char *sr_load_error; /* why libsoftrnic could not be loaded */
 /* FI_SOFTRNIC_PROGRESS=manual: no progress thread; the application's calls into the
  * provider (CQ and EQ reads) run the RNIC, as FI_PROGRESS_MANUAL says. */
 static int sr_manual;
+/* FI_SOFTRNIC_FIRST_FPDU_DELAY_MS: an active endpoint holds its first message this long after
+ * the MPA Reply (0 by default; 50 for Linux siw 6.1 peers, see softrnic_qp_attr). */
+static int sr_first_fpdu_delay_ms;
 
 
 #define SR_WARN(subsys, ...) FI_WARN(&sr_prov, subsys, __VA_ARGS__)
@@ -1866,7 +1869,8 @@ static int sr_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 static int sr_ep_enable(struct sr_ep *ep)
 {
 	softrnic_qp_attr attr = { .sq_depth = SR_QUEUE, .rq_depth = SR_QUEUE,
-				  .max_sge = SR_MAX_SGE };
+				  .max_sge = SR_MAX_SGE,
+				  .first_fpdu_delay_ms = (uint32_t)sr_first_fpdu_delay_ms };
 	struct sr_fabric *fab = ep->dom->fab;
 	int st;
 	if (ep->qp)
@@ -2713,6 +2717,17 @@ FI_EXT_INI
 		else if (strcmp(progress, "auto"))
 			FI_WARN(&sr_prov, FI_LOG_CORE,
 				"FI_SOFTRNIC_PROGRESS=%s: neither auto nor manual; auto\n", progress);
+	}
+	fi_param_define(&sr_prov, "first_fpdu_delay_ms", FI_PARAM_INT,
+			"an active endpoint holds its first message this many milliseconds after "
+			"the MPA Reply (default 0); 50 for Linux siw 6.1 peers, which lose a "
+			"message that arrives before their QP took over the connection");
+	if (fi_param_get_int(&sr_prov, "first_fpdu_delay_ms", &sr_first_fpdu_delay_ms) == 0 &&
+	    (sr_first_fpdu_delay_ms < 0 || sr_first_fpdu_delay_ms > 10000)) {
+		FI_WARN(&sr_prov, FI_LOG_CORE,
+			"FI_SOFTRNIC_FIRST_FPDU_DELAY_MS=%d: not 0..10000; 0\n",
+			sr_first_fpdu_delay_ms);
+		sr_first_fpdu_delay_ms = 0;
 	}
 	sr_load();
 	return &sr_prov;

@@ -353,11 +353,16 @@ fn fi_pingpong_with_manual_progress() {
 /// Compiles fabric/tests/`name`.c against libfabric, runs it with the provider and returns
 /// its output lines (after asserting that it exited 0).
 fn run_c_check(name: &str) -> Vec<String> {
-    run_c_check_with(name, &[])
+    run_c_check_with(name, &[], &[])
 }
 
-/// As [`run_c_check`], with `extra` arguments for the compiler (after the libraries).
-fn run_c_check_with(name: &str, extra: &[std::ffi::OsString]) -> Vec<String> {
+/// As [`run_c_check`], with `extra` arguments for the compiler (after the libraries) and
+/// `env` for the program.
+fn run_c_check_with(
+    name: &str,
+    extra: &[std::ffi::OsString],
+    env: &[(&str, &str)],
+) -> Vec<String> {
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let out = Command::new(compiler().expect("checked by missing()"))
         .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L"])
@@ -371,7 +376,10 @@ fn run_c_check_with(name: &str, extra: &[std::ffi::OsString]) -> Vec<String> {
         .expect("run the C compiler");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = finish(
-        fi_command(&exe).spawn().expect(name),
+        fi_command(&exe)
+            .envs(env.iter().copied())
+            .spawn()
+            .expect(name),
         Duration::from_secs(60),
         name,
     );
@@ -427,7 +435,7 @@ fn fi_cm_layout_check_verbs_provider_cm_data_in_rfc5044_7_1_1_private_data() {
         std::ffi::OsString::from("-lsoftrnic"),
         rpath,
     ];
-    let lines = run_c_check_with("fi_cm_layout_check", &extra);
+    let lines = run_c_check_with("fi_cm_layout_check", &extra, &[]);
     assert_eq!(
         lines,
         [
@@ -439,6 +447,31 @@ fn fi_cm_layout_check_verbs_provider_cm_data_in_rfc5044_7_1_1_private_data() {
             "long length octet: ok (MPA Request [c8 78] -> FI_CONNREQ with the 1 byte carried); fi_reject \"bye\" -> MPA Reply private data [03 62 79 65]",
             "fi_cm_layout_check: all checks passed",
         ]
+    );
+}
+
+/// FI_SOFTRNIC_FIRST_FPDU_DELAY_MS (softrnic_qp_attr.first_fpdu_delay_ms): the initiator's
+/// first message waits that long after the MPA Reply (RFC 5044 §7.1.2 lets it send once it
+/// has the Reply; Linux siw 6.1 peers need the wait, its accept race), later ones do not.
+#[test]
+fn fi_delay_check_first_fpdu_held_after_the_rfc5044_7_1_2_reply() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let lines = run_c_check_with(
+        "fi_delay_check",
+        &[],
+        &[("FI_SOFTRNIC_FIRST_FPDU_DELAY_MS", "400")],
+    );
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[0].starts_with("first message: ok (held: arrived "),
+        "{lines:?}"
+    );
+    assert_eq!(
+        &lines[1..],
+        ["second message: ok", "fi_delay_check: all checks passed"]
     );
 }
 
