@@ -3,7 +3,7 @@
 # provider on Linux siw in g1, both ways, one test per line of tests.txt: fi_cm_data (CM
 # data of 1 to 32 bytes in connect, accept and reject, checked byte by byte at the other end:
 # the verbs provider's CM data layout on both sides), fi_msg, fi_msg_bw, and fi_rma_bw with
-# RDMA Write, RDMA Read and Write with remote CQ data (RFC 7306 Immediate Data at the
+# 4 KiB RDMA Write, RDMA Read and Write with remote CQ data (RFC 7306 Immediate Data at the
 # softrnic end). For each test: a) the verbs server in g1 (flag ft.a<N>.ready), the softrnic
 # client on the host (exit status -> ft.a<N>.done); b) the softrnic server on the host
 # (ft.b<N>.ready), the verbs client in g1 (ft.b<N>.done).
