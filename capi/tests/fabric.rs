@@ -358,11 +358,7 @@ fn run_c_check(name: &str) -> Vec<String> {
 
 /// As [`run_c_check`], with `extra` arguments for the compiler (after the libraries) and
 /// `env` for the program.
-fn run_c_check_with(
-    name: &str,
-    extra: &[std::ffi::OsString],
-    env: &[(&str, &str)],
-) -> Vec<String> {
+fn run_c_check_with(name: &str, extra: &[std::ffi::OsString], env: &[(&str, &str)]) -> Vec<String> {
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let out = Command::new(compiler().expect("checked by missing()"))
         .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L"])
