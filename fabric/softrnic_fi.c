@@ -53,9 +53,20 @@
 #define SR_QUEUE 256          /* send and receive queue depth */
 #define SR_MAX_SGE 6          /* the C ABI's default SGEs per work request */
 #define SR_MAX_MSG (1u << 30) /* largest message */
-/* ULP private data per MPA frame: RFC 5044 §7.1.1 allows 512 octets, RFC 6581 enhanced
- * connection setup (used by default) takes 4 of them for IRD/ORD. */
-#define SR_CM_DATA 508
+/* CM data on the wire: the layout of libfabric's verbs provider (struct vrb_cm_data_hdr in
+ * prov/verbs/include/fi_verbs.h, 1.17), so that this provider and `-p verbs` on an iWARP
+ * RNIC (rdma_cm adds no header of its own on iWARP; Linux siw puts rdma_cm's private data
+ * into the MPA frame right after RFC 6581's IRD/ORD words) read each other's CM data: one
+ * octet giving the length of the application's data, then that data. The verbs provider
+ * does so in its connect, accept and reject and takes the length octet from every
+ * CONNECT_REQUEST, ESTABLISHED and REJECTED event's private data.
+ * The limit is the verbs provider's too (VERBS_CM_DATA_SIZE: 56 octets less the header),
+ * so that an application that sizes its CM data from fi_getopt(FI_OPT_CM_DATA_SIZE) on each
+ * side (fabtests' fi_cm_data does) asks the same of both ends. It fits every peer: Linux
+ * siw takes up to 256 octets of MPA private data (MPA_MAX_PRIVDATA; RFC 5044 §7.1.1 allows
+ * 512), RFC 6581's IRD/ORD take 4 of them, and rdma_cm hands at most 255 to the application. */
+#define SR_CM_DATA 55
+#define SR_CM_HDR 1
 /* libfabric's internal "do not cache" registration flag (its utility providers set it). */
 #define SR_MR_NOCACHE (1ULL << 60)
 #define SR_IRD_ORD 16
@@ -94,6 +105,9 @@ static const char *sr_load_error; /* why libsoftrnic could not be loaded */
 /* FI_SOFTRNIC_PROGRESS=manual: no progress thread; the application's calls into the
  * provider (CQ and EQ reads) run the RNIC, as FI_PROGRESS_MANUAL says. */
 static int sr_manual;
+/* FI_SOFTRNIC_FIRST_FPDU_DELAY_MS: an active endpoint holds its first message this long after
+ * the MPA Reply (0 by default; 50 for Linux siw 6.1 peers, see softrnic_qp_attr). */
+static int sr_first_fpdu_delay_ms;
 
 
 #define SR_WARN(subsys, ...) FI_WARN(&sr_prov, subsys, __VA_ARGS__)
@@ -371,6 +385,36 @@ static struct fi_info *sr_connreq_info(struct sr_pep *pep, softrnic_conn_request
 	return info;
 }
 
+/* Lays out `len` bytes of CM data for the wire in `wire` (SR_CM_HDR + len bytes): the
+ * length octet, then the data (see SR_CM_DATA). Returns the private data's length. */
+static size_t sr_cm_wrap(const void *param, size_t len, uint8_t *wire)
+{
+	wire[0] = (uint8_t)len;
+	if (len)
+		memcpy(wire + SR_CM_HDR, param, len);
+	return SR_CM_HDR + len;
+}
+
+/* The application's CM data inside the peer's private data `pd` of `len` bytes: after the
+ * length octet, as many bytes as it says. No private data at all (a peer that sends none,
+ * e.g. rping or a plain rdma_cm application) is no CM data; a length octet claiming more
+ * than the frame carried gets what was carried (the verbs provider would read past it). */
+static size_t sr_cm_unwrap(const uint8_t *pd, size_t len, const uint8_t **out)
+{
+	size_t n;
+	*out = pd + (len ? SR_CM_HDR : 0);
+	if (!len)
+		return 0;
+	n = pd[0];
+	if (n > len - SR_CM_HDR) {
+		FI_WARN(&sr_prov, FI_LOG_EP_CTRL,
+			"CM data: the length octet says %zu bytes, the private data carries %zu\n", n,
+			len - SR_CM_HDR);
+		n = len - SR_CM_HDR;
+	}
+	return n;
+}
+
 /* Moves the RNIC's events and the listeners' requests into the EQs. Fabric lock held. */
 static void sr_progress_cm(struct sr_fabric *fab)
 {
@@ -380,17 +424,20 @@ static void sr_progress_cm(struct sr_fabric *fab)
 	while (sr_lib.rnic_poll_event_data(fab->rnic, &ev, data, sizeof(data), &dlen) == 1) {
 		struct sr_ep *ep = sr_find_ep(fab, ev.qp_id);
 		struct sr_eq_entry *e = NULL;
+		const uint8_t *cm;
+		size_t cmlen;
 		if (dlen > sizeof(data))
 			dlen = sizeof(data);
 		if (!ep || !ep->eq)
 			continue;
+		cmlen = sr_cm_unwrap(data, dlen, &cm);
 		switch (ev.kind) {
 		case SOFTRNIC_EVENT_ESTABLISHED:
 			ep->connected = 1;
-			e = sr_cm_entry(FI_CONNECTED, &ep->ep_fid.fid, NULL, data, dlen);
+			e = sr_cm_entry(FI_CONNECTED, &ep->ep_fid.fid, NULL, cm, cmlen);
 			break;
 		case SOFTRNIC_EVENT_REJECTED:
-			e = sr_err_entry(&ep->ep_fid.fid, FI_ECONNREFUSED, data, dlen);
+			e = sr_err_entry(&ep->ep_fid.fid, FI_ECONNREFUSED, cm, cmlen);
 			break;
 		case SOFTRNIC_EVENT_CONNECT_FAILED:
 			e = sr_err_entry(&ep->ep_fid.fid, ep->connreq ? FI_ECONNABORTED : FI_ECONNREFUSED,
@@ -430,6 +477,8 @@ static void sr_progress_cm(struct sr_fabric *fab)
 			struct fi_info *info = sr_connreq_info(pep, req, &creq);
 			int n = sr_lib.conn_request_private_data(req, data, sizeof(data));
 			struct sr_eq_entry *e;
+			const uint8_t *cm;
+			size_t cmlen;
 			if (n < 0)
 				n = 0;
 			if ((size_t)n > sizeof(data))
@@ -438,7 +487,8 @@ static void sr_progress_cm(struct sr_fabric *fab)
 				sr_lib.conn_request_reject(req, NULL, 0);
 				continue;
 			}
-			e = sr_cm_entry(FI_CONNREQ, &pep->pep_fid.fid, info, data, (size_t)n);
+			cmlen = sr_cm_unwrap(data, (size_t)n, &cm);
+			e = sr_cm_entry(FI_CONNREQ, &pep->pep_fid.fid, info, cm, cmlen);
 			if (!e) {
 				sr_lib.conn_request_reject(req, NULL, 0);
 				free(creq);
@@ -1819,7 +1869,8 @@ static int sr_ep_bind(struct fid *fid, struct fid *bfid, uint64_t flags)
 static int sr_ep_enable(struct sr_ep *ep)
 {
 	softrnic_qp_attr attr = { .sq_depth = SR_QUEUE, .rq_depth = SR_QUEUE,
-				  .max_sge = SR_MAX_SGE };
+				  .max_sge = SR_MAX_SGE,
+				  .first_fpdu_delay_ms = (uint32_t)sr_first_fpdu_delay_ms };
 	struct sr_fabric *fab = ep->dom->fab;
 	int st;
 	if (ep->qp)
@@ -1914,15 +1965,17 @@ static struct fi_ops_ep sr_ep_ops = {
 	.setopt = sr_ep_setopt, .rx_size_left = sr_size_left, .tx_size_left = sr_size_left,
 };
 
-static int sr_conn_param(const void *param, size_t len, softrnic_conn_param *cp)
+/* The connection parameters for fi_connect/fi_accept: CM data of `len` bytes laid out in
+ * `wire` (SR_CM_HDR + SR_CM_DATA bytes, which must outlive the call taking `cp`). */
+static int sr_conn_param(const void *param, size_t len, softrnic_conn_param *cp, uint8_t *wire)
 {
 	if (len > SR_CM_DATA || (len && !param))
 		return -FI_EINVAL;
 	memset(cp, 0, sizeof(*cp));
 	cp->ird = SR_IRD_ORD;
 	cp->ord = SR_IRD_ORD;
-	cp->private_data = param;
-	cp->private_data_len = (uint32_t)len;
+	cp->private_data = wire;
+	cp->private_data_len = (uint32_t)sr_cm_wrap(param, len, wire);
 	return 0;
 }
 
@@ -1931,6 +1984,7 @@ static int sr_ep_connect(struct fid_ep *ep_fid, const void *addr, const void *pa
 {
 	struct sr_ep *ep = (struct sr_ep *)ep_fid;
 	softrnic_conn_param cp;
+	uint8_t wire[SR_CM_HDR + SR_CM_DATA];
 	char to[64];
 	int ret;
 	const struct sockaddr_in *sin = addr ? addr :
@@ -1944,7 +1998,7 @@ static int sr_ep_connect(struct fid_ep *ep_fid, const void *addr, const void *pa
 	}
 	if (sin->sin_family != AF_INET)
 		return -FI_EINVAL;
-	ret = sr_conn_param(param, paramlen, &cp);
+	ret = sr_conn_param(param, paramlen, &cp, wire);
 	if (ret)
 		return ret;
 	ret = sr_ep_enable(ep);
@@ -1960,10 +2014,11 @@ static int sr_ep_accept(struct fid_ep *ep_fid, const void *param, size_t paramle
 {
 	struct sr_ep *ep = (struct sr_ep *)ep_fid;
 	softrnic_conn_param cp;
+	uint8_t wire[SR_CM_HDR + SR_CM_DATA];
 	int ret;
 	if (!ep->connreq || !ep->connreq->req)
 		return -FI_EINVAL; /* not an endpoint made from a FI_CONNREQ */
-	ret = sr_conn_param(param, paramlen, &cp);
+	ret = sr_conn_param(param, paramlen, &cp, wire);
 	if (ret)
 		return ret;
 	ret = sr_ep_enable(ep);
@@ -2194,13 +2249,14 @@ static int sr_pep_listen(struct fid_pep *pep_fid)
 static int sr_pep_reject(struct fid_pep *pep, fid_t handle, const void *param, size_t len)
 {
 	struct sr_connreq *creq = (struct sr_connreq *)handle;
+	uint8_t wire[SR_CM_HDR + SR_CM_DATA];
 	int st;
 	(void)pep;
 	if (!creq || creq->fid.fclass != FI_CLASS_CONNREQ || !creq->req)
 		return -FI_EINVAL;
 	if (len > SR_CM_DATA || (len && !param))
 		return -FI_EINVAL;
-	st = sr_lib.conn_request_reject(creq->req, param, len);
+	st = sr_lib.conn_request_reject(creq->req, wire, sr_cm_wrap(param, len, wire));
 	creq->req = NULL;
 	free(creq);
 	return sr_check(st, "softrnic_conn_request_reject");
@@ -2661,6 +2717,17 @@ FI_EXT_INI
 		else if (strcmp(progress, "auto"))
 			FI_WARN(&sr_prov, FI_LOG_CORE,
 				"FI_SOFTRNIC_PROGRESS=%s: neither auto nor manual; auto\n", progress);
+	}
+	fi_param_define(&sr_prov, "first_fpdu_delay_ms", FI_PARAM_INT,
+			"an active endpoint holds its first message this many milliseconds after "
+			"the MPA Reply (default 0); 50 for Linux siw 6.1 peers, which lose a "
+			"message that arrives before their QP took over the connection");
+	if (fi_param_get_int(&sr_prov, "first_fpdu_delay_ms", &sr_first_fpdu_delay_ms) == 0 &&
+	    (sr_first_fpdu_delay_ms < 0 || sr_first_fpdu_delay_ms > 10000)) {
+		FI_WARN(&sr_prov, FI_LOG_CORE,
+			"FI_SOFTRNIC_FIRST_FPDU_DELAY_MS=%d: not 0..10000; 0\n",
+			sr_first_fpdu_delay_ms);
+		sr_first_fpdu_delay_ms = 0;
 	}
 	sr_load();
 	return &sr_prov;

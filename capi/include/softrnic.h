@@ -290,7 +290,8 @@ typedef struct softrnic_wc {
   uint8_t imm_data[8];
 } softrnic_wc;
 
-// QP sizes for `softrnic_qp_create` (NULL there: 256-deep queues, 6 SGEs).
+// QP sizes for `softrnic_qp_create` (NULL there: 256-deep queues, 6 SGEs, no first-FPDU
+// hold).
 typedef struct softrnic_qp_attr {
   // Send queue depth (0: 256).
   uint32_t sq_depth;
@@ -298,6 +299,11 @@ typedef struct softrnic_qp_attr {
   uint32_t rq_depth;
   // SGEs per work request (0: 6; at least 6).
   uint32_t max_sge;
+  // Initiator only: hold the first FPDU this many milliseconds after the MPA Reply was
+  // accepted (0: send at once). 50 is what the `siw` interop profile uses: Linux siw 6.1
+  // moves the socket to its QP only after sending its Reply, and an FPDU that arrives in
+  // between is not seen (siw's accept race). Costs once per connection.
+  uint32_t first_fpdu_delay_ms;
 } softrnic_qp_attr;
 
 // A scatter/gather element: `len` bytes at Tagged Offset `to` of local region `stag`

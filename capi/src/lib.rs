@@ -350,7 +350,8 @@ pub struct softrnic_mr_info {
     pub addr: *mut c_void,
 }
 
-/// QP sizes for `softrnic_qp_create` (NULL there: 256-deep queues, 6 SGEs).
+/// QP sizes for `softrnic_qp_create` (NULL there: 256-deep queues, 6 SGEs, no first-FPDU
+/// hold).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct softrnic_qp_attr {
@@ -360,6 +361,11 @@ pub struct softrnic_qp_attr {
     pub rq_depth: u32,
     /// SGEs per work request (0: 6; at least 6).
     pub max_sge: u32,
+    /// Initiator only: hold the first FPDU this many milliseconds after the MPA Reply was
+    /// accepted (0: send at once). 50 is what the `siw` interop profile uses: Linux siw 6.1
+    /// moves the socket to its QP only after sending its Reply, and an FPDU that arrives in
+    /// between is not seen (siw's accept race). Costs once per connection.
+    pub first_fpdu_delay_ms: u32,
 }
 
 /// Connection parameters (NULL where taken: MPA revision 2, IRD = ORD = 1, no private
@@ -1320,6 +1326,7 @@ unsafe fn create_qp(
         caps.sq_depth = or(a.sq_depth, caps.sq_depth);
         caps.rq_depth = or(a.rq_depth, caps.rq_depth);
         caps.max_sge = or(a.max_sge, caps.max_sge);
+        caps.first_fpdu_delay = Duration::from_millis(u64::from(a.first_fpdu_delay_ms));
     }
     let qp = match srq {
         Some(s) => p

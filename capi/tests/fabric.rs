@@ -353,6 +353,12 @@ fn fi_pingpong_with_manual_progress() {
 /// Compiles fabric/tests/`name`.c against libfabric, runs it with the provider and returns
 /// its output lines (after asserting that it exited 0).
 fn run_c_check(name: &str) -> Vec<String> {
+    run_c_check_with(name, &[], &[])
+}
+
+/// As [`run_c_check`], with `extra` arguments for the compiler (after the libraries) and
+/// `env` for the program.
+fn run_c_check_with(name: &str, extra: &[std::ffi::OsString], env: &[(&str, &str)]) -> Vec<String> {
     let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let out = Command::new(compiler().expect("checked by missing()"))
         .args(["-std=c11", "-D_POSIX_C_SOURCE=200809L"])
@@ -361,11 +367,15 @@ fn run_c_check(name: &str) -> Vec<String> {
         .arg("-o")
         .arg(&exe)
         .args(["-lfabric", "-pthread"])
+        .args(extra)
         .output()
         .expect("run the C compiler");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let out = finish(
-        fi_command(&exe).spawn().expect(name),
+        fi_command(&exe)
+            .envs(env.iter().copied())
+            .spawn()
+            .expect(name),
         Duration::from_secs(60),
         name,
     );
@@ -397,6 +407,67 @@ fn fi_rma_check_write_read_writedata_rfc7306_immediate_data_rfc5044_7_1_1_reject
             "shutdown: ok (FI_SHUTDOWN on the server)",
             "fi_rma_check: all checks passed",
         ]
+    );
+}
+
+/// CM data on the wire in the layout of libfabric's verbs provider (one length octet, then
+/// the data) inside the MPA Request/Reply private data (RFC 5044 §7.1.1; RFC 6581's IRD/ORD
+/// words precede it and are the RNIC's): fabric/tests/fi_cm_layout_check.c plays the verbs
+/// peer with a plain RNIC of libsoftrnic's C ABI and checks the bytes both ways.
+#[test]
+fn fi_cm_layout_check_verbs_provider_cm_data_in_rfc5044_7_1_1_private_data() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let lib = lib_dir();
+    let mut rpath = std::ffi::OsString::from("-Wl,-rpath,");
+    rpath.push(&lib);
+    let extra = [
+        std::ffi::OsString::from("-I"),
+        repo().join("capi/include").into_os_string(),
+        std::ffi::OsString::from("-L"),
+        lib.clone().into_os_string(),
+        std::ffi::OsString::from("-lsoftrnic"),
+        rpath,
+    ];
+    let lines = run_c_check_with("fi_cm_layout_check", &extra, &[]);
+    assert_eq!(
+        lines,
+        [
+            "cm_data_size: ok (55, the verbs provider's; 56 refused)",
+            "connect: ok (MPA Request private data [05 68 65 6c 6c 6f])",
+            "rejected: ok (MPA Reply [04 6e 6f 70 65] -> err_data \"nope\", 4 bytes)",
+            "connect without CM data: ok (MPA Request private data [00]); accepted: ok (MPA Reply [07 'welcome'] -> FI_CONNECTED with 7 bytes)",
+            "accept: ok (MPA Request [03 'abc'] -> FI_CONNREQ with 3 bytes; fi_accept \"ok!\" -> MPA Reply private data [03 6f 6b 21])",
+            "long length octet: ok (MPA Request [c8 78] -> FI_CONNREQ with the 1 byte carried); fi_reject \"bye\" -> MPA Reply private data [03 62 79 65]",
+            "fi_cm_layout_check: all checks passed",
+        ]
+    );
+}
+
+/// FI_SOFTRNIC_FIRST_FPDU_DELAY_MS (softrnic_qp_attr.first_fpdu_delay_ms): the initiator's
+/// first message waits that long after the MPA Reply (RFC 5044 §7.1.2 lets it send once it
+/// has the Reply; Linux siw 6.1 peers need the wait, its accept race), later ones do not.
+#[test]
+fn fi_delay_check_first_fpdu_held_after_the_rfc5044_7_1_2_reply() {
+    if let Some(why) = missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let lines = run_c_check_with(
+        "fi_delay_check",
+        &[],
+        &[("FI_SOFTRNIC_FIRST_FPDU_DELAY_MS", "400")],
+    );
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(
+        lines[0].starts_with("first message: ok (held: arrived "),
+        "{lines:?}"
+    );
+    assert_eq!(
+        &lines[1..],
+        ["second message: ok", "fi_delay_check: all checks passed"]
     );
 }
 

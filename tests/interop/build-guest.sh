@@ -46,8 +46,8 @@ done
 
 # Guest userspace (debootstrap --include). Kept sorted; part of the cache key.
 GUEST_PACKAGES=(
-    ethtool ibverbs-providers ibverbs-utils iproute2 iputils-ping kmod lksctp-tools
-    netcat-openbsd perftest procps python3-minimal rdma-core rdmacm-utils tcpdump
+    ethtool ibverbs-providers ibverbs-utils iproute2 iputils-ping kmod libfabric-bin libfabric1
+    lksctp-tools netcat-openbsd perftest procps python3-minimal rdma-core rdmacm-utils tcpdump
 )
 # Kernel modules put into the initramfs (with their dependencies, resolved by modprobe).
 GUEST_MODULES=(
