@@ -20,6 +20,18 @@ echo ok >"$LAB_FLAGS/ft.ready"
 rc=0
 n=0
 row() { printf '%-48s %-28s %s\n' "$1" "$2" "$3"; }
+# judge DIRECTION "NAME ARGS" PASSED(0|1): PASS/FAIL, or XFAIL/XPASS for a row listed in
+# known-failures.txt; sets rc on FAIL and XPASS.
+judge() {
+    local known=0
+    grep -v '^#' "$LAB_SCENARIO_DIR/known-failures.txt" | grep -qxF "$1 $2" && known=1
+    case "$known$3" in
+        00) res=PASS ;;
+        01) res=FAIL; rc=1 ;;
+        10) res="XPASS (listed in known-failures.txt)"; rc=1 ;;
+        11) res=XFAIL ;;
+    esac
+}
 while read -r name args; do
     [[ -n $name ]] || continue
     port=$((9300 + 2 * n))
@@ -32,10 +44,12 @@ while read -r name args; do
     echo "$crc" >"$LAB_FLAGS/ft.a$n.done"
     "$LAB_TOOLS/wait-flag" "ft.a$n.server" 90 || true
     src=$(cat "$LAB_FLAGS/ft.a$n.server" 2>/dev/null || echo none)
-    res=PASS
-    [[ $crc -eq 0 && $src == 0 ]] || { res="FAIL (client $crc, server $src)"; rc=1; }
+    failed=0
+    [[ $crc -eq 0 && $src == 0 ]] || failed=1
+    judge a "$name $args" "$failed"
+    [[ $failed -eq 0 ]] || res="$res (client $crc, server $src)"
     row "$name $args" "softrnic -> verbs/siw" "$res"
-    [[ $res == PASS ]] || tail -n 4 "a$n-client.log" | sed 's/^/    /'
+    [[ $failed -eq 0 ]] || tail -n 4 "a$n-client.log" | sed 's/^/    /'
     # b) softrnic server here, verbs client in g1.
     port=$((port + 1))
     # shellcheck disable=SC2086
@@ -47,10 +61,12 @@ while read -r name args; do
     wait "$pid" || src=$?
     "$LAB_TOOLS/wait-flag" "ft.b$n.done" 200 || true
     crc=$(cat "$LAB_FLAGS/ft.b$n.done" 2>/dev/null || echo none)
-    res=PASS
-    [[ $src -eq 0 && $crc == 0 ]] || { res="FAIL (server $src, client $crc)"; rc=1; }
+    failed=0
+    [[ $src -eq 0 && $crc == 0 ]] || failed=1
+    judge b "$name $args" "$failed"
+    [[ $failed -eq 0 ]] || res="$res (server $src, client $crc)"
     row "$name $args" "verbs/siw -> softrnic" "$res"
-    [[ $res == PASS ]] || tail -n 4 "b$n-server.log" | sed 's/^/    /'
+    [[ $failed -eq 0 ]] || tail -n 4 "b$n-server.log" | sed 's/^/    /'
     n=$((n + 1))
 done < <(grep -v '^#' "$LAB_SCENARIO_DIR/tests.txt")
 exit "$rc"
