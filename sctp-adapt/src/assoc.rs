@@ -536,7 +536,7 @@ impl Association {
         a.span
             .record("peer", tracing::field::display(addr_list([remote].iter())));
         a.span.record("vtag", a.local_tag);
-        let _span = a.span.clone().entered();
+        let _span = a.enter_span();
         let local = choose_local(&a.shared.local_addrs, &remote);
         a.paths
             .push(Path::new(remote, local, true, &a.shared.config, now));
@@ -583,7 +583,7 @@ impl Association {
         let mut a = Association::blank(shared, seed, cookie.peer_port);
         a.span
             .record("peer", tracing::field::display(addr_list([source].iter())));
-        let _span = a.span.clone().entered();
+        let _span = a.enter_span();
         a.install_cookie(now, cookie, source);
         a.state = State::Established;
         a.emit(Event::Connected);
@@ -630,19 +630,26 @@ impl Association {
         for p in &mut self.paths {
             p.ssthresh = (c.peer_rwnd as usize).max(p.initial_cwnd());
         }
+        self.span.record("vtag", self.local_tag);
         self.record_handshake();
     }
 
-    /// Names the tags and the peer's addresses, once the handshake has given them, in the
+    /// Enters the association's span; with logging off (the span disabled) this is a
+    /// single test.
+    fn enter_span(&self) -> Option<tracing::span::EnteredSpan> {
+        (!self.span.is_disabled()).then(|| self.span.clone().entered())
+    }
+
+    /// Names the peer's tag and addresses, once the handshake has given them, in the
     /// association's span.
     fn record_handshake(&self) {
         if self.span.is_disabled() {
             return;
         }
-        self.span.record("vtag", self.local_tag);
         self.span.record("peer_vtag", self.peer_tag);
         let paths = addr_list(self.paths.iter().map(|p| &p.remote));
-        self.span.record("paths", tracing::field::display(paths));
+        self.span
+            .record("peer_addrs", tracing::field::display(paths));
     }
 
     fn set_peer_params(&mut self, peer_tsn: u32, peer_rwnd: u32, out: u16, inb: u16) {
@@ -766,7 +773,7 @@ impl Association {
 
     /// Makes `remote` the primary path.
     pub fn set_primary(&mut self, remote: SocketAddr) -> Result<(), PathError> {
-        let _span = self.span.clone().entered();
+        let _span = self.enter_span();
         let i = self
             .path_index(remote)
             .ok_or(PathError::UnknownAddress(remote))?;
@@ -927,7 +934,7 @@ impl Association {
 
     /// Starts the graceful shutdown (RFC 9260 §9.2): queued data is still delivered.
     pub fn shutdown(&mut self, now: Instant) {
-        let _span = self.span.clone().entered();
+        let _span = self.enter_span();
         match self.state {
             State::Established => {
                 self.state = State::ShutdownPending;
@@ -941,7 +948,7 @@ impl Association {
     /// Aborts the association (RFC 9260 §9.1): sends ABORT with a User-Initiated Abort cause
     /// and closes at once.
     pub fn abort(&mut self) {
-        let _span = self.span.clone().entered();
+        let _span = self.enter_span();
         if self.state == State::Closed {
             return;
         }
@@ -1001,7 +1008,7 @@ impl Association {
 
     /// Processes timer expiry.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let _span = self.span.clone().entered();
+        let _span = self.enter_span();
         if self.state == State::Closed {
             return;
         }
@@ -1383,7 +1390,7 @@ impl Association {
 
     /// The next packet to send, if any.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let _span = self.span.clone().entered();
+        let _span = self.enter_span();
         if let Some(t) = self.ctrl.pop_front() {
             return Some(t);
         }
@@ -1999,7 +2006,7 @@ impl Association {
         remote: SocketAddr,
         data: &[u8],
     ) {
-        let _span = self.span.clone().entered();
+        let _span = self.enter_span();
         if self.state == State::Closed {
             return;
         }
@@ -3497,7 +3504,7 @@ enum DataOutcome {
 
 /// The span of an association: its local addresses and SCTP port, the peer's address and
 /// SCTP port, and, recorded as the handshake gives them, both verification tags and every
-/// address of the peer (`paths`). Addresses show their port only when it means something
+/// address of the peer (`peer_addrs`). Addresses show their port only when it means something
 /// (the UDP port under UDP encapsulation).
 fn assoc_span(shared: &Shared, peer_port: u16) -> tracing::Span {
     tracing::info_span!(
@@ -3508,7 +3515,7 @@ fn assoc_span(shared: &Shared, peer_port: u16) -> tracing::Span {
         peer_port,
         vtag = tracing::field::Empty,
         peer_vtag = tracing::field::Empty,
-        paths = tracing::field::Empty,
+        peer_addrs = tracing::field::Empty,
     )
 }
 
