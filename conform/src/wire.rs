@@ -66,9 +66,14 @@ impl Conn {
         let stream = TcpStream::connect_timeout(&peer, timeout)?;
         stream.set_nodelay(true)?;
         let local = stream.local_addr()?;
-        Ok(Conn {
+        Ok(Conn::opened(stream, ConnRecord::new(case, local, peer)))
+    }
+
+    /// A connection just opened, before any MPA exchange.
+    fn opened(stream: TcpStream, record: ConnRecord) -> Conn {
+        Conn {
             stream,
-            record: ConnRecord::new(case, local, peer),
+            record,
             rx: Vec::new(),
             closed: false,
             enc: None,
@@ -76,7 +81,7 @@ impl Conn {
             crc: false,
             raw: Vec::new(),
             raw_base: 0,
-        })
+        }
     }
 
     /// Waits up to `timeout` for the peer to connect to `listener`.
@@ -103,17 +108,7 @@ impl Conn {
         let local = stream.local_addr()?;
         let mut record = ConnRecord::new(case, local, peer);
         record.peer_opened = true;
-        Ok(Conn {
-            stream,
-            record,
-            rx: Vec::new(),
-            closed: false,
-            enc: None,
-            deframer: None,
-            crc: false,
-            raw: Vec::new(),
-            raw_base: 0,
-        })
+        Ok(Conn::opened(stream, record))
     }
 
     /// Writes `bytes` as they are (one write, so they usually travel in one segment).

@@ -449,6 +449,9 @@ pub struct Association {
     t2_path: usize,
     events: VecDeque<Event>,
     stats: AssociationStats,
+    /// The association's span (see [`assoc_span`]), entered by the entry points so that its
+    /// events carry its addresses and tags.
+    span: tracing::Span,
 }
 
 impl Association {
@@ -516,6 +519,7 @@ impl Association {
             t2_path: 0,
             events: VecDeque::new(),
             stats: AssociationStats::default(),
+            span: assoc_span(&shared, peer_port),
             shared,
         }
     }
@@ -529,6 +533,10 @@ impl Association {
         peer_port: u16,
     ) -> Association {
         let mut a = Association::blank(shared, seed, peer_port);
+        a.span
+            .record("peer", tracing::field::display(addr_list([remote].iter())));
+        a.span.record("vtag", a.local_tag);
+        let _span = a.enter_span();
         let local = choose_local(&a.shared.local_addrs, &remote);
         a.paths
             .push(Path::new(remote, local, true, &a.shared.config, now));
@@ -573,9 +581,13 @@ impl Association {
         source: SocketAddr,
     ) -> Association {
         let mut a = Association::blank(shared, seed, cookie.peer_port);
+        a.span
+            .record("peer", tracing::field::display(addr_list([source].iter())));
+        let _span = a.enter_span();
         a.install_cookie(now, cookie, source);
         a.state = State::Established;
-        a.events.push_back(Event::Connected);
+        a.emit(Event::Connected);
+        drop(_span);
         a
     }
 
@@ -618,6 +630,26 @@ impl Association {
         for p in &mut self.paths {
             p.ssthresh = (c.peer_rwnd as usize).max(p.initial_cwnd());
         }
+        self.span.record("vtag", self.local_tag);
+        self.record_handshake();
+    }
+
+    /// Enters the association's span; with logging off (the span disabled) this is a
+    /// single test.
+    fn enter_span(&self) -> Option<tracing::span::EnteredSpan> {
+        (!self.span.is_disabled()).then(|| self.span.clone().entered())
+    }
+
+    /// Names the peer's tag and addresses, once the handshake has given them, in the
+    /// association's span.
+    fn record_handshake(&self) {
+        if self.span.is_disabled() {
+            return;
+        }
+        self.span.record("peer_vtag", self.peer_tag);
+        let paths = addr_list(self.paths.iter().map(|p| &p.remote));
+        self.span
+            .record("peer_addrs", tracing::field::display(paths));
     }
 
     fn set_peer_params(&mut self, peer_tsn: u32, peer_rwnd: u32, out: u16, inb: u16) {
@@ -741,6 +773,7 @@ impl Association {
 
     /// Makes `remote` the primary path.
     pub fn set_primary(&mut self, remote: SocketAddr) -> Result<(), PathError> {
+        let _span = self.enter_span();
         let i = self
             .path_index(remote)
             .ok_or(PathError::UnknownAddress(remote))?;
@@ -901,6 +934,7 @@ impl Association {
 
     /// Starts the graceful shutdown (RFC 9260 §9.2): queued data is still delivered.
     pub fn shutdown(&mut self, now: Instant) {
+        let _span = self.enter_span();
         match self.state {
             State::Established => {
                 self.state = State::ShutdownPending;
@@ -914,6 +948,7 @@ impl Association {
     /// Aborts the association (RFC 9260 §9.1): sends ABORT with a User-Initiated Abort cause
     /// and closes at once.
     pub fn abort(&mut self) {
+        let _span = self.enter_span();
         if self.state == State::Closed {
             return;
         }
@@ -973,6 +1008,7 @@ impl Association {
 
     /// Processes timer expiry.
     pub fn handle_timeout(&mut self, now: Instant) {
+        let _span = self.enter_span();
         if self.state == State::Closed {
             return;
         }
@@ -1354,6 +1390,7 @@ impl Association {
 
     /// The next packet to send, if any.
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        let _span = self.enter_span();
         if let Some(t) = self.ctrl.pop_front() {
             return Some(t);
         }
@@ -1810,6 +1847,12 @@ impl Association {
             _ => return,
         }
         wire::finish_packet(&mut bytes);
+        tracing::debug!(
+            %remote,
+            retransmission,
+            "SCTP {} sent",
+            if self.state == State::CookieWait { "INIT" } else { "COOKIE ECHO" }
+        );
         self.account_sent(remote, bytes.len());
         self.ctrl.push_back(Transmit {
             local,
@@ -1963,6 +2006,7 @@ impl Association {
         remote: SocketAddr,
         data: &[u8],
     ) {
+        let _span = self.enter_span();
         if self.state == State::Closed {
             return;
         }
@@ -2262,17 +2306,23 @@ impl Association {
 
     /// Reports an event to the ULP, and to the log.
     fn emit(&mut self, event: Event) {
-        let vtag = self.local_tag();
         match &event {
             Event::DataReadable { .. } => {}
-            Event::Aborted { reason } => tracing::info!(vtag, ?reason, "SCTP association aborted"),
-            Event::PathDown { remote } | Event::PathPotentiallyFailed { remote } => {
-                tracing::info!(vtag, %remote, ?event, "SCTP path state")
+            Event::Connected => tracing::info!("SCTP association established"),
+            Event::Restarted => tracing::warn!("SCTP association restarted by the peer"),
+            Event::Aborted {
+                reason: AbortReason::Local,
+            } => tracing::info!("SCTP association aborted by the user"),
+            Event::Aborted { reason } => tracing::warn!(?reason, "SCTP association aborted"),
+            Event::PathDown { remote } => tracing::warn!(%remote, "SCTP path inactive"),
+            Event::PathPotentiallyFailed { remote } => {
+                tracing::info!(%remote, "SCTP path potentially failed")
             }
-            Event::PathUp { remote } | Event::PrimaryChanged { remote } => {
-                tracing::debug!(vtag, %remote, ?event, "SCTP path state")
+            Event::PathUp { remote } => tracing::info!(%remote, "SCTP path active"),
+            Event::PrimaryChanged { remote } => {
+                tracing::info!(%remote, "SCTP primary path changed")
             }
-            e => tracing::debug!(vtag, event = ?e, "SCTP association"),
+            e => tracing::debug!(event = ?e, "SCTP association"),
         }
         self.events.push_back(event);
     }
@@ -2446,6 +2496,7 @@ impl Association {
             Chunk::Error(vec![ErrorCause::UnrecognizedParams(report.concat())]).emit(&mut chunk);
         }
         self.cookie_echo = Some(chunk);
+        self.record_handshake();
         self.state = State::CookieEchoed;
         self.t1_retransmits = 0;
         self.t1_path = 0;
@@ -3067,7 +3118,7 @@ impl Association {
         if newly_marked.is_empty() {
             return;
         }
-        tracing::trace!(vtag = self.local_tag(), paths = ?newly_marked, "SCTP fast retransmit");
+        tracing::debug!(paths = ?newly_marked, "SCTP fast retransmit");
         self.stats.fast_retransmits += 1;
         if self.fast_recovery_exit.is_none() {
             for &i in &newly_marked {
@@ -3156,7 +3207,7 @@ impl Association {
         if newly_marked.is_empty() {
             return;
         }
-        tracing::trace!(vtag = self.local_tag(), paths = ?newly_marked, "SCTP fast retransmit (CMT)");
+        tracing::debug!(paths = ?newly_marked, "SCTP fast retransmit (CMT)");
         self.stats.fast_retransmits += 1;
         for &i in &newly_marked {
             if self.paths[i].recovery_exit.is_some() {
@@ -3449,6 +3500,34 @@ enum DataOutcome {
     Duplicate,
     Dropped,
     Abort,
+}
+
+/// The span of an association: its local addresses and SCTP port, the peer's address and
+/// SCTP port, and, recorded as the handshake gives them, both verification tags and every
+/// address of the peer (`peer_addrs`). Addresses show their port only when it means something
+/// (the UDP port under UDP encapsulation).
+fn assoc_span(shared: &Shared, peer_port: u16) -> tracing::Span {
+    tracing::info_span!(
+        "sctp",
+        local = %addr_list(shared.local_addrs.iter()),
+        port = shared.local_port,
+        peer = tracing::field::Empty,
+        peer_port,
+        vtag = tracing::field::Empty,
+        peer_vtag = tracing::field::Empty,
+        peer_addrs = tracing::field::Empty,
+    )
+}
+
+/// Addresses as `a,b,c` for the log.
+fn addr_list<'a>(addrs: impl Iterator<Item = &'a SocketAddr>) -> String {
+    let words: Vec<String> = addrs
+        .map(|a| match a.port() {
+            0 => a.ip().to_string(),
+            _ => a.to_string(),
+        })
+        .collect();
+    words.join(",")
 }
 
 fn put_addr(out: &mut Vec<u8>, a: &SocketAddr) {

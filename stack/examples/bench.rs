@@ -56,6 +56,8 @@ use stack::mpa::{self, CrcPolicy};
 use stack::{
     Access, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, Rnic, RnicConfig, SendWr,
 };
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::prelude::*;
 
 const MSG: usize = 64 * 1024;
 
@@ -173,6 +175,9 @@ struct Row {
     /// Progress thread: the sender sleeps until this many completions are queued
     /// (`Cq::wait_for`, a low-water mark like a socket's) rather than until the first.
     wait_for: usize,
+    /// The log filter is `info` during the run (a subscriber formats the runtime's events to
+    /// stderr); every other run has logging off.
+    log_info: bool,
 }
 
 /// 64 KiB RDMA Writes for `secs`; returns MB/s (10^6). `busy_poll: None` runs both RNICs
@@ -614,6 +619,22 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(2.0);
     let iters = 20_000;
+    // Logging is off (the filter `off`) except in the rows marked "log info", which switch
+    // the filter to `info` for their run: the cost of having the runtime's events on.
+    let (filter, log) = tracing_subscriber::reload::Layer::new(EnvFilter::new("off"));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
+        .init();
+    let set_log = |f: &str| {
+        if let Err(e) = log.reload(EnvFilter::new(f)) {
+            eprintln!("log filter {f}: {e}");
+        }
+    };
     println!("softrnic data-path benchmark (loopback, {secs} s per bandwidth run)");
     println!();
     // The machine may be shared: every configuration runs `rounds` times, interleaved,
@@ -650,6 +671,7 @@ fn main() {
         list,
         sctp_mtu: None,
         wait_for: 1,
+        log_info: false,
     };
     let sctp = |name, busy_poll, mtu| Row {
         name,
@@ -659,6 +681,7 @@ fn main() {
         list: true,
         sctp_mtu: Some(mtu),
         wait_for: 1,
+        log_info: false,
     };
     let configs = [
         row("RDMA Write, CRC off, busy poll 0", false, zero, true, true),
@@ -719,6 +742,24 @@ fn main() {
         sctp("RDMA Write, SCTP/UDP MTU 9000, manual", None, 9000),
         sctp("RDMA Write, SCTP/UDP MTU 64K, manual", None, 65535),
         sctp("RDMA Write, SCTP/UDP MTU 9000, busy poll 0", zero, 9000),
+        Row {
+            log_info: true,
+            ..row(
+                "RDMA Write, CRC on,  busy poll 0, log info",
+                true,
+                zero,
+                true,
+                true,
+            )
+        },
+        Row {
+            log_info: true,
+            ..sctp(
+                "RDMA Write, SCTP/UDP MTU 9000, manual, log info",
+                None,
+                9000,
+            )
+        },
     ];
     let only_crc = std::env::args().any(|a| a == "--crc-only");
     let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
@@ -750,6 +791,12 @@ fn main() {
         for i in 1..n {
             let r = match configs.get(i - 2) {
                 None => tcp_bw(secs, true),
+                Some(&r) if r.log_info => {
+                    set_log("info");
+                    let bw = rdma_write_bw(r, secs, &base);
+                    set_log("off");
+                    bw
+                }
                 Some(&r) => rdma_write_bw(r, secs, &base),
             };
             let after = tcp_bw(secs, false);

@@ -1430,6 +1430,20 @@ impl QpEngine {
 
     /// DDP untagged checks (RFC 5041 §7.1) plus in-order MSN: over MPA/TCP the next message
     /// on a queue must carry the next MSN.
+    /// DDP's checks of an untagged message that places no payload (a Read Request, an atomic
+    /// request or response, a Terminate): whether it passed them; a message that failed
+    /// them has failed its segment.
+    fn untagged_control_ok(&mut self, seg: &[u8], msg: &Message<'_>) -> bool {
+        let ddp::Header::Untagged(u) = msg.ddp_header() else {
+            return false;
+        };
+        if let Err(e) = self.check_untagged(&u, 0) {
+            self.fail_segment(TermCause::from(e), seg, None);
+            return false;
+        }
+        true
+    }
+
     fn check_untagged(&mut self, u: &UntaggedRepr, payload_len: usize) -> Result<(), DdpError> {
         let expected = usize::try_from(u.qn)
             .ok()
@@ -1840,11 +1854,7 @@ impl QpEngine {
         msg: &Message<'_>,
         check: impl FnOnce(&Self) -> Result<RespJob, TermCause>,
     ) {
-        let ddp::Header::Untagged(u) = msg.ddp_header() else {
-            return;
-        };
-        if let Err(e) = self.check_untagged(&u, 0) {
-            self.fail_segment(TermCause::from(e), seg, None);
+        if !self.untagged_control_ok(seg, msg) {
             return;
         }
         let job = match check(self) {
@@ -1863,11 +1873,7 @@ impl QpEngine {
     }
 
     fn on_atomic_response(&mut self, seg: &[u8], msg: &Message<'_>, resp: AtomicResponse) {
-        let ddp::Header::Untagged(u) = msg.ddp_header() else {
-            return;
-        };
-        if let Err(e) = self.check_untagged(&u, 0) {
-            self.fail_segment(TermCause::from(e), seg, None);
+        if !self.untagged_control_ok(seg, msg) {
             return;
         }
         let Some(out) = self.atomics.front() else {
@@ -1894,11 +1900,7 @@ impl QpEngine {
     }
 
     fn on_terminate(&mut self, seg: &[u8], msg: &Message<'_>, term: Terminate) {
-        let ddp::Header::Untagged(u) = msg.ddp_header() else {
-            return;
-        };
-        if let Err(e) = self.check_untagged(&u, 0) {
-            self.fail_segment(TermCause::from(e), seg, None);
+        if !self.untagged_control_ok(seg, msg) {
             return;
         }
         self.rx_msn[2] = ddp::next_msn(self.rx_msn[2]);
