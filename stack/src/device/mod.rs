@@ -376,6 +376,9 @@ pub(crate) struct DevStack {
     /// The device's queue refused a frame since the progress core last asked
     /// ([`DevStack::take_blocked`]): the core arms the wake-up for room again.
     blocked: bool,
+    /// A poll outside the progress core's (removing a raw socket) may have changed sockets:
+    /// the core's next poll says so, so that it services their connections.
+    unreported: bool,
     /// Connections their QPs closed: finishing their FIN exchange until the deadline.
     closing: Vec<(SocketHandle, Instant)>,
     /// Local ports in use (listeners and connections).
@@ -599,6 +602,7 @@ impl DevStack {
             stats,
             backlog,
             blocked,
+            unreported: false,
             closing: Vec::new(),
             ports: HashMap::new(),
             now,
@@ -770,7 +774,8 @@ impl DevStack {
     /// SCTP endpoint's last packets, e.g. its SHUTDOWN COMPLETE, are sent).
     pub(crate) fn remove_raw(&mut self, h: SocketHandle) {
         let now = self.now;
-        self.poll(now);
+        // Frames taken in by this poll may concern other sockets: reported by the next.
+        self.unreported |= self.poll(now);
         self.sockets.remove(h);
     }
 
@@ -847,7 +852,7 @@ impl DevStack {
                 true
             }
         });
-        changed == PollResult::SocketStateChanged
+        changed == PollResult::SocketStateChanged || std::mem::take(&mut self.unreported)
     }
 
     /// When the stack next needs a poll.
@@ -1124,9 +1129,23 @@ mod tests {
             {
                 return (a, b, h, now, cable_a);
             }
-            now = now + Duration::from_millis(1);
+            now += Duration::from_millis(1);
         }
         panic!("no TCP connection on the cable");
+    }
+
+    /// Data a poll outside the progress core took in (removing a raw SCTP socket) is
+    /// reported by the core's next poll: the connection it concerns is serviced, not left
+    /// waiting for a frame that may never come.
+    #[test]
+    fn a_poll_removing_a_raw_socket_reports_what_it_took_in() {
+        let (mut a, mut b, h, now, _) = connected_pair();
+        let raw = b.raw_sctp();
+        assert_eq!(a.socket(h).send_slice(b"ping").unwrap(), 4);
+        a.poll(now);
+        b.remove_raw(raw);
+        assert!(b.poll(now), "the data b took in is reported");
+        assert!(!b.poll(now), "once");
     }
 
     /// While frames wait for room in a full device queue the stack asks for no poll before
