@@ -349,8 +349,9 @@ fn device_report(args: &DemoArgs, a: &Side, b: &Side) -> String {
     for (name, side) in [("10.99.0.1", a), ("10.99.0.2", b)] {
         if let Some(d) = side.rnic.device_stats("cable0") {
             s += &format!(
-                "; {name}: {} frames in, {} out, {} refused, queue full {} times",
-                d.rx_frames, d.tx_frames, d.tx_dropped, d.tx_full
+                "; {name}: {} frames in, {} out, {} refused, queue full {} times, \
+                 stack polled {} times",
+                d.rx_frames, d.tx_frames, d.tx_dropped, d.tx_full, d.polls
             );
         }
     }

@@ -435,11 +435,15 @@ impl Core {
         Token(self.next_token)
     }
 
-    /// Whether some connection waits for its socket to become writable.
+    /// Whether some connection waits for its socket to become writable, or some device for
+    /// room in its queue.
     pub(crate) fn write_blocked(&self) -> bool {
         self.write_waiting.iter().any(|t| {
             matches!(self.conns.get(t), Some(Conn::Active(a)) if !a.writable && a.shut.is_none())
-        })
+        }) || self
+            .devs
+            .iter()
+            .any(|(_, d)| device::lock(d).waits_for_room())
     }
 
     /// The time until the next timer of any connection or device, if any.
@@ -1518,8 +1522,16 @@ impl Core {
         for _ in 0..8 {
             let now = self.now();
             let mut due = Vec::new();
-            for (_, dev) in &self.devs {
-                if !device::lock(dev).poll(now) {
+            for (tok, dev) in &self.devs {
+                let changed = {
+                    let mut d = device::lock(dev);
+                    let changed = d.poll(now);
+                    if d.take_blocked() {
+                        arm_writable(self.poll.registry(), d.fd(), *tok);
+                    }
+                    changed
+                };
+                if !changed {
                     continue;
                 }
                 for (t, c) in &self.conns {
@@ -1546,6 +1558,21 @@ impl Core {
             }
         }
         work
+    }
+}
+
+/// Watches a device's link for frames and for room in its queue again, looking at it
+/// afresh: a link that became writable since its queue refused a frame is reported at once
+/// (edge-triggered epoll reports only changes it sees), and one still full registers for
+/// the wake-up (a datagram socket whose peer's queue is full asks the peer for it only when
+/// polled). Without this the frames in the backlog would wait for the recheck timer.
+fn arm_writable(registry: &mio::Registry, fd: std::os::fd::RawFd, t: Token) {
+    if fd < 0 {
+        return;
+    }
+    let mut src = mio::unix::SourceFd(&fd);
+    if let Err(e) = registry.reregister(&mut src, t, Interest::READABLE | Interest::WRITABLE) {
+        tracing::debug!(error = %e, "cannot re-arm the device's writability wake-up");
     }
 }
 

@@ -20,6 +20,10 @@ use stack::{CmError, Cq, Event, ProgressMode, QpAttr, Rnic, RnicConfig, SendWr, 
 /// Frames relayed between two cables: recorded, and every `drop_every`-th dropped.
 struct Relay {
     stop: Arc<AtomicBool>,
+    /// While set, node a's frames stay in its cable: node a's device queue fills up.
+    hold_a: Arc<AtomicBool>,
+    /// A second handle on node a's end of its cable (frames sent as if by node a).
+    cable_a: UnixDatagram,
     frames: Arc<Mutex<Vec<Vec<u8>>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -34,15 +38,20 @@ impl Relay {
         }
         ra.set_nonblocking(true).unwrap();
         rb.set_nonblocking(true).unwrap();
+        let cable_a = a.try_clone().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
+        let hold_a = Arc::new(AtomicBool::new(false));
         let frames = Arc::new(Mutex::new(Vec::new()));
-        let (st, fr) = (stop.clone(), frames.clone());
+        let (st, fr, hold) = (stop.clone(), frames.clone(), hold_a.clone());
         let thread = std::thread::spawn(move || {
             let mut buf = vec![0u8; 70_000];
             let mut n = 0u64;
             while !st.load(Ordering::Relaxed) {
                 let mut idle = true;
                 for (from, to) in [(&ra, &rb), (&rb, &ra)] {
+                    if std::ptr::eq(from, &ra) && hold.load(Ordering::Relaxed) {
+                        continue;
+                    }
                     while let Ok(len) = from.recv(&mut buf) {
                         idle = false;
                         n += 1;
@@ -69,6 +78,8 @@ impl Relay {
         (
             Relay {
                 stop,
+                hold_a,
+                cable_a,
                 frames,
                 thread: Some(thread),
             },
@@ -412,4 +423,79 @@ fn rfc5043_sctp_as_raw_ip_on_a_device_cable() {
         format!("dev://cable0/10.9.0.2:{p}")
     });
     every_operation(&ta, &tb, 50_000);
+}
+
+/// A device whose queue is full (its peer does not read) puts the progress loop to sleep
+/// until the link has room again: it does not spin on the frames waiting in the backlog,
+/// which would take the CPU from the peer that must drain the queue (on a machine with
+/// fewer cores than busy threads, for seconds). Room again wakes it: the transfer then
+/// completes with every byte in place and no frame dropped.
+#[test]
+fn a_full_device_queue_sleeps_until_the_link_has_room() {
+    let (relay, la, lb) = Relay::new(None);
+    let (a, b) = connected(ProgressMode::Thread, la, lb);
+    let n = &[&a, &b];
+    let len = 4 << 20;
+    let data = common::node::pattern(len, 5);
+    let src = a.mr(len);
+    src.buf().write_at(0, &data).unwrap();
+    let dst = b.mr(len);
+    relay.hold_a.store(true, Ordering::SeqCst);
+    // Node a's cable is full: the relay reads nothing from it, and frames node b drops
+    // (type 0, not its own) take its room.
+    let junk = [0u8; 1514];
+    let mut filled = 0;
+    while relay.cable_a.send(&junk).is_ok() {
+        filled += 1;
+        assert!(filled < 100_000, "the cable never filled");
+    }
+    let full0 = a.rnic.device_stats("cable0").unwrap().tx_full;
+    a.qp.post_send(SendWr::write(
+        1,
+        vec![src.sge(0, len as u32)],
+        dst.stag(),
+        dst.to_at(0),
+    ))
+    .unwrap();
+    // The write's first frame finds the queue full.
+    let t0 = std::time::Instant::now();
+    while a.rnic.device_stats("cable0").unwrap().tx_full == full0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "node a's device queue never filled: {:?}",
+            a.rnic.device_stats("cable0")
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // While it stays full, the progress loop sleeps: a few polls (the backlog's recheck,
+    // the QP's timers), not the hundreds of thousands of a loop that spins.
+    let p0 = a.rnic.device_stats("cable0").unwrap().polls;
+    std::thread::sleep(Duration::from_millis(500));
+    let s = a.rnic.device_stats("cable0").unwrap();
+    let polls = s.polls - p0;
+    assert!(
+        polls < 100,
+        "{polls} polls in 500 ms with the queue full: {s:?}"
+    );
+    // Room again wakes the loop; nothing was lost.
+    relay.hold_a.store(false, Ordering::SeqCst);
+    let w = wait_wc(n, &a.scq);
+    assert_eq!((w.wr_id, w.status), (1, WcStatus::Success));
+    // A Send after the Write: once it arrives the Write is placed (RFC 5040 ordering).
+    let rbuf = b.mr(8);
+    b.qp.post_recv(stack::RecvWr::new(2, vec![rbuf.sge(0, 8)]))
+        .unwrap();
+    a.qp.post_send(SendWr::send(3, vec![src.sge(0, 8)]))
+        .unwrap();
+    let w = wait_wc(n, &a.scq);
+    assert_eq!((w.wr_id, w.status), (3, WcStatus::Success));
+    let r = wait_wc(n, &b.rcq);
+    assert_eq!((r.wr_id, r.status), (2, WcStatus::Success));
+    assert!(dst.buf().to_vec() == data, "Write payload");
+    let s = a.rnic.device_stats("cable0").unwrap();
+    assert_eq!(s.tx_dropped, 0, "{s:?}");
+    eprintln!(
+        "queue full {} times; {polls} polls in 500 ms full",
+        s.tx_full
+    );
 }

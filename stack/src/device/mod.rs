@@ -339,6 +339,9 @@ pub struct DeviceStats {
     pub rx_largest: u64,
     /// The largest frame sent (bytes, from the Ethernet header on).
     pub tx_largest: u64,
+    /// Times the stack was polled (frames in and out, its timers): how often the progress
+    /// loop turned for this device.
+    pub polls: u64,
 }
 
 impl DeviceStats {
@@ -353,6 +356,11 @@ impl DeviceStats {
 /// nothing new until they are out, so a burst waits instead of being lost.
 const TX_BACKLOG: usize = 256;
 
+/// While frames wait in the backlog of a device whose link signals room again (datagram
+/// sockets, TAP), the progress loop sleeps until the link is writable; it looks at the
+/// backlog at least this often all the same.
+const BACKLOG_RECHECK: Duration = Duration::from_millis(100);
+
 /// One device and the TCP/IP stack on it, owned by the progress core.
 pub(crate) struct DevStack {
     name: String,
@@ -365,6 +373,12 @@ pub(crate) struct DevStack {
     stats: DeviceStats,
     /// Frames the device's full queue refused, oldest first.
     backlog: std::collections::VecDeque<Vec<u8>>,
+    /// The device's queue refused a frame since the progress core last asked
+    /// ([`DevStack::take_blocked`]): the core arms the wake-up for room again.
+    blocked: bool,
+    /// A poll outside the progress core's (removing a raw socket) may have changed sockets:
+    /// the core's next poll says so, so that it services their connections.
+    unreported: bool,
     /// Connections their QPs closed: finishing their FIN exchange until the deadline.
     closing: Vec<(SocketHandle, Instant)>,
     /// Local ports in use (listeners and connections).
@@ -392,6 +406,7 @@ struct Phy<'a> {
     mtu: usize,
     stats: &'a mut DeviceStats,
     backlog: &'a mut std::collections::VecDeque<Vec<u8>>,
+    blocked: &'a mut bool,
 }
 
 struct RxTok<'a> {
@@ -403,6 +418,7 @@ struct TxTok<'a> {
     buf: &'a mut Vec<u8>,
     stats: &'a mut DeviceStats,
     backlog: &'a mut std::collections::VecDeque<Vec<u8>>,
+    blocked: &'a mut bool,
 }
 
 impl phy::RxToken for RxTok<'_> {
@@ -448,6 +464,7 @@ impl phy::TxToken for TxTok<'_> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // The queue is full: keep the frame and stop sending until it drains.
                 self.stats.tx_full += 1;
+                *self.blocked = true;
                 self.backlog.push_back(frame.to_vec());
             }
             Err(e) => {
@@ -494,6 +511,7 @@ impl phy::Device for Phy<'_> {
                 buf: self.tx,
                 stats: self.stats,
                 backlog: self.backlog,
+                blocked: self.blocked,
             },
         ))
     }
@@ -508,6 +526,7 @@ impl phy::Device for Phy<'_> {
             buf: self.tx,
             stats: self.stats,
             backlog: self.backlog,
+            blocked: self.blocked,
         })
     }
 
@@ -557,6 +576,7 @@ impl DevStack {
         let mut tx = Vec::new();
         let mut stats = DeviceStats::default();
         let mut backlog = std::collections::VecDeque::new();
+        let mut blocked = false;
         let iface = {
             let mut phy = Phy {
                 link: &link,
@@ -565,6 +585,7 @@ impl DevStack {
                 mtu,
                 stats: &mut stats,
                 backlog: &mut backlog,
+                blocked: &mut blocked,
             };
             Interface::new(icfg, &mut phy, instant(now))
         };
@@ -580,6 +601,8 @@ impl DevStack {
             tx,
             stats,
             backlog,
+            blocked,
+            unreported: false,
             closing: Vec::new(),
             ports: HashMap::new(),
             now,
@@ -606,6 +629,25 @@ impl DevStack {
 
     pub(crate) fn fd(&self) -> RawFd {
         self.link.as_raw_fd()
+    }
+
+    /// Whether the device's queue refused a frame since the last call: the caller arms the
+    /// link's writability wake-up again (`EPOLL_CTL_MOD` makes the kernel look at the
+    /// link afresh, so room that came already is reported at once, and a datagram socket
+    /// whose peer's queue is full registers for the peer's wake-up, which it does only
+    /// when polled while full).
+    pub(crate) fn take_blocked(&mut self) -> bool {
+        std::mem::take(&mut self.blocked)
+    }
+
+    /// Frames wait for room in the device's queue and the link signals when it has room
+    /// (not AF_XDP, see [`DevStack::poll_at`]): polling sooner does no good.
+    pub(crate) fn waits_for_room(&self) -> bool {
+        match self.link {
+            #[cfg(feature = "xdp")]
+            Link::Xdp(_) => false,
+            _ => !self.backlog.is_empty(),
+        }
     }
 
     /// Whether `ip` is one of the stack's addresses.
@@ -732,7 +774,8 @@ impl DevStack {
     /// SCTP endpoint's last packets, e.g. its SHUTDOWN COMPLETE, are sent).
     pub(crate) fn remove_raw(&mut self, h: SocketHandle) {
         let now = self.now;
-        self.poll(now);
+        // Frames taken in by this poll may concern other sockets: reported by the next.
+        self.unreported |= self.poll(now);
         self.sockets.remove(h);
     }
 
@@ -765,6 +808,7 @@ impl DevStack {
     /// Receives and sends what there is. `true` if any socket may have changed.
     pub(crate) fn poll(&mut self, now: Instant) -> bool {
         self.now = now;
+        self.stats.polls += 1;
         // Frames the full queue refused go first, in order.
         while let Some(f) = self.backlog.front() {
             match self.link.send(f) {
@@ -772,7 +816,10 @@ impl DevStack {
                     self.stats.sent(f.len());
                     self.backlog.pop_front();
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.blocked = true;
+                    break;
+                }
                 Err(_) => {
                     self.stats.tx_dropped += 1;
                     self.backlog.pop_front();
@@ -787,6 +834,7 @@ impl DevStack {
                 mtu: self.mtu,
                 stats: &mut self.stats,
                 backlog: &mut self.backlog,
+                blocked: &mut self.blocked,
             };
             self.iface.poll(instant(now), &mut phy, &mut self.sockets)
         };
@@ -804,15 +852,25 @@ impl DevStack {
                 true
             }
         });
-        changed == PollResult::SocketStateChanged
+        changed == PollResult::SocketStateChanged || std::mem::take(&mut self.unreported)
     }
 
-    /// When the stack next needs a poll: at once while frames wait for room in the device's
-    /// queue (a full queue's "room again" is not always signalled: a datagram socket wakes
-    /// its writers only if it was polled while full).
+    /// When the stack next needs a poll.
+    ///
+    /// While frames wait for room in the device's queue the stack can send nothing (its
+    /// sockets' "send now" would keep the loop spinning, taking the CPU from the peer that
+    /// must drain the queue): the loop sleeps until the link is writable (the wake-up the
+    /// core arms after [`DevStack::take_blocked`]), looking again after [`BACKLOG_RECHECK`]
+    /// at the latest. An AF_XDP socket is polled again at once: its queue drains by the
+    /// sends the next poll kicks off (copy mode) or by the driver, whose completions wake
+    /// nobody.
     pub(crate) fn poll_at(&mut self, now: Instant) -> Option<Instant> {
         if !self.backlog.is_empty() {
-            return Some(now);
+            return Some(match self.link {
+                #[cfg(feature = "xdp")]
+                Link::Xdp(_) => now,
+                _ => now + BACKLOG_RECHECK,
+            });
         }
         let d = self.iface.poll_delay(instant(now), &self.sockets)?;
         Some(now + Duration::from_micros(d.total_micros()))
@@ -1039,5 +1097,112 @@ impl Drop for DevSock {
 fn endpoint_addr(e: IpEndpoint) -> Option<SocketAddr> {
     match e.addr {
         IpAddress::Ipv4(a) => Some(SocketAddr::V4(SocketAddrV4::new(a, e.port))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two stacks on a datagram cable, a TCP connection between them established; and a
+    /// second handle on a's end of the cable.
+    fn connected_pair() -> (DevStack, DevStack, SocketHandle, Instant, UnixDatagram) {
+        let (ua, ub) = UnixDatagram::pair().unwrap();
+        ua.set_nonblocking(true).unwrap();
+        ub.set_nonblocking(true).unwrap();
+        let cable_a = ua.try_clone().unwrap();
+        let (la, lb) = (Link::Datagram(ua), Link::Datagram(ub));
+        let mut now = Instant::from_millis(1);
+        let cfg_a = DeviceConfig::new(Ipv4Addr::new(10, 7, 0, 1), 24);
+        let cfg_b = DeviceConfig::new(Ipv4Addr::new(10, 7, 0, 2), 24);
+        let mut a = DevStack::with_seed("a", la, &cfg_a, now, 1);
+        let mut b = DevStack::with_seed("b", lb, &cfg_b, now, 2);
+        let lh = b.listen(7174).unwrap();
+        let (h, _) = a
+            .connect(SocketAddrV4::new(cfg_b.addr, 7174), None)
+            .unwrap();
+        for _ in 0..100 {
+            a.poll(now);
+            b.poll(now);
+            if a.socket(h).state() == tcp::State::Established
+                && b.socket(lh).state() == tcp::State::Established
+            {
+                return (a, b, h, now, cable_a);
+            }
+            now += Duration::from_millis(1);
+        }
+        panic!("no TCP connection on the cable");
+    }
+
+    /// Data a poll outside the progress core took in (removing a raw SCTP socket) is
+    /// reported by the core's next poll: the connection it concerns is serviced, not left
+    /// waiting for a frame that may never come.
+    #[test]
+    fn a_poll_removing_a_raw_socket_reports_what_it_took_in() {
+        let (mut a, mut b, h, now, _) = connected_pair();
+        let raw = b.raw_sctp();
+        assert_eq!(a.socket(h).send_slice(b"ping").unwrap(), 4);
+        a.poll(now);
+        b.remove_raw(raw);
+        assert!(b.poll(now), "the data b took in is reported");
+        assert!(!b.poll(now), "once");
+    }
+
+    /// While frames wait for room in a full device queue the stack asks for no poll before
+    /// the recheck (a loop polling at once would spin, taking the CPU from the peer that must
+    /// drain the queue), and the link reports room again through its writability, which the
+    /// progress core watches: the peer's draining wakes it.
+    #[test]
+    fn a_full_device_queue_waits_for_the_link_to_have_room() {
+        let (mut a, mut b, h, now, cable_a) = connected_pair();
+        let mut poll = mio::Poll::new().unwrap();
+        let fd = a.fd();
+        poll.registry()
+            .register(
+                &mut mio::unix::SourceFd(&fd),
+                mio::Token(1),
+                mio::Interest::READABLE | mio::Interest::WRITABLE,
+            )
+            .unwrap();
+        let mut events = mio::Events::with_capacity(8);
+        // The first readiness (writable at once) is consumed.
+        poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        // The cable is full (b reads nothing: frames b will drop as not its own fill it),
+        // and a has a segment to send.
+        let junk = [0u8; 1514];
+        let mut filled = 0;
+        while cable_a.send(&junk).is_ok() {
+            filled += 1;
+            assert!(filled < 100_000, "the cable never filled");
+        }
+        assert_eq!(a.socket(h).send_slice(b"after the junk").unwrap(), 14);
+        a.poll(now);
+        assert_eq!(a.backlog.len(), 1, "{:?}", a.stats());
+        assert!(a.stats().tx_full >= 1, "{:?}", a.stats());
+        assert!(a.take_blocked(), "the full queue is reported to the core");
+        assert!(!a.take_blocked(), "once");
+        assert!(a.waits_for_room());
+        // No poll asked for before the recheck, although smoltcp has data to send.
+        assert_eq!(a.poll_at(now), Some(now + BACKLOG_RECHECK));
+        // Still full: no readiness.
+        poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        assert!(
+            events.iter().all(|e| !e.is_writable()),
+            "writable with the queue full"
+        );
+        // The peer drains the cable: the link's writability wakes the core.
+        b.poll(now);
+        poll.poll(&mut events, Some(Duration::ZERO)).unwrap();
+        assert!(
+            events
+                .iter()
+                .any(|e| e.token() == mio::Token(1) && e.is_writable()),
+            "no wake-up when the queue had room again"
+        );
+        // And the next poll sends the backlog first.
+        let sent = a.stats().tx_frames;
+        a.poll(now);
+        assert!(a.stats().tx_frames > sent, "{:?}", a.stats());
+        assert_eq!(a.stats().tx_dropped, 0, "{:?}", a.stats());
     }
 }
