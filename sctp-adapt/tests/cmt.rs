@@ -939,3 +939,68 @@ fn cmt_plain_rfc8985_6_2_7_3_failed_path_does_not_block_the_receive_window() {
     assert!(longest_stall(&without.per_tick, during.clone()) >= 10);
     assert!(tput(&plain, during) > 1.5 * tput(&without, 35..90));
 }
+
+/// RFC 9260 §6.4.1 with CMT's RTX-SSTHRESH: a retransmission goes to an active destination
+/// other than the one that lost it, and a destination that timed out (its error counter is
+/// not zero: nothing sent to it since was acknowledged) is no candidate while another works.
+/// Path 1 carries everything losslessly until it fails for good at 1 s; path 2 loses 3 % of
+/// its DATA packets, so its slow-start threshold stays below the failed path's halved one.
+/// Once path 1 has had time to time out (RTO.Min 1 s), no retransmission goes to it, and the
+/// transfer goes on over path 2 with no stall beyond the failed path's first timeout.
+#[test]
+fn cmt_rtx_rfc9260_6_4_1_retransmissions_avoid_a_path_that_timed_out() {
+    let mut p = Pair::connected(43, cmt(false));
+    p.keep_log = true;
+    let drops = Rc::new(RefCell::new(sctp::rng::Rng::new(99)));
+    let d = drops.clone();
+    p.filter = Some(Box::new(move |_, side, bytes, remote| {
+        if side != Side::A || common::net_of(&remote) != 2 {
+            return true;
+        }
+        let has_data = common::chunk_types(bytes).contains(&0);
+        !(has_data && d.borrow_mut().next_u64() % 100 < 3)
+    }));
+    let fail_at = p.now + Duration::from_secs(1);
+    let mut bulk = common::Bulk::new(u64::MAX, 1000, p.now);
+    p.run_until(fail_at, |p| bulk.step(p));
+    p.down = vec![1];
+    let end = p.now + Duration::from_secs(6);
+    p.run_until(end, |p| bulk.step(p));
+    assert!(bulk.received > 1000, "{}", bulk.received);
+    // At most the failed path's first T3-rtx (RTO.Min 1 s): no backed-off one.
+    assert!(
+        bulk.max_stall < Duration::from_millis(1500),
+        "{:?}",
+        bulk.max_stall
+    );
+    // Every DATA chunk A sent, in order: (time, network, TSN).
+    let mut seen = std::collections::HashSet::new();
+    let mut late_rtx_to_failed = 0;
+    let mut rtx_to_failed_before = 0;
+    for s in p.log.iter().filter(|s| s.from == Side::A) {
+        let Ok(pkt) = parse_packet(&s.bytes, false) else {
+            continue;
+        };
+        for c in pkt.chunks {
+            if let Chunk::Data(d) = c
+                && !seen.insert(d.tsn)
+                && common::net_of(&s.dst) == 1
+            {
+                if s.at > fail_at + Duration::from_millis(1500) {
+                    late_rtx_to_failed += 1;
+                } else {
+                    rtx_to_failed_before += 1;
+                }
+            }
+        }
+    }
+    let stats = p.assoc_a().path_stats();
+    eprintln!(
+        "retransmissions to the failed path: {rtx_to_failed_before} until 1.5 s after the \
+         failure, {late_rtx_to_failed} later; path 1 errors {}, path 2 retransmitted {}",
+        stats[0].error_count, stats[1].chunks_retransmitted
+    );
+    assert!(stats[0].error_count > 0);
+    assert!(stats[1].chunks_retransmitted > 0);
+    assert_eq!(late_rtx_to_failed, 0);
+}
