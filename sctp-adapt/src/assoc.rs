@@ -2897,8 +2897,8 @@ impl Association {
         self.grow_windows(now, &window_may_grow, &tally, &flight_before);
         if cmt.is_some_and(|c| c.tail_loss_probe) {
             let ended = self.tlp_acknowledged(now, s, is_sack);
-            for i in 0..self.paths.len() {
-                if tally.acked_bytes[i] > 0 || self.paths[i].flight == 0 || ended[i] {
+            for (i, &end) in ended.iter().enumerate() {
+                if tally.acked_bytes[i] > 0 || self.paths[i].flight == 0 || end {
                     self.arm_pto(now, i);
                 }
             }
@@ -3295,7 +3295,7 @@ impl Association {
     /// Returns, per path, whether its probe episode ended: a new probe may be scheduled for
     /// what the path sent meanwhile.
     fn tlp_acknowledged(&mut self, now: Instant, s: &SackChunk, is_sack: bool) -> Vec<bool> {
-        let mut ended = vec![false; self.paths.len()];
+        let mut ended_on = Vec::new();
         let dups: &[u32] = if is_sack { &s.dup_tsns } else { &[] };
         let probes: Vec<u32> = self
             .paths
@@ -3319,7 +3319,7 @@ impl Association {
             if dups.contains(&(t as u32)) {
                 p.tlp_tsn = None;
                 p.tlp_undecided = false;
-                ended[i] = true;
+                ended_on.push(i);
                 continue;
             }
             let for_another_probe = probes.iter().any(|&o| o != t as u32 && dups.contains(&o));
@@ -3329,7 +3329,7 @@ impl Association {
             }
             p.tlp_tsn = None;
             p.tlp_undecided = false;
-            ended[i] = true;
+            ended_on.push(i);
             let mut newly_marked = Vec::new();
             for c in self.outstanding.iter_mut() {
                 if c.tsn >= t {
@@ -3365,7 +3365,9 @@ impl Association {
                 p.pba = 0;
             }
         }
-        ended
+        (0..self.paths.len())
+            .map(|i| ended_on.contains(&i))
+            .collect()
     }
 
     /// Congestion window growth (§7.2.1, §7.2.2) and T3 management (§6.3.2 R3) on each
