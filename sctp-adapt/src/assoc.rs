@@ -3330,6 +3330,28 @@ impl Association {
             p.tlp_tsn = None;
             p.tlp_undecided = false;
             ended_on.push(i);
+            // Chunks the path carried before the probed ones and still unacknowledged.
+            let lost_before = self
+                .outstanding
+                .iter()
+                .take_while(|c| c.tsn < t)
+                .any(|c| c.path == i && c.in_flight && !c.acked && c.rtx == Rtx::No);
+            if lost_before && self.paths[i].errors == 0 {
+                // The path lost its tail and everything before it that is not acknowledged:
+                // the evidence of a T3-rtx expiry, found sooner, on a path that had none.
+                // It is handled as one (RFC 9260 §6.3.3 E1-E3: everything in flight on the
+                // path is retransmitted, its window drops to one MTU, the RTO backs off, the
+                // error counter grows, §8.2; with SCTP-PF, RFC 7829 §5.1, the path becomes
+                // Potentially Failed and is probed with heartbeats), or a failed path whose
+                // losses probes repair would never be suspected, and data it took between
+                // the probe and its acknowledgement would time out later as a second error.
+                // Later errors come from T3-rtx and heartbeats as before.
+                self.t3_expired(now, i);
+                if self.state == State::Closed {
+                    break;
+                }
+                continue;
+            }
             let mut newly_marked = Vec::new();
             for c in self.outstanding.iter_mut() {
                 if c.tsn >= t {
@@ -3342,19 +3364,6 @@ impl Association {
             }
             if !newly_marked.is_empty() {
                 self.fast_once = true;
-            }
-            if !newly_marked.is_empty() && self.paths[i].errors == 0 {
-                // The path lost its tail and everything before it that is not acknowledged:
-                // the evidence of a T3-rtx expiry, found sooner, on a path that had none.
-                // It counts as one: the RTO backs off (RFC 9260 §6.3.3 E2) and the error
-                // counter grows (§8.2; with SCTP-PF, RFC 7829 §5.1, the path becomes
-                // Potentially Failed and is probed with heartbeats), or a failed path whose
-                // losses probes repair would never be suspected. Later errors come from
-                // T3-rtx and heartbeats as before. The association is fine: the probe's
-                // retransmission arrived.
-                let cfg = self.shared.config.clone();
-                self.paths[i].backoff(&cfg);
-                self.path_error(now, i);
             }
             let p = &mut self.paths[i];
             if p.recovery_exit.is_none() {
