@@ -946,7 +946,8 @@ fn cmt_plain_rfc8985_6_2_7_3_failed_path_does_not_block_the_receive_window() {
 /// Path 1 carries everything losslessly until it fails for good at 1 s; path 2 loses 3 % of
 /// its DATA packets, so its slow-start threshold stays below the failed path's halved one.
 /// Once path 1 has had time to time out (RTO.Min 1 s), no retransmission goes to it, and the
-/// transfer goes on over path 2 with no stall beyond the failed path's first timeout.
+/// transfer goes on over path 2 with no stall beyond the failed path's first timeout. The
+/// failed path's window stays at one MTU.
 #[test]
 fn cmt_rtx_rfc9260_6_4_1_retransmissions_avoid_a_path_that_timed_out() {
     let mut p = Pair::connected(43, cmt(false));
@@ -965,7 +966,17 @@ fn cmt_rtx_rfc9260_6_4_1_retransmissions_avoid_a_path_that_timed_out() {
     p.run_until(fail_at, |p| bulk.step(p));
     p.down = vec![1];
     let end = p.now + Duration::from_secs(6);
-    p.run_until(end, |p| bulk.step(p));
+    // The failed path's window once it has timed out: one MTU (RFC 9260 §7.2.3), which the
+    // loss response to a repaired tail loss probe (RFC 8985 §7.4.2) must not open.
+    let mut failed_cwnd = 0;
+    let settled = fail_at + Duration::from_millis(1500);
+    p.run_until(end, |p| {
+        if p.now > settled {
+            failed_cwnd = failed_cwnd.max(p.assoc_a().path_stats()[0].cwnd);
+        }
+        bulk.step(p)
+    });
+    assert!(failed_cwnd > 0 && failed_cwnd <= 1500, "{failed_cwnd}");
     assert!(bulk.received > 1000, "{}", bulk.received);
     // At most the failed path's first T3-rtx (RTO.Min 1 s): no backed-off one.
     assert!(
