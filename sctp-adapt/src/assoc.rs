@@ -1170,11 +1170,24 @@ impl Association {
 
     /// CMT's retransmission policies: an active path chosen by `policy`; ties go to a path
     /// other than `last`. With no active path, the data path.
+    ///
+    /// A path whose error counter is not zero timed out (T3-rtx, RFC 9260 §6.3.3) and has
+    /// acknowledged nothing sent since: while another active path has no errors, only those
+    /// are candidates (RFC 9260 §6.4.1: a retransmission goes to an active destination
+    /// "different from the last"; RTX-SSTHRESH and RTX-CWND choose among destinations that
+    /// work). Without this, RTX-SSTHRESH sends retransmissions to a path that just failed
+    /// whenever its halved threshold is still above the other path's (a slower path that
+    /// lost to congestion), and the retransmission is lost again and waits for the failed
+    /// path's backed-off timer, while the receiver's window stays blocked behind it.
     fn cmt_rtx_path(&self, policy: RtxPolicy, last: usize) -> usize {
+        let healthy = self
+            .paths
+            .iter()
+            .any(|p| p.state == PathState::Active && p.errors == 0);
         let active = |i: usize| {
             self.paths
                 .get(i)
-                .is_some_and(|p| p.state == PathState::Active)
+                .is_some_and(|p| p.state == PathState::Active && (!healthy || p.errors == 0))
         };
         let room = |i: usize| self.paths[i].flight < self.paths[i].cwnd;
         let by = |key: &dyn Fn(&Path) -> usize| {
@@ -2934,9 +2947,9 @@ impl Association {
         }
         self.grow_windows(now, &window_may_grow, &tally, &flight_before);
         if cmt.is_some_and(|c| c.tail_loss_probe) {
-            self.tlp_acknowledged(s, is_sack);
-            for i in 0..self.paths.len() {
-                if tally.acked_bytes[i] > 0 || self.paths[i].flight == 0 {
+            let ended = self.tlp_acknowledged(now, s, is_sack);
+            for (i, &end) in ended.iter().enumerate() {
+                if tally.acked_bytes[i] > 0 || self.paths[i].flight == 0 || end {
                     self.arm_pto(now, i);
                 }
             }
@@ -3266,8 +3279,12 @@ impl Association {
     /// ends the tail without T3-rtx.
     fn tail_loss_probe(&mut self, now: Instant, i: usize) {
         self.paths[i].pto = None;
-        // New data goes out by itself when it can; a probe is for a tail.
-        if self.can_send_new() || self.paths[i].tlp_tsn.is_some() {
+        // New data goes out by itself when it can (RFC 8985 §7.3: "if ... new data ...
+        // send it"); a probe is for a tail. With CMT that is new data this path can carry:
+        // new data the other paths send says nothing about this path's outstanding packets,
+        // so a path whose window is full probes even while the others keep sending.
+        let p = &self.paths[i];
+        if (self.can_send_new() && p.flight < p.cwnd) || p.tlp_tsn.is_some() {
             return;
         }
         let room = self.paths[i]
@@ -3317,7 +3334,19 @@ impl Association {
     /// (§7.4.2: "invoke congestion control"), unless the path is already in fast recovery.
     /// A SACK that reports another path's probe as a duplicate was sent for that probe and
     /// may come before this one's duplicate: the verdict waits for the next SACK.
-    fn tlp_acknowledged(&mut self, s: &SackChunk, is_sack: bool) {
+    ///
+    /// A probe that repaired a loss also decides the chunks its path carried before the
+    /// probed ones (RFC 8985 §6.2, RACK: a segment sent before one that was delivered, more
+    /// than a round trip ago, is lost): those still unacknowledged are marked for fast
+    /// retransmission. The probe went out at least two smoothed round trips after them and
+    /// its acknowledgement came back, so they are lost, not late; on a failed path they
+    /// would otherwise wait for its T3-rtx, backed off to seconds, with the peer's receive
+    /// window blocked behind them (the receive-buffer blocking of CMT).
+    ///
+    /// Returns, per path, whether its probe episode ended: a new probe may be scheduled for
+    /// what the path sent meanwhile.
+    fn tlp_acknowledged(&mut self, now: Instant, s: &SackChunk, is_sack: bool) -> Vec<bool> {
+        let mut ended_on = Vec::new();
         let dups: &[u32] = if is_sack { &s.dup_tsns } else { &[] };
         let probes: Vec<u32> = self
             .paths
@@ -3341,6 +3370,7 @@ impl Association {
             if dups.contains(&(t as u32)) {
                 p.tlp_tsn = None;
                 p.tlp_undecided = false;
+                ended_on.push(i);
                 continue;
             }
             let for_another_probe = probes.iter().any(|&o| o != t as u32 && dups.contains(&o));
@@ -3350,12 +3380,54 @@ impl Association {
             }
             p.tlp_tsn = None;
             p.tlp_undecided = false;
+            ended_on.push(i);
+            // Chunks the path carried before the probed ones and still unacknowledged.
+            let lost_before = self
+                .outstanding
+                .iter()
+                .take_while(|c| c.tsn < t)
+                .any(|c| c.path == i && c.in_flight && !c.acked && c.rtx == Rtx::No);
+            if lost_before && self.paths[i].errors == 0 {
+                // The path lost its tail and everything before it that is not acknowledged:
+                // the evidence of a T3-rtx expiry, found sooner, on a path that had none.
+                // It is handled as one (RFC 9260 §6.3.3 E1-E3: everything in flight on the
+                // path is retransmitted, its window drops to one MTU, the RTO backs off, the
+                // error counter grows, §8.2; with SCTP-PF, RFC 7829 §5.1, the path becomes
+                // Potentially Failed and is probed with heartbeats), or a failed path whose
+                // losses probes repair would never be suspected, and data it took between
+                // the probe and its acknowledgement would time out later as a second error.
+                // Later errors come from T3-rtx and heartbeats as before.
+                self.t3_expired(now, i);
+                if self.state == State::Closed {
+                    break;
+                }
+                continue;
+            }
+            let mut newly_marked = Vec::new();
+            for c in self.outstanding.iter_mut() {
+                if c.tsn >= t {
+                    break;
+                }
+                if c.path == i && c.in_flight && !c.acked && c.rtx == Rtx::No {
+                    mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
+                    self.rtx_fast += 1;
+                }
+            }
+            if !newly_marked.is_empty() {
+                self.fast_once = true;
+            }
+            let p = &mut self.paths[i];
             if p.recovery_exit.is_none() {
+                // A loss response never opens the window: after T3-rtx (cwnd of one MTU,
+                // RFC 9260 §7.2.3) the threshold's floor of 4 MTU is above it.
                 p.ssthresh = (p.cwnd / 2).max(4 * p.pmtu);
-                p.cwnd = p.ssthresh;
+                p.cwnd = p.cwnd.min(p.ssthresh);
                 p.pba = 0;
             }
         }
+        (0..self.paths.len())
+            .map(|i| ended_on.contains(&i))
+            .collect()
     }
 
     /// Congestion window growth (§7.2.1, §7.2.2) and T3 management (§6.3.2 R3) on each
