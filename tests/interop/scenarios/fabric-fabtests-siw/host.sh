@@ -20,17 +20,21 @@ echo ok >"$LAB_FLAGS/ft.ready"
 rc=0
 n=0
 row() { printf '%-48s %-28s %s\n' "$1" "$2" "$3"; }
-# judge DIRECTION "NAME ARGS" PASSED(0|1): PASS/FAIL, or XFAIL/XPASS for a row listed in
-# known-failures.txt; sets rc on FAIL and XPASS.
-judge() {
-    local known=0
+# verdict DIRECTION "NAME ARGS" LABEL FAILED(0|1) DETAIL LOG: prints the row, PASS/FAIL, or
+# XFAIL/XPASS for a row listed in known-failures.txt (sets rc on FAIL and XPASS), and on a
+# failure the exit statuses and the log's last lines.
+verdict() {
+    local known=0 res
     grep -v '^#' "$LAB_SCENARIO_DIR/known-failures.txt" | grep -qxF "$1 $2" && known=1
-    case "$known$3" in
+    case "$known$4" in
         00) res=PASS ;;
         01) res=FAIL; rc=1 ;;
         10) res="XPASS (listed in known-failures.txt)"; rc=1 ;;
         11) res=XFAIL ;;
     esac
+    [[ $4 -eq 0 ]] || res="$res ($5)"
+    row "$2" "$3" "$res"
+    [[ $4 -eq 0 ]] || tail -n 4 "$6" | sed 's/^/    /'
 }
 while read -r name args; do
     [[ -n $name ]] || continue
@@ -46,10 +50,8 @@ while read -r name args; do
     src=$(cat "$LAB_FLAGS/ft.a$n.server" 2>/dev/null || echo none)
     failed=0
     [[ $crc -eq 0 && $src == 0 ]] || failed=1
-    judge a "$name $args" "$failed"
-    [[ $failed -eq 0 ]] || res="$res (client $crc, server $src)"
-    row "$name $args" "softrnic -> verbs/siw" "$res"
-    [[ $failed -eq 0 ]] || tail -n 4 "a$n-client.log" | sed 's/^/    /'
+    verdict a "$name $args" "softrnic -> verbs/siw" "$failed" "client $crc, server $src" \
+        "a$n-client.log"
     # b) softrnic server here, verbs client in g1.
     port=$((port + 1))
     # shellcheck disable=SC2086
@@ -63,10 +65,8 @@ while read -r name args; do
     crc=$(cat "$LAB_FLAGS/ft.b$n.done" 2>/dev/null || echo none)
     failed=0
     [[ $src -eq 0 && $crc == 0 ]] || failed=1
-    judge b "$name $args" "$failed"
-    [[ $failed -eq 0 ]] || res="$res (server $src, client $crc)"
-    row "$name $args" "verbs/siw -> softrnic" "$res"
-    [[ $failed -eq 0 ]] || tail -n 4 "b$n-server.log" | sed 's/^/    /'
+    verdict b "$name $args" "verbs/siw -> softrnic" "$failed" "server $src, client $crc" \
+        "b$n-server.log"
     n=$((n + 1))
 done < <(grep -v '^#' "$LAB_SCENARIO_DIR/tests.txt")
 exit "$rc"
