@@ -199,6 +199,9 @@ lab_softrnic() {
         if bash "$repo/scripts/install-xdp-deps.sh" >&2; then features=(--features xdp); fi
         (cd "$repo" && cargo build --release --quiet -p softrnic "${features[@]}" >&2) ||
             lab_log "cargo build --release -p softrnic ${features[*]} failed"
+        # libsoftrnic.so beside it, for the libfabric provider's scenarios (fabric-*).
+        (cd "$repo" && cargo build --release --quiet -p softrnic-capi >&2) ||
+            lab_log "cargo build --release -p softrnic-capi failed (fabric-* scenarios are skipped)"
     fi
     if [[ -x $bin ]]; then printf '%s\n' "$bin"; else lab_log "no softrnic binary at $bin"; fi
 }
