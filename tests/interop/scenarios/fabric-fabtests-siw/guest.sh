@@ -24,16 +24,18 @@ while read -r name args; do
     timeout 30 tail --pid="$pid" -f /dev/null || { kill -9 "$pid" 2>/dev/null || true; src=124; }
     [[ $src -eq 0 ]] && { wait "$pid" || src=$?; }
     glog "a) verbs server $name $args: exit status $src"
-    [[ $src -eq 0 ]] || { rc=1; tail -n 4 "a$n-server.log"; }
+    [[ $src -eq 0 ]] || tail -n 4 "a$n-server.log"
     lab_signal "ft.a$n.server" "$src"
     lab_wait "ft.b$n.ready" 180 || { rc=1; break; }
     crc=0
     # shellcheck disable=SC2086
     lab_step "ft-b$n-$name" timeout 150 "$bin/$name" -p verbs $args -P "$((port + 1))" "$LAB_HOST_IP" \
         >"b$n-client.log" 2>&1 || crc=$?
-    [[ $crc -eq 0 ]] || { rc=1; tail -n 4 "b$n-client.log"; }
+    [[ $crc -eq 0 ]] || tail -n 4 "b$n-client.log"
     lab_signal "ft.b$n.done" "$crc"
     n=$((n + 1))
 done <"$bin/tests.txt"
 lab_wait host.exit 60 || true
+# The tests' exit statuses went to the host, which judges them (known-failures.txt);
+# this side fails only when the two sides lost step.
 exit "$rc"

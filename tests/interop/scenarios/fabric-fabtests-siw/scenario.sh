@@ -11,7 +11,7 @@
 # fabric/fabtests.sh from a libfabric 1.17 source tree (the same binaries run on the host and,
 # through the share, in the guest: both are Debian bookworm with libfabric1 1.17); without it
 # the scenario is SKIPPED. Passes when every test exits 0 on both sides both ways (rows listed in
-# known-failures.txt: XFAIL, explained there; such a row passing fails the scenario), and the
+# known-failures.txt: XFAIL, a race explained there, which such a row wins at times), and the
 # capture decodes with `softrnic decode` without errors, tshark agreeing, and holds RDMA
 # Writes, RDMA Read Requests and Read Responses.
 SCENARIO_GUESTS=1
