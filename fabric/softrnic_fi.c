@@ -385,10 +385,13 @@ static struct fi_info *sr_connreq_info(struct sr_pep *pep, softrnic_conn_request
 	return info;
 }
 
-/* Lays out `len` bytes of CM data for the wire in `wire` (SR_CM_HDR + len bytes): the
- * length octet, then the data (see SR_CM_DATA). Returns the private data's length. */
-static size_t sr_cm_wrap(const void *param, size_t len, uint8_t *wire)
+/* Lays out `len` bytes of CM data for the wire in `wire` (SR_CM_HDR + SR_CM_DATA bytes): the
+ * length octet, then the data (see SR_CM_DATA). Returns the private data's length, or
+ * -FI_EINVAL for more than SR_CM_DATA bytes or data without a pointer. */
+static ssize_t sr_cm_wrap(const void *param, size_t len, uint8_t *wire)
 {
+	if (len > SR_CM_DATA || (len && !param))
+		return -FI_EINVAL;
 	wire[0] = (uint8_t)len;
 	if (len)
 		memcpy(wire + SR_CM_HDR, param, len);
@@ -1969,13 +1972,14 @@ static struct fi_ops_ep sr_ep_ops = {
  * `wire` (SR_CM_HDR + SR_CM_DATA bytes, which must outlive the call taking `cp`). */
 static int sr_conn_param(const void *param, size_t len, softrnic_conn_param *cp, uint8_t *wire)
 {
-	if (len > SR_CM_DATA || (len && !param))
-		return -FI_EINVAL;
+	ssize_t n = sr_cm_wrap(param, len, wire);
+	if (n < 0)
+		return (int)n;
 	memset(cp, 0, sizeof(*cp));
 	cp->ird = SR_IRD_ORD;
 	cp->ord = SR_IRD_ORD;
 	cp->private_data = wire;
-	cp->private_data_len = (uint32_t)sr_cm_wrap(param, len, wire);
+	cp->private_data_len = (uint32_t)n;
 	return 0;
 }
 
@@ -2250,13 +2254,15 @@ static int sr_pep_reject(struct fid_pep *pep, fid_t handle, const void *param, s
 {
 	struct sr_connreq *creq = (struct sr_connreq *)handle;
 	uint8_t wire[SR_CM_HDR + SR_CM_DATA];
+	ssize_t n;
 	int st;
 	(void)pep;
 	if (!creq || creq->fid.fclass != FI_CLASS_CONNREQ || !creq->req)
 		return -FI_EINVAL;
-	if (len > SR_CM_DATA || (len && !param))
-		return -FI_EINVAL;
-	st = sr_lib.conn_request_reject(creq->req, wire, sr_cm_wrap(param, len, wire));
+	n = sr_cm_wrap(param, len, wire);
+	if (n < 0)
+		return (int)n;
+	st = sr_lib.conn_request_reject(creq->req, wire, (size_t)n);
 	creq->req = NULL;
 	free(creq);
 	return sr_check(st, "softrnic_conn_request_reject");
