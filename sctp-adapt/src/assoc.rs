@@ -1954,7 +1954,6 @@ impl Association {
             return;
         }
         tracing::debug!(
-            vtag = self.local_tag(),
             remote = %self.paths[i].remote,
             at = ?now,
             chunks = marked,
@@ -3315,7 +3314,6 @@ impl Association {
             return;
         };
         tracing::debug!(
-            vtag = self.local_tag(),
             remote = %self.paths[i].remote,
             at = ?now,
             tsns = ?marked,
@@ -3346,14 +3344,14 @@ impl Association {
     /// Returns, per path, whether its probe episode ended: a new probe may be scheduled for
     /// what the path sent meanwhile.
     fn tlp_acknowledged(&mut self, now: Instant, s: &SackChunk, is_sack: bool) -> Vec<bool> {
-        let mut ended_on = Vec::new();
+        let mut ended = vec![false; self.paths.len()];
         let dups: &[u32] = if is_sack { &s.dup_tsns } else { &[] };
         let probes: Vec<u32> = self
             .paths
             .iter()
             .filter_map(|p| p.tlp_tsn.map(|t| t as u32))
             .collect();
-        for i in 0..self.paths.len() {
+        for (i, end) in ended.iter_mut().enumerate() {
             let Some(t) = self.paths[i].tlp_tsn else {
                 continue;
             };
@@ -3370,7 +3368,7 @@ impl Association {
             if dups.contains(&(t as u32)) {
                 p.tlp_tsn = None;
                 p.tlp_undecided = false;
-                ended_on.push(i);
+                *end = true;
                 continue;
             }
             let for_another_probe = probes.iter().any(|&o| o != t as u32 && dups.contains(&o));
@@ -3380,13 +3378,15 @@ impl Association {
             }
             p.tlp_tsn = None;
             p.tlp_undecided = false;
-            ended_on.push(i);
+            *end = true;
             // Chunks the path carried before the probed ones and still unacknowledged.
+            let unacked_here =
+                |c: &Sent| c.path == i && c.in_flight && !c.acked && c.rtx == Rtx::No;
             let lost_before = self
                 .outstanding
                 .iter()
                 .take_while(|c| c.tsn < t)
-                .any(|c| c.path == i && c.in_flight && !c.acked && c.rtx == Rtx::No);
+                .any(unacked_here);
             if lost_before && self.paths[i].errors == 0 {
                 // The path lost its tail and everything before it that is not acknowledged:
                 // the evidence of a T3-rtx expiry, found sooner, on a path that had none.
@@ -3408,7 +3408,7 @@ impl Association {
                 if c.tsn >= t {
                     break;
                 }
-                if c.path == i && c.in_flight && !c.acked && c.rtx == Rtx::No {
+                if unacked_here(c) {
                     mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
                     self.rtx_fast += 1;
                 }
@@ -3425,9 +3425,7 @@ impl Association {
                 p.pba = 0;
             }
         }
-        (0..self.paths.len())
-            .map(|i| ended_on.contains(&i))
-            .collect()
+        ended
     }
 
     /// Congestion window growth (§7.2.1, §7.2.2) and T3 management (§6.3.2 R3) on each
