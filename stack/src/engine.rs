@@ -1428,8 +1428,6 @@ impl QpEngine {
         ]
     }
 
-    /// DDP untagged checks (RFC 5041 §7.1) plus in-order MSN: over MPA/TCP the next message
-    /// on a queue must carry the next MSN.
     /// DDP's checks of an untagged message that places no payload (a Read Request, an atomic
     /// request or response, a Terminate): whether it passed them; a message that failed
     /// them has failed its segment.
@@ -1444,6 +1442,8 @@ impl QpEngine {
         true
     }
 
+    /// DDP untagged checks (RFC 5041 §7.1) plus in-order MSN: over MPA/TCP the next message
+    /// on a queue must carry the next MSN.
     fn check_untagged(&mut self, u: &UntaggedRepr, payload_len: usize) -> Result<(), DdpError> {
         let expected = usize::try_from(u.qn)
             .ok()
