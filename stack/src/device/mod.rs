@@ -866,10 +866,10 @@ impl DevStack {
     /// nobody.
     pub(crate) fn poll_at(&mut self, now: Instant) -> Option<Instant> {
         if !self.backlog.is_empty() {
-            return Some(match self.link {
-                #[cfg(feature = "xdp")]
-                Link::Xdp(_) => now,
-                _ => now + BACKLOG_RECHECK,
+            return Some(if self.waits_for_room() {
+                now + BACKLOG_RECHECK
+            } else {
+                now
             });
         }
         let d = self.iface.poll_delay(instant(now), &self.sockets)?;
