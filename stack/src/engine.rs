@@ -2066,17 +2066,48 @@ impl QpEngine {
         }
         let seq = entry.seq;
         let wr = entry.wr.clone();
-        let pd = self.cfg.pd;
-        let total = wr.sgl_len() as u32;
-        let msg = match wr.op {
+        let started = match wr.op {
+            SendOp::Send { .. } | SendOp::Write { .. } => self.start_stream(seq, &wr),
+            SendOp::Read {
+                remote_stag,
+                remote_to,
+            } => self.start_reads(seq, &wr, remote_stag, remote_to),
+            SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => self.start_atomic(seq, &wr),
+            SendOp::ImmediateData { data, solicited } => Ok(SqMsg::Single {
+                seq,
+                kind: SingleKind::Immediate { data, solicited },
+            }),
+            SendOp::LocalInvalidate { .. }
+            | SendOp::FastRegister { .. }
+            | SendOp::BindWindow { .. } => return self.run_local_wr(seq, &wr.op),
+        };
+        let msg = match started {
+            Ok(msg) => msg,
+            Err(status) => return self.wr_local_error(seq, status),
+        };
+        if let Some(e) = self.sq.get_mut(self.sq_next) {
+            e.byte_len = match wr.op {
+                SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => 8,
+                _ => wr.sgl_len() as u32,
+            };
+        }
+        self.sq_next += 1;
+        self.cur_sq = Some(msg);
+        true
+    }
+
+    /// A Send or an RDMA Write: its local SGL resolved, its first header (a Send takes the
+    /// next MSN of the Send queue), ready to be segmented.
+    fn start_stream(&mut self, seq: u64, wr: &SendWr) -> Result<SqMsg, WcStatus> {
+        let sgl = self
+            .mem
+            .resolve_sgl(self.cfg.pd, &wr.sgl, Access::NONE)
+            .map_err(|e| local_status(&e))?;
+        let (first, tagged) = match wr.op {
             SendOp::Send {
                 solicited,
                 invalidate,
             } => {
-                let sgl = match self.mem.resolve_sgl(pd, &wr.sgl, Access::NONE) {
-                    Ok(s) => s,
-                    Err(e) => return self.wr_local_error(seq, local_status(&e)),
-                };
                 let msn = self.next_msn(qn::SEND);
                 self.set_wire(WireId::Untagged {
                     qn: qn::SEND,
@@ -2090,125 +2121,120 @@ impl QpEngine {
                     msn,
                     mo: 0,
                 };
-                SqMsg::Stream {
-                    seq,
-                    first,
-                    sgl,
-                    total,
-                    sent: 0,
-                    tagged: false,
-                }
+                (first, false)
             }
             SendOp::Write {
                 remote_stag,
                 remote_to,
             } => {
-                let sgl = match self.mem.resolve_sgl(pd, &wr.sgl, Access::NONE) {
-                    Ok(s) => s,
-                    Err(e) => return self.wr_local_error(seq, local_status(&e)),
-                };
                 self.set_wire(WireId::Write { stag: remote_stag });
                 let first = Header::RdmaWrite {
                     last: false,
                     stag: remote_stag,
                     to: remote_to,
                 };
-                SqMsg::Stream {
-                    seq,
-                    first,
-                    sgl,
-                    total,
-                    sent: 0,
-                    tagged: true,
-                }
+                (first, true)
             }
-            SendOp::Read {
+            _ => return Err(WcStatus::LocalQpOperation),
+        };
+        Ok(SqMsg::Stream {
+            seq,
+            first,
+            sgl,
+            total: wr.sgl_len() as u32,
+            sent: 0,
+            tagged,
+        })
+    }
+
+    /// An RDMA Read: one Read Request per sink SGE (one RTR-style zero-length request when
+    /// the SGL is empty), each sink writable locally and remotely.
+    fn start_reads(
+        &mut self,
+        seq: u64,
+        wr: &SendWr,
+        source_stag: u32,
+        source_to: u64,
+    ) -> Result<SqMsg, WcStatus> {
+        if self.ord == 0 {
+            return Err(WcStatus::LocalQpOperation);
+        }
+        // Each SGE is a Data Sink the peer writes through its STag: it needs local and remote
+        // write.
+        let need = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+        self.mem
+            .resolve_sgl(self.cfg.pd, &wr.sgl, need)
+            .map_err(|e| local_status(&e))?;
+        let mut sinks: Vec<(u32, u64, u32)> =
+            wr.sgl.iter().map(|s| (s.stag, s.to, s.len)).collect();
+        if sinks.is_empty() {
+            sinks.push((RTR_STAG, 0, 0));
+        }
+        if let Some(e) = self.sq.get_mut(self.sq_next) {
+            e.pending = sinks.len() as u32;
+        }
+        Ok(SqMsg::Reads {
+            seq,
+            sinks,
+            next: 0,
+            source_stag,
+            source_to,
+        })
+    }
+
+    /// A Fetch and Add or Compare and Swap (RFC 7306): an ORD credit, a local 8-byte result
+    /// buffer and a request id.
+    fn start_atomic(&mut self, seq: u64, wr: &SendWr) -> Result<SqMsg, WcStatus> {
+        if self.ord == 0 {
+            return Err(WcStatus::LocalQpOperation);
+        }
+        let sge = wr.sgl.first().ok_or(WcStatus::LocalLength)?;
+        let result = self
+            .mem
+            .resolve_local(self.cfg.pd, sge, Access::LOCAL_WRITE)
+            .map_err(|e| local_status(&e))?;
+        let id = self.next_request_id;
+        let req = match wr.op {
+            SendOp::FetchAdd {
                 remote_stag,
                 remote_to,
-            } => {
-                if self.ord == 0 {
-                    return self.wr_local_error(seq, WcStatus::LocalQpOperation);
-                }
-                // Each SGE is a Data Sink the peer writes through its STag: it needs local
-                // and remote write.
-                let need = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
-                if let Err(e) = self.mem.resolve_sgl(pd, &wr.sgl, need) {
-                    return self.wr_local_error(seq, local_status(&e));
-                }
-                let mut sinks: Vec<(u32, u64, u32)> =
-                    wr.sgl.iter().map(|s| (s.stag, s.to, s.len)).collect();
-                if sinks.is_empty() {
-                    sinks.push((RTR_STAG, 0, 0));
-                }
-                if let Some(e) = self.sq.get_mut(self.sq_next) {
-                    e.pending = sinks.len() as u32;
-                }
-                SqMsg::Reads {
-                    seq,
-                    sinks,
-                    next: 0,
-                    source_stag: remote_stag,
-                    source_to: remote_to,
-                }
-            }
-            SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => {
-                if self.ord == 0 {
-                    return self.wr_local_error(seq, WcStatus::LocalQpOperation);
-                }
-                let Some(sge) = wr.sgl.first() else {
-                    return self.wr_local_error(seq, WcStatus::LocalLength);
-                };
-                let result = match self.mem.resolve_local(pd, sge, Access::LOCAL_WRITE) {
-                    Ok(s) => s,
-                    Err(e) => return self.wr_local_error(seq, local_status(&e)),
-                };
-                let id = self.next_request_id;
-                self.next_request_id = self.next_request_id.wrapping_add(1);
-                let req = match wr.op {
-                    SendOp::FetchAdd {
-                        remote_stag,
-                        remote_to,
-                        add,
-                        add_mask,
-                    } => AtomicRequest::fetch_add(id, remote_stag, remote_to, add, add_mask),
-                    SendOp::CmpSwap {
-                        remote_stag,
-                        remote_to,
-                        compare,
-                        compare_mask,
-                        swap,
-                        swap_mask,
-                    } => AtomicRequest::cmp_swap(
-                        id,
-                        remote_stag,
-                        remote_to,
-                        compare,
-                        compare_mask,
-                        swap,
-                        swap_mask,
-                    ),
-                    _ => return false,
-                };
-                if let Some(e) = self.sq.get_mut(self.sq_next) {
-                    e.pending = 1;
-                }
-                SqMsg::Single {
-                    seq,
-                    kind: SingleKind::Atomic { req, result },
-                }
-            }
-            SendOp::ImmediateData { data, solicited } => SqMsg::Single {
-                seq,
-                kind: SingleKind::Immediate { data, solicited },
-            },
-            SendOp::LocalInvalidate { stag } => {
-                let r = self.mem.invalidate(pd, stag);
-                return self.local_wr_done(seq, r);
-            }
-            SendOp::FastRegister { stag, access } => {
-                let r = self.mem.fast_register(pd, stag, access);
-                return self.local_wr_done(seq, r);
-            }
+                add,
+                add_mask,
+            } => AtomicRequest::fetch_add(id, remote_stag, remote_to, add, add_mask),
+            SendOp::CmpSwap {
+                remote_stag,
+                remote_to,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            } => AtomicRequest::cmp_swap(
+                id,
+                remote_stag,
+                remote_to,
+                compare,
+                compare_mask,
+                swap,
+                swap_mask,
+            ),
+            _ => return Err(WcStatus::LocalQpOperation),
+        };
+        self.next_request_id = self.next_request_id.wrapping_add(1);
+        if let Some(e) = self.sq.get_mut(self.sq_next) {
+            e.pending = 1;
+        }
+        Ok(SqMsg::Single {
+            seq,
+            kind: SingleKind::Atomic { req, result },
+        })
+    }
+
+    /// Local Invalidate, Fast Register and Bind Memory Window run on the STag table at once.
+    fn run_local_wr(&mut self, seq: u64, op: &SendOp) -> bool {
+        let pd = self.cfg.pd;
+        let r = match *op {
+            SendOp::LocalInvalidate { stag } => self.mem.invalidate(pd, stag),
+            SendOp::FastRegister { stag, access } => self.mem.fast_register(pd, stag, access),
             SendOp::BindWindow {
                 mw,
                 region,
@@ -2223,21 +2249,12 @@ impl QpEngine {
                     crate::mem::Addressing::VirtualAddress
                 };
                 let qp = Some(self.cfg.qp.0);
-                let r = self
-                    .mem
-                    .bind_mw(pd, qp, mw, region, to, len, access, addressing);
-                return self.local_wr_done(seq, r);
+                self.mem
+                    .bind_mw(pd, qp, mw, region, to, len, access, addressing)
             }
+            _ => return false,
         };
-        if let Some(e) = self.sq.get_mut(self.sq_next) {
-            e.byte_len = match wr.op {
-                SendOp::FetchAdd { .. } | SendOp::CmpSwap { .. } => 8,
-                _ => total,
-            };
-        }
-        self.sq_next += 1;
-        self.cur_sq = Some(msg);
-        true
+        self.local_wr_done(seq, r)
     }
 
     /// Records the wire identity of the request about to start (at `sq_next`).
@@ -2307,6 +2324,10 @@ impl QpEngine {
         let Some(msg) = self.cur_sq.take() else {
             return false;
         };
+        if !self.may_go(&msg) {
+            self.cur_sq = Some(msg);
+            return false;
+        }
         match msg {
             SqMsg::Stream {
                 seq,
@@ -2315,146 +2336,158 @@ impl QpEngine {
                 total,
                 sent,
                 tagged,
-            } => {
-                if !self.may_use(tagged, Stream::Sq) {
-                    self.cur_sq = Some(SqMsg::Stream {
-                        seq,
-                        first,
-                        sgl,
-                        total,
-                        sent,
-                        tagged,
-                    });
-                    return false;
-                }
-                let room = self.payload_room(tagged) as u32;
-                let n = (total - sent).min(room);
-                let last = sent + n == total;
-                let header = match first {
-                    Header::RdmaWrite { stag, to, .. } => Header::RdmaWrite {
-                        last,
-                        stag,
-                        to: to.wrapping_add(u64::from(sent)),
-                    },
-                    Header::Send {
-                        solicited_event,
-                        invalidate_stag,
-                        msn,
-                        ..
-                    } => Header::Send {
-                        solicited_event,
-                        invalidate_stag,
-                        last,
-                        msn,
-                        mo: sent,
-                    },
-                    other => other,
-                };
-                // Straight from registered memory: into the FPDU being built, or as a range
-                // the driver writes from (zero-copy transmit).
-                self.emit_payload(&header, n as usize, &PayloadSrc::Sgl(&sgl, u64::from(sent)));
-                self.busy[model(tagged)] = if last { None } else { Some(Stream::Sq) };
-                if last {
-                    self.mark_generated(seq, true);
-                } else {
-                    self.cur_sq = Some(SqMsg::Stream {
-                        seq,
-                        first,
-                        sgl,
-                        total,
-                        sent: sent + n,
-                        tagged,
-                    });
-                }
-                true
-            }
+            } => self.send_segment(seq, first, sgl, total, sent, tagged),
             SqMsg::Reads {
                 seq,
                 sinks,
                 next,
                 source_stag,
                 source_to,
-            } => {
-                let credits = self.orq.len() + self.atomics.len();
-                if credits >= self.ord as usize || !self.may_use(false, Stream::Sq) {
-                    self.cur_sq = Some(SqMsg::Reads {
-                        seq,
-                        sinks,
-                        next,
-                        source_stag,
-                        source_to,
-                    });
-                    return false;
-                }
-                let Some(&(stag, to, size)) = sinks.get(next) else {
-                    self.mark_generated(seq, false);
-                    return true;
-                };
-                let request = ReadRequest {
-                    sink_stag: stag,
-                    sink_to: to,
-                    size,
-                    source_stag,
-                    source_to,
-                };
-                let msn = self.next_msn(qn::READ_REQUEST);
-                self.note_msn(seq, qn::READ_REQUEST, msn);
-                self.orq.push_back(OutRead {
-                    seq: Some(seq),
-                    stag,
-                    to,
-                    size,
-                    received: 0,
-                });
-                self.emit(&Header::ReadRequest { msn, request }, &[]);
-                if next + 1 == sinks.len() {
-                    self.mark_generated(seq, false);
-                } else {
-                    self.cur_sq = Some(SqMsg::Reads {
-                        seq,
-                        sinks,
-                        next: next + 1,
-                        source_stag,
-                        source_to: source_to.wrapping_add(u64::from(size)),
-                    });
-                }
-                true
-            }
-            SqMsg::Single { seq, kind } => {
-                let need_credit = matches!(kind, SingleKind::Atomic { .. });
-                let credits = self.orq.len() + self.atomics.len();
-                if !self.may_use(false, Stream::Sq) || (need_credit && credits >= self.ord as usize)
-                {
-                    self.cur_sq = Some(SqMsg::Single { seq, kind });
-                    return false;
-                }
-                match kind {
-                    SingleKind::Atomic { req, result } => {
-                        let msn = self.next_msn(qn::READ_REQUEST);
-                        self.note_msn(seq, qn::READ_REQUEST, msn);
-                        self.atomics.push_back(OutAtomic {
-                            seq,
-                            request_id: req.request_id,
-                            result,
-                        });
-                        self.emit(&Header::AtomicRequest { msn, request: req }, &[]);
-                        self.mark_generated(seq, false);
-                    }
-                    SingleKind::Immediate { data, solicited } => {
-                        let msn = self.next_msn(qn::SEND);
-                        self.note_msn(seq, qn::SEND, msn);
-                        let h = Header::ImmediateData {
-                            solicited_event: solicited,
-                            msn,
-                            data,
-                        };
-                        self.emit(&h, &[]);
-                        self.mark_generated(seq, true);
-                    }
-                }
-                true
+            } => self.send_read_request(seq, sinks, next, source_stag, source_to),
+            SqMsg::Single { seq, kind } => self.send_single(seq, kind),
+        }
+    }
+
+    /// Whether the next FPDU of `msg` may go now: its DDP stream model (tagged or untagged)
+    /// is not in the middle of another message, and a Read or Atomic Request has an ORD
+    /// credit left (the ORD the connection negotiated).
+    fn may_go(&self, msg: &SqMsg) -> bool {
+        let credit = self.orq.len() + self.atomics.len() < self.ord as usize;
+        match msg {
+            SqMsg::Stream { tagged, .. } => self.may_use(*tagged, Stream::Sq),
+            SqMsg::Reads { .. } => credit && self.may_use(false, Stream::Sq),
+            SqMsg::Single { kind, .. } => {
+                self.may_use(false, Stream::Sq)
+                    && (credit || !matches!(kind, SingleKind::Atomic { .. }))
             }
         }
+    }
+
+    /// The next segment of a Send or RDMA Write, at most one payload room long, straight
+    /// from registered memory: into the FPDU being built, or as a range the driver writes
+    /// from (zero-copy transmit).
+    fn send_segment(
+        &mut self,
+        seq: u64,
+        first: Header,
+        sgl: SgList,
+        total: u32,
+        sent: u32,
+        tagged: bool,
+    ) -> bool {
+        let room = self.payload_room(tagged) as u32;
+        let n = (total - sent).min(room);
+        let last = sent + n == total;
+        let header = match first {
+            Header::RdmaWrite { stag, to, .. } => Header::RdmaWrite {
+                last,
+                stag,
+                to: to.wrapping_add(u64::from(sent)),
+            },
+            Header::Send {
+                solicited_event,
+                invalidate_stag,
+                msn,
+                ..
+            } => Header::Send {
+                solicited_event,
+                invalidate_stag,
+                last,
+                msn,
+                mo: sent,
+            },
+            other => other,
+        };
+        self.emit_payload(&header, n as usize, &PayloadSrc::Sgl(&sgl, u64::from(sent)));
+        self.busy[model(tagged)] = if last { None } else { Some(Stream::Sq) };
+        if last {
+            self.mark_generated(seq, true);
+        } else {
+            self.cur_sq = Some(SqMsg::Stream {
+                seq,
+                first,
+                sgl,
+                total,
+                sent: sent + n,
+                tagged,
+            });
+        }
+        true
+    }
+
+    /// The Read Request for sink `next` of an RDMA Read, recorded in the outbound read
+    /// queue so that its Read Response is placed into that sink.
+    fn send_read_request(
+        &mut self,
+        seq: u64,
+        sinks: Vec<(u32, u64, u32)>,
+        next: usize,
+        source_stag: u32,
+        source_to: u64,
+    ) -> bool {
+        let Some(&(stag, to, size)) = sinks.get(next) else {
+            self.mark_generated(seq, false);
+            return true;
+        };
+        let request = ReadRequest {
+            sink_stag: stag,
+            sink_to: to,
+            size,
+            source_stag,
+            source_to,
+        };
+        let msn = self.next_msn(qn::READ_REQUEST);
+        self.note_msn(seq, qn::READ_REQUEST, msn);
+        self.orq.push_back(OutRead {
+            seq: Some(seq),
+            stag,
+            to,
+            size,
+            received: 0,
+        });
+        self.emit(&Header::ReadRequest { msn, request }, &[]);
+        if next + 1 == sinks.len() {
+            self.mark_generated(seq, false);
+        } else {
+            self.cur_sq = Some(SqMsg::Reads {
+                seq,
+                sinks,
+                next: next + 1,
+                source_stag,
+                source_to: source_to.wrapping_add(u64::from(size)),
+            });
+        }
+        true
+    }
+
+    /// An Atomic Request (recorded in the outbound atomics queue) or an Immediate Data
+    /// message: one segment each.
+    fn send_single(&mut self, seq: u64, kind: SingleKind) -> bool {
+        match kind {
+            SingleKind::Atomic { req, result } => {
+                let msn = self.next_msn(qn::READ_REQUEST);
+                self.note_msn(seq, qn::READ_REQUEST, msn);
+                self.atomics.push_back(OutAtomic {
+                    seq,
+                    request_id: req.request_id,
+                    result,
+                });
+                self.emit(&Header::AtomicRequest { msn, request: req }, &[]);
+                self.mark_generated(seq, false);
+            }
+            SingleKind::Immediate { data, solicited } => {
+                let msn = self.next_msn(qn::SEND);
+                self.note_msn(seq, qn::SEND, msn);
+                let h = Header::ImmediateData {
+                    solicited_event: solicited,
+                    msn,
+                    data,
+                };
+                self.emit(&h, &[]);
+                self.mark_generated(seq, true);
+            }
+        }
+        true
     }
 
     fn step_resp(&mut self) -> bool {
