@@ -2046,107 +2046,154 @@ fn measure(
     }
     match test {
         Test::WriteBw | Test::ReadBw if plan.duplex => {
-            // perftest's -b: both sides run the sender over every QP (-q), between
-            // exchanges, and print the sum of their results. With --run_infinitely both
-            // run at once without an exchange, each printing its own rate doubled (as
-            // perftest's run_inf_bi_factor).
-            if matches!(plan.mode, Mode::Infinite { .. }) {
-                bw_clients(rnic, ds, plan, plan.size, None, out)?;
-                return fail("the infinite run ended");
-            }
-            for s in sizes(plan.all, plan.size) {
-                comm.hand_shake(rnic, &ds[0].local)?;
-                let mine = bw_clients(rnic, ds, plan, s, None, out)?;
-                for d in ds.iter() {
-                    d.drain(rnic)?;
-                }
-                if plan.all {
-                    comm.hand_shake(rnic, &ds[0].local)?;
-                }
-                let theirs = xchg_report(rnic, comm, &mine)?;
-                bw_line(out, plan, &mine.plus(&theirs))?;
-                out.flush()?;
-            }
-            rule(out, plan)?;
+            measure_bw_both_ways(plan, rnic, comm, ds, out)
+        }
+        Test::WriteBw | Test::ReadBw => measure_bw(plan, rnic, comm, ds, out),
+        Test::SendBw => measure_send_bw(plan, rnic, comm, ds, out),
+        Test::WriteLat | Test::SendLat | Test::ReadLat => {
+            measure_latency(test, plan, rnic, comm, &mut ds[0], out)
+        }
+    }
+}
+
+/// write-bw and read-bw with -b: both sides send.
+fn measure_bw_both_ways(
+    plan: &Plan,
+    rnic: &Rnic,
+    comm: &Comm,
+    ds: &mut [Data],
+    out: &mut dyn Write,
+) -> Result<(), PerfError> {
+    // perftest's -b: both sides run the sender over every QP (-q), between
+    // exchanges, and print the sum of their results. With --run_infinitely both
+    // run at once without an exchange, each printing its own rate doubled (as
+    // perftest's run_inf_bi_factor).
+    if matches!(plan.mode, Mode::Infinite { .. }) {
+        bw_clients(rnic, ds, plan, plan.size, None, out)?;
+        return fail("the infinite run ended");
+    }
+    for s in sizes(plan.all, plan.size) {
+        comm.hand_shake(rnic, &ds[0].local)?;
+        let mine = bw_clients(rnic, ds, plan, s, None, out)?;
+        for d in ds.iter() {
+            d.drain(rnic)?;
+        }
+        if plan.all {
             comm.hand_shake(rnic, &ds[0].local)?;
         }
-        Test::WriteBw | Test::ReadBw => {
-            let zero = BwReport {
-                size: 0,
-                iters: 0,
-                peak: 0.0,
-                avg: 0.0,
-                msg_rate: 0.0,
-            };
-            if plan.client {
-                let mut last = None;
-                for s in sizes(plan.all, plan.size) {
-                    let r = bw_clients(rnic, ds, plan, s, None, out)?;
-                    bw_line(out, plan, &r)?;
-                    out.flush()?;
-                    last = Some(r);
-                }
-                rule(out, plan)?;
-                // Our Writes completed when handed to TCP: let them reach the server
-                // before the closing exchange on the control connection overtakes them.
-                for d in ds.iter() {
-                    d.drain(rnic)?;
-                }
-                comm.hand_shake(rnic, &ds[0].local)?;
-                xchg_report(rnic, comm, &last.unwrap_or(zero))?;
-            } else {
-                comm.hand_shake(rnic, &ds[0].local)?;
-                let r = xchg_report(rnic, comm, &zero)?;
-                bw_line(out, plan, &r)?;
-                rule(out, plan)?;
-            }
-            comm.hand_shake(rnic, &ds[0].local)?;
+        let theirs = xchg_report(rnic, comm, &mine)?;
+        bw_line(out, plan, &mine.plus(&theirs))?;
+        out.flush()?;
+    }
+    rule(out, plan)?;
+    comm.hand_shake(rnic, &ds[0].local)?;
+    Ok(())
+}
+
+/// write-bw and read-bw: the client sends, the server reports what the client measured.
+fn measure_bw(
+    plan: &Plan,
+    rnic: &Rnic,
+    comm: &Comm,
+    ds: &mut [Data],
+    out: &mut dyn Write,
+) -> Result<(), PerfError> {
+    let zero = BwReport {
+        size: 0,
+        iters: 0,
+        peak: 0.0,
+        avg: 0.0,
+        msg_rate: 0.0,
+    };
+    if plan.client {
+        let mut last = None;
+        for s in sizes(plan.all, plan.size) {
+            let r = bw_clients(rnic, ds, plan, s, None, out)?;
+            bw_line(out, plan, &r)?;
+            out.flush()?;
+            last = Some(r);
         }
-        Test::SendBw => {
-            for s in sizes(plan.all, plan.size) {
-                if !plan.client || plan.duplex {
-                    for d in ds.iter_mut() {
-                        while d.rq_out < plan.rx_depth {
-                            d.post_recv()?;
-                        }
-                    }
-                }
-                comm.hand_shake(rnic, &ds[0].local)?;
-                let r = if plan.duplex {
-                    for d in ds.iter() {
-                        d.credit.buf().write_at(4, &[0; 4])?;
-                    }
-                    // Every QP both sends and receives, each from a thread of its own;
-                    // the result sums them as perftest's run_iter_bi over several QPs.
-                    let mine = bw_multi(ds, plan, s, |d, _| send_bi(rnic, d, plan, s), out)?;
-                    if plan.mode == Mode::Iters {
-                        mine.plus(&xchg_report(rnic, comm, &mine)?)
-                    } else {
-                        // perftest's -D send-bw -b: each side its own result.
-                        mine
-                    }
-                } else if plan.client {
-                    for d in ds.iter() {
-                        d.credit.buf().write_at(4, &[0; 4])?;
-                    }
-                    bw_clients(rnic, ds, plan, s, Some(plan.rx_depth), out)?
-                } else {
-                    send_bw_servers(rnic, ds, plan, s, out)?
-                };
-                bw_line(out, plan, &r)?;
-                out.flush()?;
-                if plan.all {
-                    comm.hand_shake(rnic, &ds[0].local)?;
+        rule(out, plan)?;
+        // Our Writes completed when handed to TCP: let them reach the server
+        // before the closing exchange on the control connection overtakes them.
+        for d in ds.iter() {
+            d.drain(rnic)?;
+        }
+        comm.hand_shake(rnic, &ds[0].local)?;
+        xchg_report(rnic, comm, &last.unwrap_or(zero))?;
+    } else {
+        comm.hand_shake(rnic, &ds[0].local)?;
+        let r = xchg_report(rnic, comm, &zero)?;
+        bw_line(out, plan, &r)?;
+        rule(out, plan)?;
+    }
+    comm.hand_shake(rnic, &ds[0].local)?;
+    Ok(())
+}
+
+/// send-bw, one way or with -b both ways.
+fn measure_send_bw(
+    plan: &Plan,
+    rnic: &Rnic,
+    comm: &Comm,
+    ds: &mut [Data],
+    out: &mut dyn Write,
+) -> Result<(), PerfError> {
+    for s in sizes(plan.all, plan.size) {
+        if !plan.client || plan.duplex {
+            for d in ds.iter_mut() {
+                while d.rq_out < plan.rx_depth {
+                    d.post_recv()?;
                 }
             }
-            rule(out, plan)?;
+        }
+        comm.hand_shake(rnic, &ds[0].local)?;
+        let r = if plan.duplex {
             for d in ds.iter() {
-                d.drain(rnic)?;
+                d.credit.buf().write_at(4, &[0; 4])?;
             }
+            // Every QP both sends and receives, each from a thread of its own;
+            // the result sums them as perftest's run_iter_bi over several QPs.
+            let mine = bw_multi(ds, plan, s, |d, _| send_bi(rnic, d, plan, s), out)?;
+            if plan.mode == Mode::Iters {
+                mine.plus(&xchg_report(rnic, comm, &mine)?)
+            } else {
+                // perftest's -D send-bw -b: each side its own result.
+                mine
+            }
+        } else if plan.client {
+            for d in ds.iter() {
+                d.credit.buf().write_at(4, &[0; 4])?;
+            }
+            bw_clients(rnic, ds, plan, s, Some(plan.rx_depth), out)?
+        } else {
+            send_bw_servers(rnic, ds, plan, s, out)?
+        };
+        bw_line(out, plan, &r)?;
+        out.flush()?;
+        if plan.all {
             comm.hand_shake(rnic, &ds[0].local)?;
         }
+    }
+    rule(out, plan)?;
+    for d in ds.iter() {
+        d.drain(rnic)?;
+    }
+    comm.hand_shake(rnic, &ds[0].local)?;
+    Ok(())
+}
+
+/// The latency tests, on the first test connection.
+fn measure_latency(
+    test: Test,
+    plan: &Plan,
+    rnic: &Rnic,
+    comm: &Comm,
+    d: &mut Data,
+    out: &mut dyn Write,
+) -> Result<(), PerfError> {
+    match test {
         Test::WriteLat => {
-            let d = &mut ds[0];
             // In peer-to-peer mode the initiator's RTR (RFC 6581 §3) has already opened
             // the stream for the responder.
             let p2p = d.qp.session().is_some_and(|s| s.p2p());
@@ -2164,7 +2211,6 @@ fn measure(
             rule(out, plan)?;
         }
         Test::SendLat => {
-            let d = &mut ds[0];
             for s in sizes(plan.all, plan.size) {
                 let want = match plan.mode {
                     Mode::Iters => plan.rx_depth.min(plan.iters),
@@ -2181,7 +2227,6 @@ fn measure(
             comm.hand_shake(rnic, &d.local)?;
         }
         Test::ReadLat => {
-            let d = &mut ds[0];
             if plan.client {
                 for s in sizes(plan.all, plan.size) {
                     let run = read_lat(rnic, d, plan, s)?;
@@ -2191,6 +2236,7 @@ fn measure(
             rule(out, plan)?;
             comm.hand_shake(rnic, &d.local)?;
         }
+        Test::WriteBw | Test::ReadBw | Test::SendBw => return fail("not a latency test"),
     }
     Ok(())
 }
