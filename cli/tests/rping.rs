@@ -215,3 +215,43 @@ fn rping_server_survives_malformed_requests() {
     assert_eq!(c.status.code(), Some(0), "client: {}", text(&c.stderr));
     assert_eq!(s.status.code(), Some(0), "server: {}", s.stdout);
 }
+
+/// `RUST_LOG=debug`: every QP event of an rping client — connection established, each state
+/// change (the disconnect's Rts → Closing, asked for by the application, among them) and
+/// the disconnect — is logged inside its QP's span, over MPA/TCP and over SCTP.
+#[test]
+fn rping_logs_every_qp_event_inside_its_qp_span() {
+    for (llp, transport) in [
+        ("MPA/TCP", &[][..]),
+        (
+            "SCTP",
+            &["--transport", "sctp+udp", "--udp-port", "29937"][..],
+        ),
+    ] {
+        let srv = server(transport);
+        let c = bin()
+            .args(["rping", "-c", "-a", "127.0.0.1", "--timeout", "20"])
+            .args(["-p", &srv.port.to_string(), "-C", "2", "-S", "100"])
+            .args(transport)
+            .env("RUST_LOG", "debug")
+            .output()
+            .expect("run client");
+        let s = srv.wait();
+        assert_eq!(c.status.code(), Some(0), "{llp}: {}", text(&c.stderr));
+        assert_eq!(s.status.code(), Some(0), "{llp} server: {}", s.stdout);
+        let log = text(&c.stderr);
+        let events: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("stack::engine:") || l.contains("disconnected qp="))
+            .collect();
+        for needle in ["connection established", "to=Closing", "disconnected qp="] {
+            assert!(
+                events.iter().any(|l| l.contains(needle)),
+                "{llp}: {needle}: {log}"
+            );
+        }
+        for l in &events {
+            assert!(l.contains("qp{qp=1 "), "{llp}: outside its QP's span: {l}");
+        }
+    }
+}

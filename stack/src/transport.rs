@@ -792,7 +792,8 @@ impl Core {
     fn disconnect(&mut self, shared: &Shared, qp: Arc<QpShared>, to: QpState) {
         let t = self.find_qp(&qp);
         match t.and_then(|t| self.conns.get(&t).map(|c| (t, c))) {
-            Some((t, Conn::Active(_))) => {
+            Some((t, Conn::Active(a))) => {
+                let _span = a.span.clone().entered();
                 modify_qp(&qp, to);
                 self.service(shared, t, false, false);
             }
@@ -1713,7 +1714,6 @@ fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>)
     }
 }
 
-/// Requests from the application to the progress core.
 /// Applies a disconnect (`Closing`: [`QpEngine::close`], which also ends a QP still in
 /// setup) or another state transition ([`QpEngine::modify`]; a refused transition changes
 /// nothing: the API checked it against the published state) to an engine.
@@ -1735,6 +1735,7 @@ fn modify_qp(qp: &Arc<QpShared>, to: QpState) {
     }
 }
 
+/// Requests from the application to the progress core.
 #[derive(Debug)]
 pub(crate) enum Cmd {
     Listen(ListenerId, std::net::TcpListener),

@@ -1039,6 +1039,20 @@ impl Core {
         })
     }
 
+    /// The span of the QP on the kernel SCTP association `t`.
+    fn ksctp_qp_span(&self, t: Token) -> Option<tracing::Span> {
+        match self.conns.get(&t) {
+            Some(Conn::Ksctp(k)) => match &**k {
+                Ksctp::Assoc(a) => match &a.role {
+                    Role::Qp { span, .. } => Some(span.clone()),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// Accepts request `req` on `qp` if a kernel SCTP association has it.
     pub(super) fn accept_ksctp(
         &mut self,
@@ -1128,6 +1142,7 @@ impl Core {
             fail_connect(shared, qp, CmError::Aborted);
             return true;
         }
+        let _span = self.ksctp_qp_span(t).map(tracing::Span::entered);
         super::modify_qp(qp, to);
         self.service_ksctp(shared, t);
         true
@@ -1140,13 +1155,10 @@ impl Core {
         };
         let now = self.now();
         // The QP's span, entered while its association is aborted and the QP closed.
-        let mut _span = None;
+        let _span = self.ksctp_qp_span(t).map(tracing::Span::entered);
         if let Some(Conn::Ksctp(k)) = self.conns.get(&t)
             && let Ksctp::Assoc(a) = &**k
         {
-            if let Role::Qp { span, .. } = &a.role {
-                _span = Some(span.clone().entered());
-            }
             a.abort_on_close();
             if matches!(a.role, Role::Connecting { .. }) {
                 fail_connect(shared, qp, CmError::Aborted);

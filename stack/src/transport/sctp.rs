@@ -687,9 +687,21 @@ impl Core {
         let Some(key) = self.sctp_with(|e| e.has_qp(qp)) else {
             return false;
         };
+        let _span = self.sctp_qp_span(key, qp).map(tracing::Span::entered);
         super::modify_qp(qp, to);
         self.service_sctp(shared, key);
         true
+    }
+
+    /// The span of `qp`, served by the SCTP endpoint `key`.
+    fn sctp_qp_span(&self, key: Token, qp: &Arc<QpShared>) -> Option<tracing::Span> {
+        let Some(Conn::Sctp(e)) = self.conns.get(&key) else {
+            return None;
+        };
+        match e.assocs.get(&e.assoc_of(qp)?) {
+            Some(AssocRole::Qp { span, .. }) => Some(span.clone()),
+            _ => None,
+        }
     }
 
     /// Aborts `qp`'s SCTP association (QP destroyed); false if it has none.
@@ -698,15 +710,12 @@ impl Core {
             return false;
         };
         let now = self.now();
+        // The QP's span, entered while its association is aborted and the QP closed.
+        let _span = self.sctp_qp_span(key, qp).map(tracing::Span::entered);
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
             return false;
         };
-        // The QP's span, entered while its association is aborted and the QP closed.
-        let mut _span = None;
         if let Some(id) = e.assoc_of(qp) {
-            if let Some(AssocRole::Qp { span, .. }) = e.assocs.get(&id) {
-                _span = Some(span.clone().entered());
-            }
             if let Some(a) = e.ep.association_mut(id) {
                 a.abort();
             }
