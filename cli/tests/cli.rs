@@ -226,6 +226,44 @@ fn sim_sctp_failover_moves_every_byte() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// `RUST_LOG=debug softrnic sim`: the simulated QPs log inside their spans as the RNIC's do
+/// — every engine event of both ends over MPA/TCP and over SCTP is inside a `qp{qp=N ...}`
+/// span that names the end or the LLP.
+#[test]
+fn sim_logs_every_engine_event_inside_its_qp_span() {
+    for (scenario, span) in [
+        ("clean", "node=\"responder\""),
+        ("sctp-clean", "llp=\"SCTP\""),
+    ] {
+        let out = bin()
+            .args(["sim", scenario, "--bytes", "64K"])
+            .env("RUST_LOG", "debug")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{scenario}: {out:?}");
+        let log = String::from_utf8_lossy(&out.stderr);
+        let events: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("stack::engine:"))
+            .collect();
+        assert!(
+            events
+                .iter()
+                .filter(|l| l.contains("connection established"))
+                .count()
+                >= 2,
+            "{scenario}: both ends: {log}"
+        );
+        assert!(events.iter().any(|l| l.contains(span)), "{scenario}: {log}");
+        for l in &events {
+            assert!(
+                l.contains("qp{qp="),
+                "{scenario}: outside its QP's span: {l}"
+            );
+        }
+    }
+}
+
 /// `softrnic sim failover`: one row per second of the 120 s schedule with a column per
 /// mode, a summary row per mode, and the figure as a PNG in `--out`; multihoming is at zero
 /// for at least a second when its path fails. Bad options exit 2.

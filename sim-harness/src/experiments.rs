@@ -1108,6 +1108,7 @@ pub mod onesided {
             let Ok(mut r) = self.me.try_borrow_mut() else {
                 return;
             };
+            let _span = r.span().entered();
             let s = cx.socket(h);
             if s.state() != TcpState::Established {
                 return;

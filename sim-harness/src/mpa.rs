@@ -293,11 +293,14 @@ struct Conn {
     closed: bool,
     /// When the engine first reached `Error`.
     dead_since: Option<Instant>,
+    /// The QP's span (`qp{qp, node}`), entered while the node works on this connection.
+    span: tracing::Span,
 }
 
 impl Conn {
-    fn new(h: SocketHandle, qp: u32) -> Conn {
+    fn new(h: SocketHandle, qp: u32, node: &'static str) -> Conn {
         Conn {
+            span: tracing::info_span!("qp", qp, node),
             h,
             eng: None,
             scq: Cq::new(256),
@@ -546,7 +549,7 @@ impl TcpApp for RdmaResponder {
             self.listener = None;
             let qp = self.next_qp;
             self.next_qp += 1;
-            self.conns.push(Conn::new(h, qp));
+            self.conns.push(Conn::new(h, qp, "responder"));
         }
         if self.listener.is_none() {
             let h = cx.new_socket();
@@ -556,6 +559,7 @@ impl TcpApp for RdmaResponder {
         }
         let mut conns = std::mem::take(&mut self.conns);
         for c in &mut conns {
+            let _span = c.span.clone().entered();
             let (mem, pd, mpa) = (&self.mem, self.pd, &self.mpa);
             if c.ensure_engine(cx, mem, pd, || Setup::Responder(mpa.clone()))
                 && let Some(mut e) = c.eng.take()
@@ -839,7 +843,7 @@ impl RdmaInitiator {
         let qp = self.next_qp;
         self.next_qp += 1;
         self.progress.connections += 1;
-        self.conn = Some(Conn::new(h, qp));
+        self.conn = Some(Conn::new(h, qp, "initiator"));
         self.reconnect_at = None;
     }
 
@@ -926,6 +930,7 @@ impl TcpApp for RdmaInitiator {
         let Some(mut c) = self.conn.take() else {
             return;
         };
+        let _span = c.span.clone().entered();
         let (mem, pd, mpa) = (&self.mem, self.pd, &self.mpa);
         c.ensure_engine(cx, mem, pd, || Setup::Initiator(mpa.clone()));
         c.handle_timeout(now);

@@ -280,6 +280,9 @@ pub(crate) struct Rnic {
     pub(crate) terminates: u64,
     /// Counts the DDP payload received, when set.
     pub(crate) meter: Option<Meter>,
+    /// The QP's span (`qp{qp, llp}`; over TCP in the experiments too), entered while the
+    /// engine is driven.
+    span: tracing::Span,
 }
 
 impl Rnic {
@@ -289,7 +292,13 @@ impl Rnic {
         let pd = mem.alloc_pd();
         let cq = Cq::new(4096);
         let cfg = QpConfig::new(QpId(id), pd, cq.clone(), cq.clone());
-        let eng = match QpEngine::new(cfg, mem.clone(), setup, Instant::ZERO) {
+        let llp = match setup {
+            Setup::SctpInitiator(_) | Setup::SctpResponder(_) => "SCTP",
+            _ => "MPA/TCP",
+        };
+        let span = tracing::info_span!("qp", qp = id, llp);
+        // Over SCTP the session is up when the engine is made: it reports so in its span.
+        let eng = match span.in_scope(|| QpEngine::new(cfg, mem.clone(), setup, Instant::ZERO)) {
             Ok(e) => e,
             Err(e) => panic!("engine configuration: {e}"),
         };
@@ -300,6 +309,7 @@ impl Rnic {
             cq,
             terminates: 0,
             meter: None,
+            span,
         }
     }
 
@@ -309,6 +319,11 @@ impl Rnic {
             Ok(m) => m,
             Err(e) => panic!("registration: {e}"),
         }
+    }
+
+    /// The QP's span.
+    pub(crate) fn span(&self) -> tracing::Span {
+        self.span.clone()
     }
 
     /// Takes the engine's events (counting Terminates sent).
@@ -342,6 +357,7 @@ impl Host {
 
     /// Moves messages between the association and the engine, both ways.
     fn drive(&mut self, ep: &mut Endpoint, now: sctp::Instant) {
+        let _span = self.rnic.span.clone().entered();
         let t = Duration::from_nanos(now.as_nanos());
         while let Some((_, e)) = ep.poll_event() {
             if !matches!(e, Event::DataReadable { .. }) {
