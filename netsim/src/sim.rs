@@ -265,11 +265,6 @@ impl Sim {
         self.events
     }
 
-    /// The time of the next pending event, if any.
-    pub fn next_event_time(&self) -> Option<Instant> {
-        self.queue.peek().map(|e| e.at)
-    }
-
     /// Sets how many events may be processed without virtual time advancing before the
     /// simulation gives up with a panic (a node asking to be woken "now" forever, or frames
     /// bouncing over zero-delay links without end). Default [`DEFAULT_SAME_INSTANT_LIMIT`].
@@ -329,11 +324,6 @@ impl Sim {
         let any: &mut dyn core::any::Any = &mut *self.nodes[id].node;
         any.downcast_mut::<N>()
             .expect("node handle from another simulation")
-    }
-
-    /// Any node by id, as a trait object.
-    pub fn node_dyn(&self, id: NodeId) -> Option<&dyn Node> {
-        self.nodes.get(id.0).map(|s| &*s.node)
     }
 
     /// Frames a node sent on an interface that has no link (they are discarded).
@@ -414,11 +404,6 @@ impl Sim {
     pub fn interface_link(&self, iface: IfaceRef) -> Option<(LinkId, Dir)> {
         let (link, dir) = (*self.nodes.get(iface.node.0)?.ports.get(iface.index)?)?;
         Some((LinkId(link), dir))
-    }
-
-    /// The two interfaces of a link, in `AtoB` order.
-    pub fn link_ends(&self, link: LinkId) -> Result<[IfaceRef; 2], SimError> {
-        Ok(self.link_ref(link)?.ends)
     }
 
     /// Counters of one direction of a link.
