@@ -499,3 +499,72 @@ fn a_full_device_queue_sleeps_until_the_link_has_room() {
         s.tx_full
     );
 }
+
+/// RFC 5044 §4.5: the MULPDU follows from the EMSS, and over softrnic's own TCP the EMSS is
+/// what one full segment of the connection carries (the device MTU less the IPv4 and TCP
+/// headers; smoltcp sends no timestamp option). Full FPDUs then fill full segments, so a
+/// stream that leaves in full segments stays aligned (RFC 5044 §8) for receivers and capture
+/// dissectors that rely on alignment; with the EMSS 12 octets short they drifted across
+/// segment boundaries. (Segments cut short by the peer's window still shift the stream.)
+#[test]
+fn rfc5044_4_5_mulpdu_follows_the_emss_of_a_full_segment_on_a_device_cable() {
+    let (relay, la, lb) = Relay::new(None);
+    let (a, b) = connected(ProgressMode::Thread, la, lb);
+    let n = &[&a, &b];
+    let len = 256 << 10;
+    let src = a.mr(len);
+    src.buf()
+        .write_at(0, &common::node::pattern(len, 9))
+        .unwrap();
+    let dst = b.mr(len);
+    a.qp.post_send(SendWr::write(
+        1,
+        vec![src.sge(0, len as u32)],
+        dst.stag(),
+        dst.to_at(0),
+    ))
+    .unwrap();
+    let w = wait_wc(n, &a.scq);
+    assert_eq!((w.wr_id, w.status), (1, WcStatus::Success));
+    // The Write completed when TCP took it; a Send behind it arrives after it has left.
+    let rbuf = b.mr(8);
+    b.qp.post_recv(stack::RecvWr::new(2, vec![rbuf.sge(0, 8)]))
+        .unwrap();
+    a.qp.post_send(SendWr::send(3, vec![src.sge(0, 8)]))
+        .unwrap();
+    let r = wait_wc(n, &b.rcq);
+    assert_eq!((r.wr_id, r.status), (2, WcStatus::Success));
+    // Node a's TCP payloads, in order (the relay loses nothing here).
+    let frames = relay.frames.lock().unwrap().clone();
+    let payloads: Vec<Vec<u8>> = frames
+        .iter()
+        .filter_map(|f| {
+            let p = etherparse::SlicedPacket::from_ethernet(f).ok()?;
+            let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else {
+                return None;
+            };
+            if ip.header().source() != [10, 9, 0, 1] {
+                return None;
+            }
+            match p.transport {
+                Some(etherparse::TransportSlice::Tcp(t)) if !t.payload().is_empty() => {
+                    Some(t.payload().to_vec())
+                }
+                _ => None,
+            }
+        })
+        .collect();
+    let full = payloads.iter().map(Vec::len).max().unwrap();
+    let emss = u32::try_from(full).unwrap();
+    assert_eq!(
+        a.qp.mulpdu(),
+        mpa::fpdu::mulpdu(emss, false) as usize,
+        "MULPDU from the EMSS of a full segment ({full} octets)"
+    );
+    // The first full segment of the Write is one whole FPDU (its CRC field is there whether
+    // or not CRC was negotiated, RFC 5044 §4.1).
+    let first = payloads.iter().find(|p| p.len() == full).unwrap();
+    let ulpdu = usize::from(u16::from_be_bytes([first[0], first[1]]));
+    let fpdu = 2 + ulpdu + mpa::fpdu::pad_len(ulpdu) + 4;
+    assert_eq!(fpdu, full, "the first full segment is one whole FPDU");
+}

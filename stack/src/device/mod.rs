@@ -1080,12 +1080,25 @@ impl DevSock {
         self.with(|s| s.send_queue() as u64)
     }
 
-    /// The EMSS for MPA: the device MTU less IPv4 and TCP headers with room for options.
+    /// The EMSS for MPA (its MULPDU follows from it, RFC 5044 §7.1): what one full segment
+    /// of this connection carries — the device MTU less the IPv4 and TCP headers, and less
+    /// the timestamp option when the connection uses it. So full FPDUs fill full segments
+    /// and stay aligned with them (RFC 5044 §8) instead of drifting across segment
+    /// boundaries. (A peer announcing a smaller MSS than this still splits them.)
     pub(crate) fn emss(&self) -> u32 {
+        let options = if self.with(|s| s.timestamp_enabled()) {
+            TCP_TIMESTAMP_OPTION
+        } else {
+            0
+        };
         let mtu = lock(&self.dev).mtu();
-        u32::try_from(mtu.saturating_sub(20 + 20 + 12)).unwrap_or(u32::MAX)
+        u32::try_from(mtu.saturating_sub(20 + 20 + options)).unwrap_or(u32::MAX)
     }
 }
+
+/// The TCP timestamp option with its padding, in every segment of a connection that uses it
+/// (RFC 7323 §3).
+const TCP_TIMESTAMP_OPTION: usize = 12;
 
 impl Drop for DevSock {
     fn drop(&mut self) {
