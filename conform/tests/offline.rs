@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use conform::capture::{ConnRecord, Dir, write_pcap};
-use conform::{CaseResult, Config, PeerApp, Report, Verdict};
+use conform::{CaseResult, Config, Llp, PeerApp, Report, Verdict};
 use mpa::{ConnFrame, FpduEncoder, FrameKind, TxConfig};
 use rdmap::Header;
 
@@ -103,6 +103,8 @@ fn report() -> Report {
     Report {
         peer: "127.0.0.1:7174".into(),
         app: PeerApp::RpingServer,
+        llp: Llp::Mpa,
+        associations: 0,
         results: vec![
             result("a", Verdict::Pass, ""),
             result("b", Verdict::Fail, "broke \"it\""),
