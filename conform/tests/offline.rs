@@ -158,14 +158,26 @@ fn selection_by_id_and_clause() {
     let all = conform::selected(&cfg);
     let responder = conform::catalogue()
         .iter()
-        .filter(|c| !c.peer_initiates)
+        .filter(|c| !c.peer_initiates && !c.sctp)
         .count();
     assert_eq!(all.len(), responder);
     cfg.listen = true;
     let initiator = conform::selected(&cfg);
     assert!(initiator.iter().all(|c| c.peer_initiates));
-    assert_eq!(all.len() + initiator.len(), conform::catalogue().len());
     cfg.listen = false;
+    // Over SCTP only the RFC 5043 cases run.
+    cfg.llp = Llp::SctpUdp { udp_port: 9899 };
+    let sctp = conform::selected(&cfg);
+    assert!(!sctp.is_empty());
+    assert!(
+        sctp.iter()
+            .all(|c| c.sctp && !c.peer_initiates && c.clause.starts_with("RFC 5043"))
+    );
+    assert_eq!(
+        all.len() + initiator.len() + sctp.len(),
+        conform::catalogue().len()
+    );
+    cfg.llp = Llp::Mpa;
     cfg.select = vec!["RFC 6581".into()];
     let p2p = conform::selected(&cfg);
     assert!(!p2p.is_empty() && p2p.iter().all(|c| c.clause.contains("6581")));
