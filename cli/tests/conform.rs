@@ -488,40 +488,39 @@ fn rfc5043_5_6_clean_softrnic_sctp_peer_passes_every_rfc5043_case() {
     );
 }
 
+/// Runs the RFC 5043 cases against an SCTP peer with `fault` (UDP port `udp`) and checks
+/// that `case` alone fails, saying `why`, and that the exit status is 1.
+fn sctp_fault_found_by(fault: &str, udp: u16, case: &str, why: &str) {
+    let srv = sctp_peer(udp, &["--fault", fault]);
+    let (out, _, v) = conform_sctp(srv.port, udp, fault);
+    let out = text(&out).to_string() + &format!("\nexit {:?}", out.status.code());
+    assert_eq!(not_passed(&v), BTreeMap::from([(case, "FAIL")]), "{out}");
+    assert!(out.contains(why), "{out}");
+    assert!(out.ends_with("exit Some(1)"), "{out}");
+}
+
 /// RFC 5043 §5.2: DDP Segments sent with PPID 0 instead of 16 are found by the segment
 /// framing case alone (FAIL, exit 1).
 #[test]
 fn rfc5043_5_2_wrong_segment_ppid_is_found_by_the_segment_framing_case() {
-    let srv = sctp_peer(29962, &["--fault", "sctp-wrong-ppid"]);
-    let (out, _, v) = conform_sctp(srv.port, 29962, "sctp-wrong-ppid");
-    assert_eq!(
-        not_passed(&v),
-        BTreeMap::from([("rfc5043-segment-framing", "FAIL")]),
-        "{}",
-        text(&out)
+    sctp_fault_found_by(
+        "sctp-wrong-ppid",
+        29962,
+        "rfc5043-segment-framing",
+        "PPID 0, not 16 (§5.2)",
     );
-    assert!(
-        text(&out).contains("PPID 0, not 16 (§5.2)"),
-        "{}",
-        text(&out)
-    );
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 }
 
 /// RFC 5043 §5.2.1, §6.2: a Session Accept with DDP-SSN 1 instead of the session's first,
 /// 0, is found by the session accept case alone (FAIL, exit 1).
 #[test]
 fn rfc5043_5_2_1_accept_ddp_ssn_is_found_by_the_session_accept_case() {
-    let srv = sctp_peer(29963, &["--fault", "sctp-accept-ssn"]);
-    let (out, _, v) = conform_sctp(srv.port, 29963, "sctp-accept-ssn");
-    assert_eq!(
-        not_passed(&v),
-        BTreeMap::from([("rfc5043-session-accept", "FAIL")]),
-        "{}",
-        text(&out)
+    sctp_fault_found_by(
+        "sctp-accept-ssn",
+        29963,
+        "rfc5043-session-accept",
+        "DDP-SSN 1, not 0",
     );
-    assert!(text(&out).contains("DDP-SSN 1, not 0"), "{}", text(&out));
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
 }
 
 /// Against an SCTP peer that is not there the RFC 5043 cases make no association, and
