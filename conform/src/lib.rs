@@ -11,6 +11,10 @@
 //! * records every byte both ways, so that a run leaves a capture ([`capture::write_pcap`]);
 //! * is deterministic: the same peer gives the same exchange (no randomness).
 //!
+//! With [`Llp::SctpUdp`] the run takes the RFC 5043 cases instead: the runner is then a raw
+//! DDP-over-SCTP endpoint on softrnic's SCTP (RFC 6951 UDP encapsulation), one association
+//! per case, and sends session control messages and DDP Segments built by hand.
+//!
 //! ## Verdicts
 //!
 //! PASS, FAIL, DEVIATION — the peer broke the rule in a known, documented way (the reason
