@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use conform::{Config, PeerApp, Verdict};
+use conform::{Config, Llp, PeerApp, Verdict};
 
 /// rping's port, the default peer port.
 const DEFAULT_PORT: u16 = 7174;
@@ -24,6 +24,16 @@ pub enum AppArg {
     Bare,
 }
 
+/// The lower layer the cases run over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LlpArg {
+    /// MPA over TCP: the RFC 5044/6581/5041/5040/7306 cases.
+    Mpa,
+    /// DDP over softrnic's SCTP, UDP-encapsulated (RFC 6951): the RFC 5043 cases; the peer
+    /// is its SCTP address and port, e.g. `softrnic rping -s -P --transport sctp+udp`.
+    Sctp,
+}
+
 /// Options of `softrnic conform`.
 #[derive(Args, Clone, Debug)]
 pub struct ConformArgs {
@@ -36,6 +46,12 @@ pub struct ConformArgs {
     /// `while rping -c -a RUNNER -p PORT -C 1; do :; done`.
     #[arg(long, value_name = "[ADDR:]PORT")]
     pub listen: Option<String>,
+    /// The lower layer: `mpa` (TCP) or `sctp` (the RFC 5043 cases over SCTP/UDP).
+    #[arg(long, value_enum, default_value = "mpa", conflicts_with = "listen")]
+    pub llp: LlpArg,
+    /// With --llp sctp: the peer's UDP encapsulation port.
+    #[arg(long = "udp-port", value_name = "PORT", default_value_t = sctp_io::SCTP_UDP_PORT)]
+    pub udp_port: u16,
     /// What the peer's application does (what DDP/RDMAP cases may rely on) [default:
     /// rping-server, with --listen rping-client].
     #[arg(long, value_enum)]
@@ -123,6 +139,8 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
         for c in conform::catalogue() {
             let role = if c.peer_initiates {
                 "initiator"
+            } else if c.sctp {
+                "sctp"
             } else {
                 "responder"
             };
@@ -164,6 +182,12 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
     };
     let mut cfg = Config::new(peer);
     cfg.listen = listener.is_some();
+    cfg.llp = match a.llp {
+        LlpArg::Mpa => Llp::Mpa,
+        LlpArg::Sctp => Llp::SctpUdp {
+            udp_port: a.udp_port,
+        },
+    };
     cfg.accept_timeout = Duration::from_secs(a.accept_timeout);
     cfg.app = match a.app {
         Some(AppArg::RpingServer) => PeerApp::RpingServer,
@@ -230,7 +254,8 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
         eprintln!("softrnic conform: {e}");
         status = 2;
     }
-    if report.connections.is_empty() && report.count(Verdict::Fail) > 0 {
+    if report.connections.is_empty() && report.associations == 0 && report.count(Verdict::Fail) > 0
+    {
         eprintln!(
             "softrnic conform: no connection {} {peer}: nothing was tested",
             if cfg.listen {

@@ -216,6 +216,10 @@ pub enum FaultArg {
     IrdNotEnforced,
     /// Send the tagged RTR with STag 0 (initiator).
     RtrStagZero,
+    /// Over SCTP: send DDP Segments with PPID 0 instead of 16.
+    SctpWrongPpid,
+    /// Over SCTP: send the Session Accept with DDP-SSN 1 instead of 0.
+    SctpAcceptSsn,
 }
 
 impl From<FaultArg> for stack::Fault {
@@ -227,6 +231,8 @@ impl From<FaultArg> for stack::Fault {
             FaultArg::BadCrc => stack::Fault::BadCrc,
             FaultArg::IrdNotEnforced => stack::Fault::IrdNotEnforced,
             FaultArg::RtrStagZero => stack::Fault::RtrStagZero,
+            FaultArg::SctpWrongPpid => stack::Fault::SctpWrongPpid,
+            FaultArg::SctpAcceptSsn => stack::Fault::SctpAcceptSsn,
         }
     }
 }

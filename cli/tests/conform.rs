@@ -425,3 +425,110 @@ fn conform_refuses_bad_arguments() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("nothing was tested"), "{}", text(&out));
 }
+
+/// An rping server over DDP over SCTP (UDP encapsulation on `udp`), persistent, with
+/// `extra` options.
+fn sctp_peer(udp: u16, extra: &[&str]) -> Server {
+    let udp = udp.to_string();
+    let mut args = vec![
+        "-P",
+        "--transport",
+        "sctp+udp",
+        "--udp-port",
+        &udp,
+        "--timeout",
+        "20",
+    ];
+    args.extend_from_slice(extra);
+    Server::rping(&args)
+}
+
+/// Runs the RFC 5043 cases (`--llp sctp`) against the SCTP peer on SCTP port `port`, UDP
+/// port `udp`: the exit status, the output and the verdict of each case.
+fn conform_sctp(
+    port: u16,
+    udp: u16,
+    name: &str,
+) -> (Output, serde_json::Value, BTreeMap<String, String>) {
+    let udp = udp.to_string();
+    conform_json(port, name, &["--llp", "sctp", "--udp-port", &udp])
+}
+
+/// RFC 5043 §5.1, §5.2, §6: a clean softrnic peer over SCTP passes every RFC 5043 case
+/// (and only those run: the MPA cases need TCP). Exit 0; the report names the lower layer
+/// and counts the associations.
+#[test]
+fn rfc5043_5_6_clean_softrnic_sctp_peer_passes_every_rfc5043_case() {
+    let srv = sctp_peer(29961, &[]);
+    let (out, report, v) = conform_sctp(srv.port, 29961, "sctp-clean");
+    assert!(out.status.success(), "{}", text(&out));
+    let mut all = catalogue("sctp");
+    all.sort();
+    assert_eq!(v.keys().cloned().collect::<Vec<_>>(), all, "{}", text(&out));
+    assert!(all.len() >= 5 && all.iter().all(|id| id.starts_with("rfc5043-")));
+    assert_eq!(not_passed(&v), BTreeMap::new(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("DDP over SCTP/UDP, UDP port 29961"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("| PASS | rfc5043-segment-framing | RFC 5043 §5.2, §5.2.1, §5.2.2, §10 |"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("PPID 16 unordered: DDP-SSN 1 Read Request MSN 1"),
+        "{stdout}"
+    );
+    assert_eq!(report["llp"]["sctp-udp"]["udp_port"], 29961, "{report}");
+    assert_eq!(
+        report["associations"].as_u64(),
+        Some(all.len() as u64),
+        "{report}"
+    );
+}
+
+/// Runs the RFC 5043 cases against an SCTP peer with `fault` (UDP port `udp`) and checks
+/// that `case` alone fails, saying `why`, and that the exit status is 1.
+fn sctp_fault_found_by(fault: &str, udp: u16, case: &str, why: &str) {
+    let srv = sctp_peer(udp, &["--fault", fault]);
+    let (out, _, v) = conform_sctp(srv.port, udp, fault);
+    let out = text(&out).to_string() + &format!("\nexit {:?}", out.status.code());
+    assert_eq!(not_passed(&v), BTreeMap::from([(case, "FAIL")]), "{out}");
+    assert!(out.contains(why), "{out}");
+    assert!(out.ends_with("exit Some(1)"), "{out}");
+}
+
+/// RFC 5043 §5.2: DDP Segments sent with PPID 0 instead of 16 are found by the segment
+/// framing case alone (FAIL, exit 1).
+#[test]
+fn rfc5043_5_2_wrong_segment_ppid_is_found_by_the_segment_framing_case() {
+    sctp_fault_found_by(
+        "sctp-wrong-ppid",
+        29962,
+        "rfc5043-segment-framing",
+        "PPID 0, not 16 (§5.2)",
+    );
+}
+
+/// RFC 5043 §5.2.1, §6.2: a Session Accept with DDP-SSN 1 instead of the session's first,
+/// 0, is found by the session accept case alone (FAIL, exit 1).
+#[test]
+fn rfc5043_5_2_1_accept_ddp_ssn_is_found_by_the_session_accept_case() {
+    sctp_fault_found_by(
+        "sctp-accept-ssn",
+        29963,
+        "rfc5043-session-accept",
+        "DDP-SSN 1, not 0",
+    );
+}
+
+/// Against an SCTP peer that is not there the RFC 5043 cases make no association, and
+/// the run says nothing was tested (exit 2).
+#[test]
+fn sctp_run_without_a_peer_is_exit_2() {
+    let (out, report, v) = conform_sctp(9, 29964, "sctp-nobody");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(report["associations"].as_u64(), Some(0), "{report}");
+    assert!(v.values().all(|verdict| verdict != "PASS"), "{v:?}");
+}

@@ -18,12 +18,12 @@ use Verdict::{Deviation, Fail, NotApplicable as NA, Pass};
 
 /// The STag and Tagged Offset the runner advertises as its rping start buffer (it holds no
 /// memory: the peer's Read Request is only inspected).
-const RUNNER_STAG: u32 = 0x0000_5a01;
-const RUNNER_TO: u64 = 0x0000_7000_0000_1000;
+pub(crate) const RUNNER_STAG: u32 = 0x0000_5a01;
+pub(crate) const RUNNER_TO: u64 = 0x0000_7000_0000_1000;
 /// The STag the runner names as the sink of its own Read Requests.
 const RUNNER_SINK_STAG: u32 = 0x0000_5b01;
 /// rping's default size, what the runner advertises.
-const ADV_SIZE: u32 = 64;
+pub(crate) const ADV_SIZE: u32 = 64;
 /// The receive buffer an rping application posts (`struct rping_rdma_info`).
 const RPING_RECV_LEN: usize = 16;
 /// How far past the start of the peer's buffer the bounds cases reach (more than any rping
@@ -44,7 +44,18 @@ macro_rules! case {
             clause: $clause,
             requires: $requires,
             peer_initiates: false,
+            sctp: false,
             run: $run,
+        }
+    };
+    (sctp $id:literal, $clause:literal, $requires:literal, $f:path) => {
+        Case {
+            id: $id,
+            clause: $clause,
+            requires: $requires,
+            peer_initiates: false,
+            sctp: true,
+            run: Script($f),
         }
     };
     (initiator $id:literal, $clause:literal, $requires:literal, $f:ident) => {
@@ -53,6 +64,7 @@ macro_rules! case {
             clause: $clause,
             requires: $requires,
             peer_initiates: true,
+            sctp: false,
             run: Script($f),
         }
     };
@@ -759,6 +771,36 @@ static CATALOGUE: &[Case] = &[
         "after receiving a Terminate: no FPDU (no Terminate in reply), the stream closed",
         init_after_terminate
     ),
+    case!(
+        sctp "rfc5043-adaptation",
+        "RFC 5043 §5.1, §11.1",
+        "the INIT ACK carries the Adaptation Layer Indication (type 0xC006) with DDP's code point 0x00000001",
+        crate::sctp::sctp_adaptation
+    ),
+    case!(
+        sctp "rfc5043-session-accept",
+        "RFC 5043 §5.2.1, §5.2.3, §6.2, RFC 6581 §7",
+        "a valid Enhanced Initiate is answered by one unordered PPID 17 message: DDP-SSN 0, Enhanced Accept (0x006) with IRD/ORD, at most 512 octets of Private Data",
+        crate::sctp::sctp_session_accept
+    ),
+    case!(
+        sctp "rfc5043-segment-framing",
+        "RFC 5043 §5.2, §5.2.1, §5.2.2, §10",
+        "each DDP Segment is one unordered SCTP message with PPID 16: the DDP-SSN following the Accept's, then one whole DDP Segment",
+        crate::sctp::sctp_segment_framing
+    ),
+    case!(
+        sctp "rfc5043-segment-before-initiate",
+        "RFC 5043 §6.1, §6.2",
+        "a DDP Segment before any Session Initiate fits no legal sequence: the session ends (Session Terminate or the association aborted), no Accept, no segment",
+        crate::sctp::sctp_segment_before_initiate
+    ),
+    case!(
+        sctp "rfc5043-unknown-function",
+        "RFC 5043 §5.2.3, §6.1",
+        "a session control message with an unassigned function code (0x00F) fits no legal sequence: the session ends, no Accept",
+        crate::sctp::sctp_unknown_function
+    ),
 ];
 
 mod initiator;
@@ -834,7 +876,7 @@ fn bytes_of(f: &ConnFrame) -> Vec<u8> {
 }
 
 /// A Send message (QN 0) carrying `payload`.
-fn send_ulpdu(msn: u32, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn send_ulpdu(msn: u32, payload: &[u8]) -> Vec<u8> {
     Header::Send {
         solicited_event: false,
         invalidate_stag: None,
@@ -879,7 +921,7 @@ fn read_request_ulpdu(msn: u32, request: ReadRequest) -> Vec<u8> {
 }
 
 /// The rping advertisement `{u64 buf, u32 rkey, u32 size}`, big endian.
-fn rping_info(buf: u64, rkey: u32, size: u32) -> [u8; 16] {
+pub(crate) fn rping_info(buf: u64, rkey: u32, size: u32) -> [u8; 16] {
     let mut b = [0u8; 16];
     b[..8].copy_from_slice(&buf.to_be_bytes());
     b[8..12].copy_from_slice(&rkey.to_be_bytes());
@@ -888,7 +930,7 @@ fn rping_info(buf: u64, rkey: u32, size: u32) -> [u8; 16] {
 }
 
 /// A received ULPDU in words.
-fn describe_ulpdu(u: &[u8]) -> String {
+pub(crate) fn describe_ulpdu(u: &[u8]) -> String {
     if let Some(t) = term::read(u) {
         return t.describe();
     }

@@ -11,6 +11,10 @@
 //! * records every byte both ways, so that a run leaves a capture ([`capture::write_pcap`]);
 //! * is deterministic: the same peer gives the same exchange (no randomness).
 //!
+//! With [`Llp::SctpUdp`] the run takes the RFC 5043 cases instead: the runner is then a raw
+//! DDP-over-SCTP endpoint on softrnic's SCTP (RFC 6951 UDP encapsulation), one association
+//! per case, and sends session control messages and DDP Segments built by hand.
+//!
 //! ## Verdicts
 //!
 //! PASS, FAIL, DEVIATION — the peer broke the rule in a known, documented way (the reason
@@ -33,6 +37,7 @@
 pub mod capture;
 mod cases;
 pub mod report;
+mod sctp;
 pub mod wire;
 
 use std::net::{SocketAddr, TcpListener};
@@ -107,12 +112,38 @@ impl PeerApp {
     }
 }
 
+/// The lower layer the run tests the peer over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Llp {
+    /// MPA over TCP (RFC 5044, RFC 6581): the MPA, DDP and RDMAP cases.
+    Mpa,
+    /// DDP over SCTP (RFC 5043) on softrnic's SCTP with RFC 6951 UDP encapsulation: the
+    /// RFC 5043 cases. `peer` is the peer's IP address and SCTP port.
+    SctpUdp {
+        /// The peer's UDP encapsulation port.
+        udp_port: u16,
+    },
+}
+
+impl Llp {
+    /// The lower layer in words, for the report.
+    pub fn describe(self) -> String {
+        match self {
+            Llp::Mpa => "MPA/TCP".to_string(),
+            Llp::SctpUdp { udp_port } => format!("DDP over SCTP/UDP, UDP port {udp_port}"),
+        }
+    }
+}
+
 /// Settings of a run.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// The peer (listening; the runner connects), or with `listen` the runner's own
     /// listening address.
     pub peer: SocketAddr,
+    /// The lower layer: MPA over TCP, or DDP over SCTP (the RFC 5043 cases).
+    pub llp: Llp,
     /// The peer initiates: the runner listens ([`run_listening`]) and runs the cases of the
     /// peer as initiator.
     pub listen: bool,
@@ -143,6 +174,7 @@ impl Config {
     pub fn new(peer: SocketAddr) -> Config {
         Config {
             peer,
+            llp: Llp::Mpa,
             listen: false,
             app: PeerApp::RpingServer,
             step: Duration::from_secs(3),
@@ -167,6 +199,8 @@ pub struct Case {
     pub requires: &'static str,
     /// The case needs the peer as initiator (the runner listens).
     pub peer_initiates: bool,
+    /// An RFC 5043 case, run over DDP over SCTP ([`Llp::SctpUdp`]).
+    pub sctp: bool,
     /// How it drives the peer and judges the answer.
     run: cases::Drive,
 }
@@ -246,6 +280,10 @@ pub struct Report {
     pub peer: String,
     /// Its application.
     pub app: PeerApp,
+    /// The lower layer.
+    pub llp: Llp,
+    /// SCTP associations the run opened (DDP over SCTP; they are not in the capture).
+    pub associations: usize,
     /// One result per case run, in catalogue order.
     pub results: Vec<CaseResult>,
     /// Every connection of the run (for the capture).
@@ -284,6 +322,7 @@ pub struct Ctx<'a> {
     listener: Option<&'a TcpListener>,
     case: &'static str,
     conns: Vec<ConnRecord>,
+    associations: usize,
 }
 
 /// The cases of the run's mode (`cfg.listen`) that `cfg.select` picks and `cfg.skip` leaves,
@@ -293,6 +332,7 @@ pub fn selected(cfg: &Config) -> Vec<Case> {
         .iter()
         .copied()
         .filter(|c| c.peer_initiates == cfg.listen)
+        .filter(|c| c.sctp == (cfg.llp != Llp::Mpa))
         .filter(|c| cfg.select.is_empty() || cfg.select.iter().any(|p| c.matches(p)))
         .filter(|c| !cfg.skip.iter().any(|p| c.matches(p)))
         .collect()
@@ -322,6 +362,8 @@ fn run_inner(
     let mut report = Report {
         peer: cfg.peer.to_string(),
         app: cfg.app,
+        llp: cfg.llp,
+        associations: 0,
         results: Vec::new(),
         connections: Vec::new(),
     };
@@ -334,6 +376,7 @@ fn run_inner(
             listener,
             case: case.id,
             conns: Vec::new(),
+            associations: 0,
         };
         let o = cases::drive(case.run, &mut ctx);
         tracing::info!(verdict = %o.verdict, "case done");
@@ -350,6 +393,7 @@ fn run_inner(
         progress(&r);
         report.results.push(r);
         report.connections.append(&mut ctx.conns);
+        report.associations += ctx.associations;
     }
     report
 }

@@ -12,7 +12,13 @@ fn cell(s: &str) -> String {
 /// requires, what the peer did, and why for anything but PASS) followed by the summary line.
 pub fn table(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "softrnic conform: peer {} ({})", r.peer, r.app.name());
+    let _ = writeln!(
+        s,
+        "softrnic conform: peer {} ({}, {})",
+        r.peer,
+        r.app.name(),
+        r.llp.describe()
+    );
     let _ = writeln!(s);
     let _ = writeln!(
         s,
@@ -47,7 +53,9 @@ pub fn json(r: &Report) -> String {
     let v = serde_json::json!({
         "peer": r.peer,
         "app": r.app,
+        "llp": r.llp,
         "connections": r.connections.len(),
+        "associations": r.associations,
         "summary": {
             "cases": r.results.len(),
             "pass": r.count(Verdict::Pass),

@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 
 use conform::capture::{ConnRecord, Dir, write_pcap};
-use conform::{CaseResult, Config, PeerApp, Report, Verdict};
+use conform::{CaseResult, Config, Llp, PeerApp, Report, Verdict};
 use mpa::{ConnFrame, FpduEncoder, FrameKind, TxConfig};
 use rdmap::Header;
 
@@ -103,6 +103,8 @@ fn report() -> Report {
     Report {
         peer: "127.0.0.1:7174".into(),
         app: PeerApp::RpingServer,
+        llp: Llp::Mpa,
+        associations: 0,
         results: vec![
             result("a", Verdict::Pass, ""),
             result("b", Verdict::Fail, "broke \"it\""),
@@ -156,14 +158,26 @@ fn selection_by_id_and_clause() {
     let all = conform::selected(&cfg);
     let responder = conform::catalogue()
         .iter()
-        .filter(|c| !c.peer_initiates)
+        .filter(|c| !c.peer_initiates && !c.sctp)
         .count();
     assert_eq!(all.len(), responder);
     cfg.listen = true;
     let initiator = conform::selected(&cfg);
     assert!(initiator.iter().all(|c| c.peer_initiates));
-    assert_eq!(all.len() + initiator.len(), conform::catalogue().len());
     cfg.listen = false;
+    // Over SCTP only the RFC 5043 cases run.
+    cfg.llp = Llp::SctpUdp { udp_port: 9899 };
+    let sctp = conform::selected(&cfg);
+    assert!(!sctp.is_empty());
+    assert!(
+        sctp.iter()
+            .all(|c| c.sctp && !c.peer_initiates && c.clause.starts_with("RFC 5043"))
+    );
+    assert_eq!(
+        all.len() + initiator.len() + sctp.len(),
+        conform::catalogue().len()
+    );
+    cfg.llp = Llp::Mpa;
     cfg.select = vec!["RFC 6581".into()];
     let p2p = conform::selected(&cfg);
     assert!(!p2p.is_empty() && p2p.iter().all(|c| c.clause.contains("6581")));

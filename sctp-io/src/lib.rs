@@ -549,6 +549,15 @@ impl SctpSocket {
         }
     }
 
+    /// The Adaptation Layer Indication the peer announced in its INIT or INIT ACK (RFC 5061
+    /// §4.2.7; RFC 5043 §5.1), if any.
+    pub fn peer_adaptation_indication(&self) -> Option<u32> {
+        let g = self.shared.lock();
+        g.assoc
+            .and_then(|id| g.ep.association(id))
+            .and_then(|a| a.peer_adaptation_indication())
+    }
+
     /// The next notification, if any (non-blocking).
     pub fn poll_notification(&self) -> Option<Notification> {
         self.shared.lock().events.pop_front()

@@ -541,10 +541,10 @@ impl QpEngine {
                 ))));
             }
             Setup::SctpInitiator(c) => (
-                Llp::Sctp(SctpLlp::initiator(c, now).map_err(EngineError::Sctp)?),
+                Llp::Sctp(SctpLlp::initiator(c, now, cfg.fault).map_err(EngineError::Sctp)?),
                 None,
             ),
-            Setup::SctpResponder(c) => (Llp::Sctp(SctpLlp::responder(c, now)), None),
+            Setup::SctpResponder(c) => (Llp::Sctp(SctpLlp::responder(c, now, cfg.fault)), None),
         };
         let mut e = QpEngine {
             cfg,

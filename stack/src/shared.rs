@@ -130,6 +130,11 @@ pub enum Fault {
     /// The initiator's tagged RTR (zero-length Write or Read Request) carries STag 0, which
     /// RFC 5041 allows but Chelsio adapters refuse (RFC 6581 §9).
     RtrStagZero,
+    /// DDP over SCTP: DDP Segments go out with PPID 0 instead of 16 (RFC 5043 §5.2).
+    SctpWrongPpid,
+    /// DDP over SCTP: the Session Accept carries DDP-SSN 1 instead of the first DDP-SSN of
+    /// the session, 0 (RFC 5043 §5.2.1, §6.2).
+    SctpAcceptSsn,
 }
 
 impl QpAttr {

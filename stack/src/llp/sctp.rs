@@ -136,11 +136,18 @@ pub(crate) struct SctpLlp {
     consumed: u64,
     /// Octets in `out`.
     queued: usize,
+    /// A deliberate protocol fault ([`crate::Fault`]): the SCTP ones change the messages
+    /// as they are queued.
+    fault: Option<crate::Fault>,
 }
 
 impl SctpLlp {
     /// The active side: queues the Initiate.
-    pub(crate) fn initiator(cfg: SctpConfig, now: Instant) -> Result<SctpLlp, SctpSetupError> {
+    pub(crate) fn initiator(
+        cfg: SctpConfig,
+        now: Instant,
+        fault: Option<crate::Fault>,
+    ) -> Result<SctpLlp, SctpSetupError> {
         let pd = cfg.enhanced_pd(cfg.ird, cfg.ord);
         let session = if cfg.enhanced {
             StreamSession::initiate_enhanced(cfg.stream, cfg.max_segment, &pd)
@@ -148,18 +155,23 @@ impl SctpLlp {
             StreamSession::initiate(cfg.stream, cfg.max_segment, &pd)
         }
         .map_err(|e| SctpSetupError::Session(e.to_string()))?;
-        let mut l = SctpLlp::new(cfg, session, now);
+        let mut l = SctpLlp::new(cfg, session, now, fault);
         l.collect();
         Ok(l)
     }
 
     /// The passive side: waits for the Initiate.
-    pub(crate) fn responder(cfg: SctpConfig, now: Instant) -> SctpLlp {
+    pub(crate) fn responder(cfg: SctpConfig, now: Instant, fault: Option<crate::Fault>) -> SctpLlp {
         let session = StreamSession::listen(cfg.stream, cfg.max_segment);
-        SctpLlp::new(cfg, session, now)
+        SctpLlp::new(cfg, session, now, fault)
     }
 
-    fn new(cfg: SctpConfig, session: StreamSession, now: Instant) -> SctpLlp {
+    fn new(
+        cfg: SctpConfig,
+        session: StreamSession,
+        now: Instant,
+        fault: Option<crate::Fault>,
+    ) -> SctpLlp {
         SctpLlp {
             cfg,
             session,
@@ -169,6 +181,7 @@ impl SctpLlp {
             produced: 0,
             consumed: 0,
             queued: 0,
+            fault,
         }
     }
 
@@ -204,10 +217,31 @@ impl SctpLlp {
     }
 
     fn collect(&mut self) {
-        for m in self.session.poll_outgoing() {
+        for mut m in self.session.poll_outgoing() {
+            self.fault_message(&mut m);
             self.produced += m.data.len() as u64;
             self.queued += m.data.len();
             self.out.push_back(m);
+        }
+    }
+
+    /// The message as the SCTP faults distort it: `SctpWrongPpid` sends DDP Segments with
+    /// PPID 0, `SctpAcceptSsn` gives the Session Accept DDP-SSN 1.
+    fn fault_message(&self, m: &mut Outgoing) {
+        use sctp::ddp_adapt::{FunctionCode, PPID_DDP_SEGMENT, PPID_DDP_STREAM_SESSION_CONTROL};
+        match self.fault {
+            Some(crate::Fault::SctpWrongPpid) if m.ppid == PPID_DDP_SEGMENT => m.ppid = 0,
+            Some(crate::Fault::SctpAcceptSsn)
+                if m.ppid == PPID_DDP_STREAM_SESSION_CONTROL && m.data.len() >= 4 =>
+            {
+                let code = u16::from_be_bytes([m.data[2], m.data[3]]);
+                if FunctionCode::from_code(code).map(FunctionCode::base)
+                    == Some(FunctionCode::Accept)
+                {
+                    m.data[..2].copy_from_slice(&1u16.to_be_bytes());
+                }
+            }
+            _ => {}
         }
     }
 
