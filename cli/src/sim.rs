@@ -814,7 +814,11 @@ fn run_experiment(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         return 2;
     }
     let rto_min = sctp::AssociationConfig::default().rto_min;
-    let rto_max = match args.rto_max.as_deref().map(|d| parse_duration("rto-max", d)) {
+    let rto_max = match args
+        .rto_max
+        .as_deref()
+        .map(|d| parse_duration("rto-max", d))
+    {
         Some(Err(e)) => {
             eprintln!("softrnic sim: {e}");
             return 2;
