@@ -269,26 +269,8 @@ fn rfc7829_5_1_all_paths_pf_picks_the_fewest_errors_not_the_primary() {
 /// comes back between two probes is found by the next one, up to one backed-off RTO later.
 #[test]
 fn rfc7829_5_1_pf_destination_heartbeats_once_per_backed_off_rto() {
-    let mut p = Pair::connected(26, AssociationConfig::default());
-    p.keep_log = true;
-    p.run_for(Duration::from_secs(1));
-    let mut bulk = Bulk::new(200_000, 1000, p.now);
-    assert!(!p.run_until(p.now + Duration::from_millis(100), |p| bulk.step(p)));
-    p.down = vec![1];
-    let t_fail = p.now;
-    p.run_until(p.now + Duration::from_secs(40), |p| {
-        bulk.step(p);
-        false
-    });
-    let primary = addr("10.0.1.2:0");
-    let probes: Vec<Instant> = p
-        .log
-        .iter()
-        .filter(|s| s.from == Side::A && s.dst == primary && s.at > t_fail)
-        .filter(|s| common::chunk_types(&s.bytes).contains(&4))
-        .map(|s| s.at)
-        .collect();
-    let gaps: Vec<Duration> = probes.windows(2).map(|w| w[1] - w[0]).collect();
+    let (mut p, _, gaps) =
+        primary_down_with_bulk(AssociationConfig::default(), Duration::from_secs(40));
     eprintln!("PF heartbeats after the failure: {gaps:?}");
     assert!(gaps.len() >= 4, "{gaps:?}");
     for (g, want) in gaps.iter().zip([2u64, 4, 8, 16]) {
@@ -311,28 +293,10 @@ fn rfc9260_6_3_3_e2_rto_max_bounds_pf_heartbeat_interval_and_recovery() {
         rto_max,
         ..AssociationConfig::default()
     };
-    let mut p = Pair::connected(26, cfg);
-    p.keep_log = true;
-    p.run_for(Duration::from_secs(1));
-    let mut bulk = Bulk::new(200_000, 1000, p.now);
-    assert!(!p.run_until(p.now + Duration::from_millis(100), |p| bulk.step(p)));
-    p.down = vec![1];
-    let t_fail = p.now;
     // Down for 12.5 s: five errors at most (one T3-rtx, then heartbeats timing out after 2,
     // 4, 4, 4 s), so the path is still Potentially Failed, not Inactive, when it returns.
-    p.run_until(t_fail + Duration::from_millis(12_500), |p| {
-        bulk.step(p);
-        false
-    });
+    let (mut p, mut bulk, gaps) = primary_down_with_bulk(cfg, Duration::from_millis(12_500));
     let primary = addr("10.0.1.2:0");
-    let probes: Vec<Instant> = p
-        .log
-        .iter()
-        .filter(|s| s.from == Side::A && s.dst == primary && s.at > t_fail)
-        .filter(|s| common::chunk_types(&s.bytes).contains(&4))
-        .map(|s| s.at)
-        .collect();
-    let gaps: Vec<Duration> = probes.windows(2).map(|w| w[1] - w[0]).collect();
     assert!(gaps.len() >= 3, "{gaps:?}");
     for (g, want) in gaps.iter().zip([2u64, 4, 4]) {
         assert_eq!(*g, Duration::from_secs(want), "{gaps:?}");
@@ -375,4 +339,34 @@ fn rfc9260_6_3_1_c7_rto_max_below_rto_min_is_not_a_panic() {
     assert!(p.run_until(p.now + Duration::from_secs(30), |p| bulk.step(p)));
     let st = &p.assoc_a().path_stats()[0];
     assert_eq!(st.rto, Duration::from_millis(500));
+}
+
+/// A connected pair (seed 26) moving bulk data until the primary path fails, then `down_for`
+/// more of the transfer with the primary black-holed: the pair, the transfer, and the gaps
+/// between the HEARTBEATs A sent to the primary after the failure.
+fn primary_down_with_bulk(
+    cfg: AssociationConfig,
+    down_for: Duration,
+) -> (Pair, Bulk, Vec<Duration>) {
+    let mut p = Pair::connected(26, cfg);
+    p.keep_log = true;
+    p.run_for(Duration::from_secs(1));
+    let mut bulk = Bulk::new(200_000, 1000, p.now);
+    assert!(!p.run_until(p.now + Duration::from_millis(100), |p| bulk.step(p)));
+    p.down = vec![1];
+    let t_fail = p.now;
+    p.run_until(t_fail + down_for, |p| {
+        bulk.step(p);
+        false
+    });
+    let primary = addr("10.0.1.2:0");
+    let probes: Vec<Instant> = p
+        .log
+        .iter()
+        .filter(|s| s.from == Side::A && s.dst == primary && s.at > t_fail)
+        .filter(|s| common::chunk_types(&s.bytes).contains(&4))
+        .map(|s| s.at)
+        .collect();
+    let gaps = probes.windows(2).map(|w| w[1] - w[0]).collect();
+    (p, bulk, gaps)
 }
