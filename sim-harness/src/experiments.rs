@@ -1325,6 +1325,38 @@ mod tests {
         assert!(r.average() > 0.0 && r.average() < setup.capacity() as f64);
     }
 
+    /// RFC 9260 §6.3.3 E2: the setup's RTO.Max bounds the backed-off heartbeats to a
+    /// Potentially Failed path, so with 8 s the primary, down from 2 to 22 s, is up again
+    /// within 8 s of its return; with RFC 9260 §16's 60 s the probe after the one 16 s
+    /// backed-off is due only 30 s or more after the failure, beyond the end of the run.
+    #[test]
+    fn rfc9260_6_3_3_e2_failover_rto_max_bounds_the_return_of_a_path() {
+        let s = Duration::from_secs;
+        let setup = |rto_max| failover::Setup {
+            duration: s(31),
+            outages: vec![Outage {
+                path: 0,
+                at: s(2),
+                down_for: Some(s(20)),
+            }],
+            message: 64 << 10,
+            rto_max,
+            ..failover::Setup::seed([20_000_000, 10_000_000])
+        };
+        let up_again = |r: &failover::Run| {
+            r.path_events
+                .iter()
+                .find(|(t, e)| *t >= s(22) && e.contains("PathUp"))
+                .map(|(t, _)| *t)
+        };
+        let short = failover::run(&setup(s(8)), Mode::CmtPf, 1).expect("run");
+        let long = failover::run(&setup(s(60)), Mode::CmtPf, 1).expect("run");
+        let t = up_again(&short);
+        assert!(t.is_some_and(|t| t <= s(30)), "{:?}", short.path_events);
+        assert_eq!(up_again(&long), None, "{:?}", long.path_events);
+        assert!(short.average() > long.average());
+    }
+
     /// A run is a function of its seed.
     #[test]
     fn failover_runs_are_deterministic() {
