@@ -78,6 +78,11 @@ pub struct SimArgs {
     /// Experiments: frames each link direction holds waiting for the transmitter.
     #[arg(long, value_name = "FRAMES", default_value_t = 100)]
     pub queue: usize,
+    /// Failover experiment: RTO.Max of the associations (RFC 9260 §6.3.1 C7), the bound on
+    /// the backed-off interval between heartbeats to a Potentially Failed path, e.g. `60s`
+    /// (RFC 9260 §16's suggestion); 8 s by default. At least RTO.Min (1 s).
+    #[arg(long, value_name = "TIME")]
+    pub rto_max: Option<String>,
 }
 
 /// The experiments' default rate scale (see [`SimArgs::scale`]).
@@ -103,6 +108,7 @@ impl Default for SimArgs {
             out: None,
             scale: DEFAULT_SCALE,
             queue: 100,
+            rto_max: None,
         }
     }
 }
@@ -800,6 +806,34 @@ fn run_experiment(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         Some(Ok(d)) => Some(d),
         None => None,
     };
+    if args.rto_max.is_some() && args.scenario != "failover" {
+        eprintln!(
+            "softrnic sim: --rto-max does not apply to the {} experiment",
+            args.scenario
+        );
+        return 2;
+    }
+    let rto_min = sctp::AssociationConfig::default().rto_min;
+    let rto_max = match args
+        .rto_max
+        .as_deref()
+        .map(|d| parse_duration("rto-max", d))
+    {
+        Some(Err(e)) => {
+            eprintln!("softrnic sim: {e}");
+            return 2;
+        }
+        Some(Ok(d)) if d < rto_min => {
+            eprintln!(
+                "softrnic sim: --rto-max: {} s is below RTO.Min ({} s)",
+                d.as_secs_f64(),
+                rto_min.as_secs_f64()
+            );
+            return 2;
+        }
+        Some(Ok(d)) => Some(d),
+        None => None,
+    };
     let bytes = match args.bytes.as_deref().map(|b| parse_bytes("bytes", b)) {
         Some(Err(e)) => {
             eprintln!("softrnic sim: {e}");
@@ -819,6 +853,9 @@ fn run_experiment(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         let mut setup = failover::Setup::seed([rate(1e9), rate(5e8)]);
         if let Some(d) = delay {
             setup.delay = d;
+        }
+        if let Some(r) = rto_max {
+            setup.rto_max = r;
         }
         setup.queue = args.queue;
         failover_command(args, &setup, out)
@@ -908,6 +945,13 @@ fn failover_report(
         setup.mtu,
         setup.queue,
         setup.schedule()
+    )?;
+    writeln!(
+        out,
+        "SCTP: RTO.Min 1 s, RTO.Max {} s (RFC 9260 §16 suggests 60 s; --rto-max), \
+         Path.Max.Retrans 5, PFMR 0 (multihoming, CMT-PF): a failed path is probed by \
+         heartbeats at most RTO.Max apart",
+        setup.rto_max.as_secs_f64()
     )?;
     writeln!(
         out,

@@ -219,8 +219,11 @@ impl Path {
             self.rttvar = self.rttvar.max(g);
         }
         let rto = self.srtt.unwrap_or(r) + 4.0 * self.rttvar;
-        self.rto =
-            Duration::from_nanos(rto.clamp(0.0, 1.0e18) as u64).clamp(cfg.rto_min, cfg.rto_max);
+        // RTO.Max wins over RTO.Min should a configuration set them the wrong way round
+        // (`Duration::clamp` would panic).
+        self.rto = Duration::from_nanos(rto.clamp(0.0, 1.0e18) as u64)
+            .max(cfg.rto_min)
+            .min(cfg.rto_max);
     }
 
     /// RFC 9260 §6.3.3 E2: double the RTO, up to RTO.Max.

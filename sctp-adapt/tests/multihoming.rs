@@ -269,14 +269,93 @@ fn rfc7829_5_1_all_paths_pf_picks_the_fewest_errors_not_the_primary() {
 /// comes back between two probes is found by the next one, up to one backed-off RTO later.
 #[test]
 fn rfc7829_5_1_pf_destination_heartbeats_once_per_backed_off_rto() {
-    let mut p = Pair::connected(26, AssociationConfig::default());
+    let (mut p, _, gaps) =
+        primary_down_with_bulk(AssociationConfig::default(), Duration::from_secs(40));
+    eprintln!("PF heartbeats after the failure: {gaps:?}");
+    assert!(gaps.len() >= 4, "{gaps:?}");
+    for (g, want) in gaps.iter().zip([2u64, 4, 8, 16]) {
+        assert_eq!(*g, Duration::from_secs(want), "{gaps:?}");
+    }
+    let st = &p.assoc_a().path_stats()[0];
+    assert_eq!(st.state, PathState::PotentiallyFailed);
+    assert!(st.rto <= AssociationConfig::default().rto_max);
+}
+
+/// RFC 9260 §6.3.3 E2 and §6.3.1 C7: the doubling of the RTO stops at RTO.Max, a protocol
+/// parameter (§16 suggests 60 s). Configured lower (4 s here), it bounds the interval between
+/// the heartbeats that probe a Potentially Failed destination (RFC 7829 §5.1): 2, 4, 4 s
+/// instead of 2, 4, 8, 16 s, and a link that comes back is found by the next probe, at most
+/// RTO.Max (plus a round trip) later; the HEARTBEAT ACK makes the path Active again.
+#[test]
+fn rfc9260_6_3_3_e2_rto_max_bounds_pf_heartbeat_interval_and_recovery() {
+    let rto_max = Duration::from_secs(4);
+    let cfg = AssociationConfig {
+        rto_max,
+        ..AssociationConfig::default()
+    };
+    // Down for 12.5 s: five errors at most (one T3-rtx, then heartbeats timing out after 2,
+    // 4, 4, 4 s), so the path is still Potentially Failed, not Inactive, when it returns.
+    let (mut p, mut bulk, gaps) = primary_down_with_bulk(cfg, Duration::from_millis(12_500));
+    let primary = addr("10.0.1.2:0");
+    assert!(gaps.len() >= 3, "{gaps:?}");
+    for (g, want) in gaps.iter().zip([2u64, 4, 4]) {
+        assert_eq!(*g, Duration::from_secs(want), "{gaps:?}");
+    }
+    let st = &p.assoc_a().path_stats()[0];
+    assert_eq!(st.state, PathState::PotentiallyFailed);
+    assert_eq!(st.rto, rto_max);
+    let t_up = p.now;
+    p.down.clear();
+    assert!(p.run_until(t_up + Duration::from_secs(10), |p| {
+        bulk.step(p);
+        p.events_a
+            .iter()
+            .any(|(t, e)| *t >= t_up && *e == Event::PathUp { remote: primary })
+    }));
+    let found = p
+        .events_a
+        .iter()
+        .find(|(t, e)| *t >= t_up && *e == Event::PathUp { remote: primary })
+        .map(|(t, _)| *t - t_up)
+        .unwrap();
+    assert!(
+        found <= rto_max + Duration::from_millis(100),
+        "found {found:?} after the link returned"
+    );
+    assert_eq!(p.assoc_a().path_stats()[0].state, PathState::Active);
+}
+
+/// RFC 9260 §6.3.1 C6/C7: an RTO.Max configured below RTO.Min does not panic; the computed
+/// RTO is held at RTO.Max and the association still carries data.
+#[test]
+fn rfc9260_6_3_1_c7_rto_max_below_rto_min_is_not_a_panic() {
+    let cfg = AssociationConfig {
+        rto_max: Duration::from_millis(500),
+        ..AssociationConfig::default()
+    };
+    let mut p = Pair::connected(27, cfg);
+    p.run_for(Duration::from_secs(1));
+    let mut bulk = Bulk::new(2_000, 1000, p.now);
+    assert!(p.run_until(p.now + Duration::from_secs(30), |p| bulk.step(p)));
+    let st = &p.assoc_a().path_stats()[0];
+    assert_eq!(st.rto, Duration::from_millis(500));
+}
+
+/// A connected pair (seed 26) moving bulk data until the primary path fails, then `down_for`
+/// more of the transfer with the primary black-holed: the pair, the transfer, and the gaps
+/// between the HEARTBEATs A sent to the primary after the failure.
+fn primary_down_with_bulk(
+    cfg: AssociationConfig,
+    down_for: Duration,
+) -> (Pair, Bulk, Vec<Duration>) {
+    let mut p = Pair::connected(26, cfg);
     p.keep_log = true;
     p.run_for(Duration::from_secs(1));
     let mut bulk = Bulk::new(200_000, 1000, p.now);
     assert!(!p.run_until(p.now + Duration::from_millis(100), |p| bulk.step(p)));
     p.down = vec![1];
     let t_fail = p.now;
-    p.run_until(p.now + Duration::from_secs(40), |p| {
+    p.run_until(t_fail + down_for, |p| {
         bulk.step(p);
         false
     });
@@ -288,13 +367,6 @@ fn rfc7829_5_1_pf_destination_heartbeats_once_per_backed_off_rto() {
         .filter(|s| common::chunk_types(&s.bytes).contains(&4))
         .map(|s| s.at)
         .collect();
-    let gaps: Vec<Duration> = probes.windows(2).map(|w| w[1] - w[0]).collect();
-    eprintln!("PF heartbeats after the failure: {gaps:?}");
-    assert!(gaps.len() >= 4, "{gaps:?}");
-    for (g, want) in gaps.iter().zip([2u64, 4, 8, 16]) {
-        assert_eq!(*g, Duration::from_secs(want), "{gaps:?}");
-    }
-    let st = &p.assoc_a().path_stats()[0];
-    assert_eq!(st.state, PathState::PotentiallyFailed);
-    assert!(st.rto <= AssociationConfig::default().rto_max);
+    let gaps = probes.windows(2).map(|w| w[1] - w[0]).collect();
+    (p, bulk, gaps)
 }

@@ -169,6 +169,13 @@ const STALL_DEADLINE: Duration = Duration::from_secs(600);
 pub mod failover {
     use super::*;
 
+    /// The experiment's RTO.Max: 8 s instead of the 60 s RFC 9260 §16 suggests. With
+    /// Path.Max.Retrans 5 and PFMR 0 a failed path stays Potentially Failed for its first
+    /// 31 s of failure (one T3-rtx expiry and five heartbeats backed off 2, 4, 8, 8, 8 s)
+    /// and is probed at least every 8 s, so a returning link is found within 8 s instead of
+    /// up to 16 s (60 s once the doubling reaches it).
+    pub const RTO_MAX: Duration = Duration::from_secs(8);
+
     /// Link rates, schedule and workload of a failover run.
     #[derive(Clone, Debug, PartialEq)]
     pub struct Setup {
@@ -190,6 +197,10 @@ pub mod failover {
         pub queue: usize,
         /// Each endpoint's receive buffer (the a_rwnd it announces).
         pub recv_buffer: u32,
+        /// RTO.Max of both associations (RFC 9260 §6.3.1 C7, §6.3.3 E2): the bound on the
+        /// doubling of a path's RTO, and so on the interval between the heartbeats that
+        /// probe a Potentially Failed path (RFC 7829 §5.1). RFC 9260 §16 suggests 60 s.
+        pub rto_max: Duration,
     }
 
     impl Setup {
@@ -197,7 +208,7 @@ pub mod failover {
         /// up at 35 s, the secondary down at 55 s and up at 75 s; 100 µs one-way delay,
         /// queues of 100 frames (with the simulator's default of 1000, a 1 MiB receive buffer
         /// holds CMT to about one path's rate: data of the fast path waits in it for the
-        /// slow path's), 256 KiB RDMA Writes, 1 s samples.
+        /// slow path's), 256 KiB RDMA Writes, 1 s samples; RTO.Max [`RTO_MAX`].
         pub fn seed(rates: [u64; 2]) -> Setup {
             let s = Duration::from_secs;
             Setup {
@@ -221,6 +232,7 @@ pub mod failover {
                 bin: s(1),
                 queue: 100,
                 recv_buffer: 1 << 20,
+                rto_max: RTO_MAX,
             }
         }
 
@@ -320,10 +332,11 @@ pub mod failover {
         let mbit = |r: u64| r as f64 / 1e6;
         Chart {
             title: format!(
-                "RDMA Write over SCTP, {} + {} Mbit/s; {}",
+                "RDMA Write over SCTP, {} + {} Mbit/s; {}; RTO.Max {} s",
                 mbit(setup.rates[0]),
                 mbit(setup.rates[1]),
-                setup.schedule()
+                setup.schedule(),
+                setup.rto_max.as_secs_f64()
             ),
             x_label: "time (s)".into(),
             y_label: "throughput (Mbit/s)".into(),
@@ -356,6 +369,7 @@ pub mod failover {
             outages: &setup.outages,
             assoc: AssociationConfig {
                 recv_buffer: setup.recv_buffer,
+                rto_max: setup.rto_max.max(AssociationConfig::default().rto_min),
                 ..mode.config()
             },
             mtu: setup.mtu,
@@ -1310,6 +1324,38 @@ mod tests {
             r.path_events
         );
         assert!(r.average() > 0.0 && r.average() < setup.capacity() as f64);
+    }
+
+    /// RFC 9260 §6.3.3 E2: the setup's RTO.Max bounds the backed-off heartbeats to a
+    /// Potentially Failed path, so with 8 s the primary, down from 2 to 22 s, is up again
+    /// within 8 s of its return; with RFC 9260 §16's 60 s the probe after the one 16 s
+    /// backed-off is due only 30 s or more after the failure, beyond the end of the run.
+    #[test]
+    fn rfc9260_6_3_3_e2_failover_rto_max_bounds_the_return_of_a_path() {
+        let s = Duration::from_secs;
+        let setup = |rto_max| failover::Setup {
+            duration: s(31),
+            outages: vec![Outage {
+                path: 0,
+                at: s(2),
+                down_for: Some(s(20)),
+            }],
+            message: 64 << 10,
+            rto_max,
+            ..failover::Setup::seed([20_000_000, 10_000_000])
+        };
+        let up_again = |r: &failover::Run| {
+            r.path_events
+                .iter()
+                .find(|(t, e)| *t >= s(22) && e.contains("PathUp"))
+                .map(|(t, _)| *t)
+        };
+        let short = failover::run(&setup(s(8)), Mode::CmtPf, 1).expect("run");
+        let long = failover::run(&setup(s(60)), Mode::CmtPf, 1).expect("run");
+        let t = up_again(&short);
+        assert!(t.is_some_and(|t| t <= s(30)), "{:?}", short.path_events);
+        assert_eq!(up_again(&long), None, "{:?}", long.path_events);
+        assert!(short.average() > long.average());
     }
 
     /// A run is a function of its seed.
