@@ -5,16 +5,9 @@
 # siw initiator -> softrnic responder (guest rping -c); see siw-variants/host-rping.sh and
 # siw-variants/guest-rping.sh (the guest side). The check decodes the capture with
 # softrnic decode (0 errors, the negotiated session below) and compares opcode counts with tshark.
-SCENARIO_GUESTS=1
-SCENARIO_GUEST_SCRIPT=siw-variants/guest-rping.sh
 SCENARIO_SIW_PATCH=""
-SCENARIO_DIRECTION="softrnic <-> siw[${SCENARIO_SIW_PATCH:-stock}](g1), both ways"
-SCENARIO_TIMEOUT=240
 SCENARIO_HOST_CMD='"$LAB_ROOT/siw-variants/host-rping.sh" --client-opts "--profile siw" --server-opts "--profile siw"'
 EXPECT_HOST_INITIATOR="rev=2,crc=off,p2p=off"
 EXPECT_SIW_INITIATOR="rev=2,crc=off,p2p=off"
-
-scenario_check() {
-    python3 "$LAB_ROOT/siw-variants/check_session.py" "$LAB_PCAP" --softrnic "$LAB_SOFTRNIC" \
-        --expect "$LAB_HOST_IP:$EXPECT_HOST_INITIATOR" --expect "$LAB_G1_IP:$EXPECT_SIW_INITIATOR"
-}
+# shellcheck source=../../siw-variants/rping-scenario.sh
+. "$LAB_ROOT/siw-variants/rping-scenario.sh"
