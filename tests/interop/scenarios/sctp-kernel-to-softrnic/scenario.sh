@@ -14,11 +14,6 @@ SCENARIO_TIMEOUT=240
 SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
 SCENARIO_GUEST_IPV6=stack   # kernel SCTP over UDP needs the IPv6 protocol (lab.sh)
 
-# softrnic sctp-perf is a separate piece of work: SKIPPED until the binary has it.
-scenario_requires() {
-    "$LAB_SOFTRNIC" sctp-perf --help >/dev/null 2>&1 || { echo "$LAB_SOFTRNIC has no sctp-perf command"; return 1; }
-}
-
 scenario_check() {
     python3 "$LAB_TOOLS/sctp_check.py" "$LAB_PCAP" --assocs 2 --established 2 --raw 1 --udp 1 \
         --bidir-bytes 262144 --no-abort
