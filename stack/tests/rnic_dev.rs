@@ -430,6 +430,21 @@ fn rfc5043_sctp_as_raw_ip_on_a_device_cable() {
 /// which would take the CPU from the peer that must drain the queue (on a machine with
 /// fewer cores than busy threads, for seconds). Room again wakes it: the transfer then
 /// completes with every byte in place and no frame dropped.
+/// Node a Sends 8 octets of `src` to a receive node b posts, and both complete: everything
+/// node a posted before the Send has arrived (RFC 5040 §5.5 ordering).
+fn send_behind(a: &Node, b: &Node, src: &stack::MemoryRegion) {
+    let n = &[a, b];
+    let rbuf = b.mr(8);
+    b.qp.post_recv(stack::RecvWr::new(2, vec![rbuf.sge(0, 8)]))
+        .unwrap();
+    a.qp.post_send(SendWr::send(3, vec![src.sge(0, 8)]))
+        .unwrap();
+    let w = wait_wc(n, &a.scq);
+    assert_eq!((w.wr_id, w.status), (3, WcStatus::Success));
+    let r = wait_wc(n, &b.rcq);
+    assert_eq!((r.wr_id, r.status), (2, WcStatus::Success));
+}
+
 #[test]
 fn a_full_device_queue_sleeps_until_the_link_has_room() {
     let (relay, la, lb) = Relay::new(None);
@@ -482,15 +497,7 @@ fn a_full_device_queue_sleeps_until_the_link_has_room() {
     let w = wait_wc(n, &a.scq);
     assert_eq!((w.wr_id, w.status), (1, WcStatus::Success));
     // A Send after the Write: once it arrives the Write is placed (RFC 5040 ordering).
-    let rbuf = b.mr(8);
-    b.qp.post_recv(stack::RecvWr::new(2, vec![rbuf.sge(0, 8)]))
-        .unwrap();
-    a.qp.post_send(SendWr::send(3, vec![src.sge(0, 8)]))
-        .unwrap();
-    let w = wait_wc(n, &a.scq);
-    assert_eq!((w.wr_id, w.status), (3, WcStatus::Success));
-    let r = wait_wc(n, &b.rcq);
-    assert_eq!((r.wr_id, r.status), (2, WcStatus::Success));
+    send_behind(&a, &b, &src);
     assert!(dst.buf().to_vec() == data, "Write payload");
     let s = a.rnic.device_stats("cable0").unwrap();
     assert_eq!(s.tx_dropped, 0, "{s:?}");
@@ -527,13 +534,7 @@ fn rfc5044_4_5_mulpdu_follows_the_emss_of_a_full_segment_on_a_device_cable() {
     let w = wait_wc(n, &a.scq);
     assert_eq!((w.wr_id, w.status), (1, WcStatus::Success));
     // The Write completed when TCP took it; a Send behind it arrives after it has left.
-    let rbuf = b.mr(8);
-    b.qp.post_recv(stack::RecvWr::new(2, vec![rbuf.sge(0, 8)]))
-        .unwrap();
-    a.qp.post_send(SendWr::send(3, vec![src.sge(0, 8)]))
-        .unwrap();
-    let r = wait_wc(n, &b.rcq);
-    assert_eq!((r.wr_id, r.status), (2, WcStatus::Success));
+    send_behind(&a, &b, &src);
     // Node a's TCP payloads, in order (the relay loses nothing here).
     let frames = relay.frames.lock().unwrap().clone();
     let payloads: Vec<Vec<u8>> = frames
