@@ -61,6 +61,28 @@ lab_step() {
     return "$rc"
 }
 
+# lab_rping_servers WHO SIZE...: one siw `rping -s -V -v -S 65535` on port 7174 per size, for
+# the host's client WHO: raises rping.<size>.ready once it listens, waits for the client's
+# rping.<size>.done and for the server to exit. Non-zero when any server failed.
+lab_rping_servers() {
+    local who=$1 size pid src rc=0
+    shift
+    for size in "$@"; do
+        rping -s -V -v -S 65535 -a "$LAB_ADDR" -p 7174 >"rping-server-$size.log" 2>&1 &
+        pid=$!
+        lab_wait_listen 7174 30 || true
+        lab_signal "rping.$size.ready"
+        lab_wait "rping.$size.done" 120 || rc=1
+        src=0
+        lab_step "rping-s-$size" timeout 20 tail --pid="$pid" -f /dev/null || { kill -9 "$pid" 2>/dev/null || true; src=124; }
+        [[ $src -eq 0 ]] && { wait "$pid" || src=$?; }
+        tail -n 2 "rping-server-$size.log" | cut -c1-100
+        glog "rping -s ($who, size $size): exit status $src"
+        [[ $src -eq 0 ]] || rc=1
+    done
+    return "$rc"
+}
+
 # lab_eth1_up: make sure the second NIC (eth1, bridge br1, scenarios with SCENARIO_BRIDGES=2)
 # carries its address, and export LAB_IP1 LAB_ADDR1 LAB_HOST_IP1 (guest/init does this from
 # lab.ip1= / lab.host1=; images built before that get it done here). Non-zero without eth1.

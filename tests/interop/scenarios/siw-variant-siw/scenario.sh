@@ -10,6 +10,7 @@
 # rdma_cm limits the server's initiator depth to that; the run then ends after the client's
 # first Send with "post send error" on the server, which guest.sh accepts for those variants.
 SCENARIO_GUESTS=2
+SCENARIO_GUEST_SCRIPT=scenarios/siw-siw-rping/guest.sh
 SCENARIO_SIW_PATCH=${SOFTRNIC_LAB_SIW_VARIANT:-p2p-read}
 SCENARIO_DIRECTION="siw[$SCENARIO_SIW_PATCH](g2) -> siw[$SCENARIO_SIW_PATCH](g1)"
 SCENARIO_TIMEOUT=240
