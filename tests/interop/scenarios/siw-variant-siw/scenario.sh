@@ -8,7 +8,8 @@
 # In revision 1 (mpa-rev1, t404) rping's server cannot RDMA Read: siw reports IRD = ORD = 0 for
 # a revision-1 connection request (siw_cm.c fills them only from RFC 6581 enhanced data) and
 # rdma_cm limits the server's initiator depth to that; the run then ends after the client's
-# first Send with "post send error" on the server, which guest.sh accepts for those variants.
+# first Send with "post send error" on the server, which siw-siw-rping's guest.sh accepts for
+# those variants.
 SCENARIO_GUESTS=2
 SCENARIO_GUEST_SCRIPT=scenarios/siw-siw-rping/guest.sh
 SCENARIO_SIW_PATCH=${SOFTRNIC_LAB_SIW_VARIANT:-p2p-read}
