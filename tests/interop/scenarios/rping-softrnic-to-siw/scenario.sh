@@ -10,10 +10,9 @@ SCENARIO_DIRECTION="softrnic(host) -> siw(g1)"
 SCENARIO_TIMEOUT=240
 SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
 
+# shellcheck source=../../tools/rping-check.sh
+. "$LAB_ROOT/tools/rping-check.sh"
+
 scenario_check() {
-    "$LAB_TOOLS/decode-crosscheck.sh" "$LAB_PCAP" || return 1
-    local n
-    n=$("$LAB_SOFTRNIC" decode --counts "$LAB_PCAP" | awk '$1 == "0x01" { print $3 }')
-    if [[ ${n:-0} -ne 30 ]]; then echo "FAIL: expected 30 RDMA Read Requests, found ${n:-0}"; return 1; fi
-    echo "ok: 30 RDMA Read Requests (3 runs x 10 pings)"
+    rping_check 30 "3 runs x 10 pings"
 }

@@ -17,10 +17,9 @@ SCENARIO_HOST_CMD='bash "$LAB_SCENARIO_DIR/host.sh"'
 # shellcheck source=../../tools/xdp-requires.sh
 . "$LAB_ROOT/tools/xdp-requires.sh"
 
+# shellcheck source=../../tools/rping-check.sh
+. "$LAB_ROOT/tools/rping-check.sh"
+
 scenario_check() {
-    "$LAB_TOOLS/decode-crosscheck.sh" "$LAB_PCAP" || return 1
-    local n
-    n=$("$LAB_SOFTRNIC" decode --counts "$LAB_PCAP" | awk '$1 == "0x01" { print $3 }')
-    if [[ ${n:-0} -ne 40 ]]; then echo "FAIL: expected 40 RDMA Read Requests, found ${n:-0}"; return 1; fi
-    echo "ok: 40 RDMA Read Requests (4 runs x 10 pings, both directions over AF_XDP)"
+    rping_check 40 "4 runs x 10 pings, both directions over AF_XDP"
 }
