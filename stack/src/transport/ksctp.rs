@@ -1041,15 +1041,13 @@ impl Core {
 
     /// The span of the QP on the kernel SCTP association `t`.
     fn ksctp_qp_span(&self, t: Token) -> Option<tracing::Span> {
-        match self.conns.get(&t) {
-            Some(Conn::Ksctp(k)) => match &**k {
-                Ksctp::Assoc(a) => match &a.role {
-                    Role::Qp { span, .. } => Some(span.clone()),
-                    _ => None,
-                },
-                _ => None,
-            },
-            _ => None,
+        if let Some(Conn::Ksctp(k)) = self.conns.get(&t)
+            && let Ksctp::Assoc(a) = &**k
+            && let Role::Qp { span, .. } = &a.role
+        {
+            Some(span.clone())
+        } else {
+            None
         }
     }
 
