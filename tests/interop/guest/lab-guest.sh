@@ -68,7 +68,7 @@ lab_rping_servers() {
     local who=$1 size pid src rc=0
     shift
     for size in "$@"; do
-        rping -s -V -v -S 65535 -a "$LAB_ADDR" -p 7174 >"rping-server-$size.log" 2>&1 &
+        rping -s -V -v -S 65535 -a "${LAB_ADDR:?set by guest/init}" -p 7174 >"rping-server-$size.log" 2>&1 &
         pid=$!
         lab_wait_listen 7174 30 || true
         lab_signal "rping.$size.ready"
