@@ -45,11 +45,7 @@ timeout 300 "$LAB_SOFTRNIC" conform --listen "$LAB_HOST_IP:7175" --app rping-cli
     --accept-timeout 20 --json initiator.json --junit initiator.xml --pcap initiator.pcap \
     $opts >initiator.txt 2>initiator.err &
 pid=$!
-for _ in $(seq 100); do
-    ss -ltnH "sport = :7175" 2>/dev/null | grep -q . && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
+"$LAB_TOOLS/wait-listen" 7175 "$pid" 10 || true
 flag conform.listening
 i=0
 wait "$pid" || i=$?

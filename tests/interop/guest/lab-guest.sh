@@ -83,6 +83,20 @@ lab_rping_servers() {
     return "$rc"
 }
 
+# lab_siw_terminate_is N CAUSE: the N-th Terminate siw took (its dmesg line "siw: got
+# TERMINATE") carries CAUSE ("layer L, type T, code C"). Logs what it found; non-zero when the
+# N-th Terminate is missing or carries another cause.
+lab_siw_terminate_is() {
+    local n=$1 want=$2 term
+    term=$(dmesg | grep 'siw: got TERMINATE' | sed -n "${n}p" || true)
+    if [[ $term == *"$want"* ]]; then
+        glog "case $n: siw took the Terminate ($want)"
+        return 0
+    fi
+    glog "case $n: siw's Terminate number $n is '${term:-missing}', expected $want"
+    return 1
+}
+
 # lab_eth1_up: make sure the second NIC (eth1, bridge br1, scenarios with SCENARIO_BRIDGES=2)
 # carries its address, and export LAB_IP1 LAB_ADDR1 LAB_HOST_IP1 (guest/init does this from
 # lab.ip1= / lab.host1=; images built before that get it done here). Non-zero without eth1.

@@ -68,11 +68,7 @@ log "softrnic rping -s (responder) $server_opts"
 timeout 100 "$LAB_SOFTRNIC" rping -s -V -C "$count" -a "$LAB_HOST_IP" -p 7175 $server_opts \
     >softrnic-server.log 2>&1 &
 pid=$!
-for _ in $(seq 100); do
-    ss -ltnH "sport = :7175" 2>/dev/null | grep -q . && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-done
+"$LAB_TOOLS/wait-listen" 7175 "$pid" 10 || true
 flag softrnic.ready
 s=0
 wait "$pid" || s=$?

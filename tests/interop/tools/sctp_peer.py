@@ -451,6 +451,19 @@ def graceful_close(sock):
     sock.close()
 
 
+def report(stats, ok, t0, out):
+    """Prints the run's JSON line (with its seconds and verdict), also to OUT when given; the
+    exit status: 0 when the run was ok."""
+    stats["seconds"] = round(time.monotonic() - t0, 3)
+    stats["ok"] = ok
+    line = to_json(stats)
+    print(line, flush=True)
+    if out:
+        with open(out, "w") as f:
+            f.write(line + "\n")
+    return 0 if ok else 1
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("role", choices=["server", "client"])
@@ -543,14 +556,7 @@ def main():
             ok, summary = False, {"error": f"transfer failed: {e}"}
         graceful_close(sock)
         stats.update(summary)
-        stats["seconds"] = round(time.monotonic() - t0, 3)
-        stats["ok"] = ok
-        line = to_json(stats)
-        print(line, flush=True)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(line + "\n")
-        return 0 if ok else 1
+        return report(stats, ok, t0, args.out)
 
     rx = Receiver(args)
     ok = True
@@ -582,15 +588,7 @@ def main():
         ok = ok and rx.ok()
     if args.send or args.bidir:
         ok = ok and stats.get("sent_bytes") == args.n if not args.t else ok and "sent_bytes" in stats
-    secs = time.monotonic() - t0
-    stats["seconds"] = round(secs, 3)
-    stats["ok"] = ok
-    line = to_json(stats)
-    print(line, flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(line + "\n")
-    return 0 if ok else 1
+    return report(stats, ok, t0, args.out)
 
 
 if __name__ == "__main__":

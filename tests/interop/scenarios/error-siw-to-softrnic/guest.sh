@@ -27,13 +27,7 @@ for i in 1 2 3 4; do
     # The i-th Terminate siw took, and the cause this case must produce.
     want=(x "layer 1, type 0, code 0" "layer 1, type 0, code 1" "layer 1, type 1, code 0"
         "layer 1, type 1, code 1")
-    term=$(dmesg | grep 'siw: got TERMINATE' | sed -n "${i}p" || true)
-    if [[ $term == *"${want[$i]}"* ]]; then
-        glog "case $i: siw took the Terminate (${want[$i]})"
-    else
-        glog "case $i: siw's Terminate number $i is '${term:-missing}', expected ${want[$i]}"
-        rc=1
-    fi
+    lab_siw_terminate_is "$i" "${want[$i]}" || rc=1
     ended='cq completion failed|wait for RDMA_(READ|WRITE)_COMPLETE'
     if ((i > 2)); then ended="$ended|DISCONNECT EVENT"; fi
     if grep -qE "$ended" "rping-server-$i.log"; then

@@ -4,6 +4,8 @@
 # (flag <tag>.done). Exit 1 when a run expected "ok" failed on either side; runs expected
 # "blocked" are written to expected.txt with what happened.
 set -euo pipefail
+# shellcheck source=../../tools/perftest-check.sh
+. "$LAB_TOOLS/perftest-check.sh"
 # shellcheck source-path=SCRIPTDIR source=runs.sh
 . "$LAB_SCENARIO_DIR/runs.sh"
 rc=0
@@ -13,13 +15,8 @@ while read -r tag tool port size iters expect opts; do
     # shellcheck disable=SC2086 # the options are words
     timeout "$(($(pt_limit "$expect") + 20))" "$LAB_SOFTRNIC" "${tool//_/-}" -R -p "$port" \
         -n "$iters" -s "$size" $opts >"$log" 2>&1 &
-    pid=$!
-    for _ in $(seq 100); do grep -q "Waiting for client" "$log" && break; sleep 0.05; done
-    echo "$port" >"$LAB_FLAGS/$tag.ready"
-    src=0
-    wait "$pid" || src=$?
-    for _ in $(seq 600); do [[ -e $LAB_FLAGS/$tag.done ]] && break; sleep 0.1; done
-    crc=$(cat "$LAB_FLAGS/$tag.done" 2>/dev/null || echo none)
+    pt_serve "$tag" "$port" "$!" "$log"
+    src=$PT_SRC crc=$PT_CRC
     echo "== $tag${opts:+ ($opts)}: softrnic ${tool//_/-} server exit status $src, siw ib_$tool client exit status $crc (expected $expect)"
     grep -E '^ [0-9]' "$log" || true
     if [[ $expect == ok ]]; then

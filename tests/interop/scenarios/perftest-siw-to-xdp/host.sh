@@ -6,6 +6,8 @@
 set -uo pipefail
 # shellcheck source=../../tools/xdp-host.sh
 . "$LAB_TOOLS/xdp-host.sh"
+# shellcheck source=../../tools/perftest-check.sh
+. "$LAB_TOOLS/perftest-check.sh"
 # shellcheck source-path=SCRIPTDIR source=runs.sh
 . "$LAB_SCENARIO_DIR/runs.sh"
 rc=0
@@ -13,13 +15,8 @@ while read -r tag tool port size iters _expect; do
     log=$tag.log
     # shellcheck disable=SC2086 # options are words
     xdp_run "$log" "${tool//_/-}" -R -p "$port" -n "$iters" -s "$size" $XDP &
-    pid=$!
-    for _ in $(seq 200); do grep -q "Waiting for client" "$log" 2>/dev/null && break; sleep 0.05; done
-    echo "$port" >"$LAB_FLAGS/$tag.ready"
-    src=0
-    wait "$pid" || src=$?
-    for _ in $(seq 600); do [[ -e $LAB_FLAGS/$tag.done ]] && break; sleep 0.1; done
-    crc=$(cat "$LAB_FLAGS/$tag.done" 2>/dev/null || echo none)
+    pt_serve "$tag" "$port" "$!" "$log"
+    src=$PT_SRC crc=$PT_CRC
     echo "== $tag: softrnic ${tool//_/-} (AF_XDP) server exit status $src, siw ib_$tool client exit status $crc"
     grep -E '^ [0-9]' "$log" || true
     [[ $src == 0 && $crc == 0 ]] || { echo "FAIL: $tag"; tail -n 5 "$log"; rc=1; }

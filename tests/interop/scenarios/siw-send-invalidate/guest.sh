@@ -19,13 +19,7 @@ for i in 1 2 3 4; do
         >"inval-peer-$i.log" 2>&1 || rc=1
     cat "inval-peer-$i.log"
     sleep 0.5
-    term=$(dmesg | grep 'siw: got TERMINATE' | sed -n "${i}p" || true)
-    if [[ $term == *"${want[$i]}"* ]]; then
-        glog "case $i: siw took the Terminate (${want[$i]})"
-    else
-        glog "case $i: siw's Terminate number $i is '${term:-missing}', expected ${want[$i]}"
-        rc=1
-    fi
+    lab_siw_terminate_is "$i" "${want[$i]}" || rc=1
 done
 dmesg | grep -i siw | tail -n 20 || true
 exit "$rc"
