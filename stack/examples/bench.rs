@@ -10,7 +10,9 @@
 //! manual progress, both RDMA sides; progress threads stay unpinned)
 //!
 //! * Bandwidth: 64 KiB RDMA Writes, 32 outstanding: CRC off and on, progress threads with
-//!   busy polling off and at 50 µs, manual progress. The send queue is refilled with one
+//!   busy polling off and at 50 µs, manual progress; beside them 64 KiB RDMA Reads (32
+//!   outstanding, IRD = ORD = 32) and Sends (32 outstanding; the receiver's thread re-posts
+//!   each receive as it completes, 1024 posted up front) with CRC on. The send queue is refilled with one
 //!   list of work requests (`post_send_batch`, as the verbs' `qp_post_sq` takes a list);
 //!   "1 WR/post" rows post them one by one, "copy tx" rows turn zero-copy transmit off;
 //!   the "wait for 8" row's sender sleeps until 8 completions are queued
@@ -48,18 +50,23 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use stack::addr::TransportAddr;
 use stack::mpa::{self, CrcPolicy};
 use stack::{
-    Access, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, Rnic, RnicConfig, SendWr,
+    Access, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, RecvWr, Rnic, RnicConfig, SendWr,
 };
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::prelude::*;
 
 const MSG: usize = 64 * 1024;
+/// Receives the Send rows' receiver posts up front (its RQ holds twice as many). iWARP has
+/// no receiver-not-ready retry: a Send with no receive posted ends the connection (RFC 5041
+/// §7.2), so the sender sends only into receives the receiver reports posted (credits, as an
+/// application over RDMA does).
+const RECVS: u64 = 1024;
 
 /// CPU time used so far by the whole process (all threads), from `/proc/self/stat`
 /// (utime + stime, in clock ticks of 10 ms); 0 where unavailable.
@@ -118,6 +125,7 @@ fn side(rc: RnicConfig, len: usize) -> Side {
     let cq = Cq::new(65536);
     let mut attr = QpAttr::new(pd, cq.clone(), cq.clone());
     attr.sq_depth = 1024;
+    attr.rq_depth = 2 * RECVS as usize;
     let qp = rnic.create_qp(attr).expect("qp");
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let mr = rnic
@@ -139,12 +147,16 @@ fn connect(rc: RnicConfig, crc: bool, len: usize, sctp_mtu: Option<usize>) -> (S
             .unwrap(),
     };
     let l = b.rnic.listen_on(&at).unwrap();
+    // IRD = ORD = 32: the Read rows keep 32 Reads outstanding, as the other rows do Writes.
     let cfg = mpa::Config {
         crc: if crc {
             CrcPolicy::Require
         } else {
             CrcPolicy::Accept
         },
+        ird: 32,
+        ord: 32,
+        ird_max: 32,
         ..mpa::Config::default()
     };
     let t = Duration::from_secs(10);
@@ -159,10 +171,22 @@ fn connect(rc: RnicConfig, crc: bool, len: usize, sctp_mtu: Option<usize>) -> (S
     (a, b)
 }
 
+/// What a bandwidth row's work requests do, 64 KiB each.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    /// RDMA Write into the peer's region.
+    Write,
+    /// RDMA Read from the peer's region.
+    Read,
+    /// Send into a receive the peer posted.
+    Send,
+}
+
 /// One RDMA configuration of the bandwidth table.
 #[derive(Clone, Copy)]
 struct Row {
     name: &'static str,
+    op: Op,
     crc: bool,
     /// Progress thread with this busy-poll window; `None`: manual progress.
     busy_poll: Option<Duration>,
@@ -180,11 +204,13 @@ struct Row {
     log_info: bool,
 }
 
-/// 64 KiB RDMA Writes for `secs`; returns MB/s (10^6). `busy_poll: None` runs both RNICs
-/// in manual-progress mode, each driven by one thread (two threads in all, like the TCP
-/// stream).
-fn rdma_write_bw(row: Row, secs: f64, base: &RnicConfig) -> Bw {
+/// 64 KiB RDMA Writes, Reads or Sends for `secs`; returns MB/s (10^6). `busy_poll: None`
+/// runs both RNICs in manual-progress mode, each driven by one thread (two threads in all,
+/// like the TCP stream). The Send rows' receiving thread re-posts each receive as it
+/// completes (and, in manual progress, drives its RNIC as well).
+fn rdma_bw(row: Row, secs: f64, base: &RnicConfig) -> Bw {
     let Row {
+        op,
         crc,
         busy_poll,
         zero_copy,
@@ -205,23 +231,57 @@ fn rdma_write_bw(row: Row, secs: f64, base: &RnicConfig) -> Bw {
     };
     let manual = busy_poll.is_none();
     let (a, b) = connect(rc, crc, MSG, sctp_mtu);
+    if op == Op::Send {
+        for id in 0..RECVS {
+            b.qp.post_recv(RecvWr::new(id, vec![b.mr.sge(0, MSG as u32)]))
+                .unwrap();
+        }
+    }
     let stop = AtomicBool::new(false);
+    // Receives posted so far (the Send rows' credits).
+    let recvs = AtomicU64::new(RECVS);
     // Named threads, so that `perf report --sort comm` splits the cost by side.
     std::thread::scope(|s| {
-        if manual {
-            named(s, "rdma-rx", || {
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = b.rnic.advance(Duration::from_millis(1));
-                }
-            });
+        if manual || op == Op::Send {
+            named(s, "rdma-rx", || receiver(&b, op, manual, &recvs, &stop));
         }
         let w = named(s, "rdma-tx", || {
-            let r = write_stream(&a, &b, manual, list, wait_for, secs);
+            let r = stream(&a, &b, op, &recvs, manual, list, wait_for, secs);
             stop.store(true, Ordering::Relaxed);
             r
         });
         w.join().unwrap()
     })
+}
+
+/// The receiving side's thread until `stop`: in manual progress it drives its RNIC; in the
+/// Send rows it re-posts every completed receive and counts it in `recvs`.
+fn receiver(b: &Side, op: Op, manual: bool, recvs: &AtomicU64, stop: &AtomicBool) {
+    let mut wcs = [stack::Wc::new(
+        stack::QpId(0),
+        0,
+        stack::WcOpcode::Recv,
+        stack::WcStatus::Success,
+    ); 64];
+    let mut next = RECVS;
+    while !stop.load(Ordering::Relaxed) {
+        if manual {
+            let _ = b.rnic.advance(Duration::from_millis(1));
+        } else {
+            b.cq.wait_for(1, Duration::from_millis(10));
+        }
+        if op != Op::Send {
+            continue;
+        }
+        let n = b.cq.poll(&mut wcs);
+        for wc in &wcs[..n] {
+            assert!(wc.status.is_success(), "{wc:?}");
+            b.qp.post_recv(RecvWr::new(next, vec![b.mr.sge(0, MSG as u32)]))
+                .unwrap();
+            next += 1;
+        }
+        recvs.store(next, Ordering::Release);
+    }
 }
 
 fn named<'s, 'e, T: Send + 's>(
@@ -256,7 +316,19 @@ fn pin(cpu: Option<usize>) {
     }
 }
 
-fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, wait_for: usize, secs: f64) -> Bw {
+/// The sending side's loop: keeps 32 work requests outstanding (Sends also no more than the
+/// receives `recvs` counts) for `secs` after a 0.2 s warm-up.
+#[allow(clippy::too_many_arguments)]
+fn stream(
+    a: &Side,
+    b: &Side,
+    op: Op,
+    recvs: &AtomicU64,
+    manual: bool,
+    list: bool,
+    wait_for: usize,
+    secs: f64,
+) -> Bw {
     let depth = 32u64;
     let (stag, to) = (b.mr.stag(), b.mr.to_at(0));
     let mut posted = 0u64;
@@ -274,17 +346,31 @@ fn write_stream(a: &Side, b: &Side, manual: bool, list: bool, wait_for: usize, s
     let mut cpu0 = 0.0;
     let mut sleeps0 = 0;
     loop {
-        let wr = |id: u64| SendWr::write(id, vec![a.mr.sge(0, MSG as u32)], stag, to);
+        let wr = |id: u64| {
+            let sgl = vec![a.mr.sge(0, MSG as u32)];
+            match op {
+                Op::Write => SendWr::write(id, sgl, stag, to),
+                Op::Read => SendWr::read(id, sgl, stag, to),
+                Op::Send => SendWr::send(id, sgl),
+            }
+        };
+        let limit = match op {
+            Op::Send => recvs.load(Ordering::Acquire),
+            _ => u64::MAX,
+        };
         if list {
-            let n = depth - (posted - done);
+            let n = (depth - (posted - done)).min(limit - posted);
             a.qp.post_send_batch((posted..posted + n).map(wr)).unwrap();
             posted += n;
         }
-        while posted - done < depth {
+        while posted - done < depth && posted < limit {
             a.qp.post_send(wr(posted)).unwrap();
             posted += 1;
         }
-        if manual {
+        if posted == done {
+            // Nothing outstanding: waiting for the receiver's credits.
+            std::thread::yield_now();
+        } else if manual {
             // Posting transmits inline and may complete work: block only on an empty CQ.
             if a.cq.is_empty() {
                 let _ = a.rnic.advance(Duration::from_millis(1));
@@ -665,6 +751,7 @@ fn main() {
     let zero = Some(Duration::ZERO);
     let row = |name, crc, busy_poll, zero_copy, list| Row {
         name,
+        op: Op::Write,
         crc,
         busy_poll,
         zero_copy,
@@ -675,6 +762,7 @@ fn main() {
     };
     let sctp = |name, busy_poll, mtu| Row {
         name,
+        op: Op::Write,
         crc: false,
         busy_poll,
         zero_copy: false,
@@ -738,6 +826,34 @@ fn main() {
             false,
             true,
         ),
+        Row {
+            op: Op::Read,
+            ..row("RDMA Read,  CRC on,  busy poll 0", true, zero, true, true)
+        },
+        Row {
+            op: Op::Read,
+            ..row(
+                "RDMA Read,  CRC on,  manual progress",
+                true,
+                None,
+                true,
+                true,
+            )
+        },
+        Row {
+            op: Op::Send,
+            ..row("Send,       CRC on,  busy poll 0", true, zero, true, true)
+        },
+        Row {
+            op: Op::Send,
+            ..row(
+                "Send,       CRC on,  manual progress",
+                true,
+                None,
+                true,
+                true,
+            )
+        },
         sctp("RDMA Write, SCTP/UDP MTU 1500, manual", None, 1500),
         sctp("RDMA Write, SCTP/UDP MTU 9000, manual", None, 9000),
         sctp("RDMA Write, SCTP/UDP MTU 64K, manual", None, 65535),
@@ -793,11 +909,11 @@ fn main() {
                 None => tcp_bw(secs, true),
                 Some(&r) if r.log_info => {
                     set_log("info");
-                    let bw = rdma_write_bw(r, secs, &base);
+                    let bw = rdma_bw(r, secs, &base);
                     set_log("off");
                     bw
                 }
-                Some(&r) => rdma_write_bw(r, secs, &base),
+                Some(&r) => rdma_bw(r, secs, &base),
             };
             let after = tcp_bw(secs, false);
             record(0, after, after);
