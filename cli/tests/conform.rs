@@ -465,7 +465,7 @@ fn rfc5043_5_6_clean_softrnic_sctp_peer_passes_every_rfc5043_case() {
     let mut all = catalogue("sctp");
     all.sort();
     assert_eq!(v.keys().cloned().collect::<Vec<_>>(), all, "{}", text(&out));
-    assert!(all.len() >= 5 && all.iter().all(|id| id.starts_with("rfc5043-")));
+    assert!(all.len() >= 7 && all.iter().all(|id| id.starts_with("rfc5043-")));
     assert_eq!(not_passed(&v), BTreeMap::new(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -480,6 +480,17 @@ fn rfc5043_5_6_clean_softrnic_sctp_peer_passes_every_rfc5043_case() {
         stdout.contains("PPID 16 unordered: DDP-SSN 1 Read Request MSN 1"),
         "{stdout}"
     );
+    // RFC 5040 §7.1 over RFC 5043: the Terminate is the next DDP Segment, then nothing.
+    assert!(
+        stdout.contains("PPID 16 unordered: DDP-SSN 2 Terminate: RDMAP Remote Protection Error: Invalid STag (layer 0x0, type 0x1, code 0x00), MDR"),
+        "{stdout}"
+    );
+    // Shut down or aborted, depending on whether the Send came before the end.
+    assert!(
+        stdout.contains("; after it: aborted the association")
+            || stdout.contains("; after it: ended the association"),
+        "{stdout}"
+    );
     assert_eq!(report["llp"]["sctp-udp"]["udp_port"], 29961, "{report}");
     assert_eq!(
         report["associations"].as_u64(),
@@ -489,24 +500,26 @@ fn rfc5043_5_6_clean_softrnic_sctp_peer_passes_every_rfc5043_case() {
 }
 
 /// Runs the RFC 5043 cases against an SCTP peer with `fault` (UDP port `udp`) and checks
-/// that `case` alone fails, saying `why`, and that the exit status is 1.
-fn sctp_fault_found_by(fault: &str, udp: u16, case: &str, why: &str) {
+/// that the `cases` alone fail, saying `why`, and that the exit status is 1.
+fn sctp_fault_found_by(fault: &str, udp: u16, cases: &[&str], why: &str) {
     let srv = sctp_peer(udp, &["--fault", fault]);
     let (out, _, v) = conform_sctp(srv.port, udp, fault);
     let out = text(&out).to_string() + &format!("\nexit {:?}", out.status.code());
-    assert_eq!(not_passed(&v), BTreeMap::from([(case, "FAIL")]), "{out}");
+    let want: BTreeMap<&str, &str> = cases.iter().map(|c| (*c, "FAIL")).collect();
+    assert_eq!(not_passed(&v), want, "{out}");
     assert!(out.contains(why), "{out}");
     assert!(out.ends_with("exit Some(1)"), "{out}");
 }
 
-/// RFC 5043 §5.2: DDP Segments sent with PPID 0 instead of 16 are found by the segment
-/// framing case alone (FAIL, exit 1).
+/// RFC 5043 §5.2: DDP Segments sent with PPID 0 instead of 16 are found by the cases that
+/// judge a DDP Segment of the peer: the segment framing (rping's Read Request) and the
+/// Terminate (FAIL, exit 1); the others pass.
 #[test]
-fn rfc5043_5_2_wrong_segment_ppid_is_found_by_the_segment_framing_case() {
+fn rfc5043_5_2_wrong_segment_ppid_is_found_by_the_segment_framing_and_terminate_cases() {
     sctp_fault_found_by(
         "sctp-wrong-ppid",
         29962,
-        "rfc5043-segment-framing",
+        &["rfc5043-segment-framing", "rfc5043-terminate"],
         "PPID 0, not 16 (§5.2)",
     );
 }
@@ -518,7 +531,7 @@ fn rfc5043_5_2_1_accept_ddp_ssn_is_found_by_the_session_accept_case() {
     sctp_fault_found_by(
         "sctp-accept-ssn",
         29963,
-        "rfc5043-session-accept",
+        &["rfc5043-session-accept"],
         "DDP-SSN 1, not 0",
     );
 }

@@ -31,7 +31,7 @@ const RPING_RECV_LEN: usize = 16;
 const FAR: u64 = 1 << 20;
 /// The bit flipped in a real STag to make one the peer never registered (as `softrnic
 /// rping --inject bad-stag` does).
-const STAG_FLIP: u32 = 0x0080_0000;
+pub(crate) const STAG_FLIP: u32 = 0x0080_0000;
 /// What the peer did when it closed and sent nothing else.
 const CLOSED_WITHOUT_TERMINATE: &str = "closed the connection without a Terminate";
 /// How long "the peer stays quiet" is watched.
@@ -801,6 +801,18 @@ static CATALOGUE: &[Case] = &[
         "a session control message with an unassigned function code (0x00F) fits no legal sequence: the session ends, no Accept",
         crate::sctp::sctp_unknown_function
     ),
+    case!(
+        sctp "rfc5043-terminate",
+        "RFC 5040 §4.8, §7.1, RFC 5043 §5.2, §5.2.2",
+        "a Read Request for an STag never advertised: the Terminate (RDMAP Remote Protection 'Invalid STag', 0x0/0x1/0x00, DDP and Read Request headers copied) as one unordered PPID 16 message, the next DDP-SSN",
+        crate::sctp::sctp_terminate
+    ),
+    case!(
+        sctp "rfc5043-after-terminate",
+        "RFC 5040 §7.1 (Terminate is the last message), RFC 5043 §6",
+        "after its Terminate, a valid Send draws nothing: no DDP Segment, the session ends (Session Terminate, or the association shut down or aborted)",
+        crate::sctp::sctp_after_terminate
+    ),
 ];
 
 mod initiator;
@@ -914,7 +926,7 @@ fn write_ulpdu(stag: u32, to: u64, payload: &[u8]) -> Vec<u8> {
     .unwrap_or_default()
 }
 
-fn read_request_ulpdu(msn: u32, request: ReadRequest) -> Vec<u8> {
+pub(crate) fn read_request_ulpdu(msn: u32, request: ReadRequest) -> Vec<u8> {
     Header::ReadRequest { msn, request }
         .to_vec()
         .unwrap_or_default()
@@ -1192,7 +1204,7 @@ pub(crate) enum Copy {
 /// D as `copy` says), against the causes allowed; `read` is the Read Request whose header
 /// must be copied with R. The Terminate Control's layout is not judged here (see
 /// rdmap-terminate-layout).
-fn judge(
+pub(crate) fn judge(
     t: &PeerTerminate,
     allowed: &[TermCause],
     sent: &[u8],
@@ -1310,7 +1322,7 @@ const fn ddp_cause(c: DdpCode) -> TermCause {
     TermCause::Ddp(c)
 }
 
-const fn protection(c: ProtectionCode) -> TermCause {
+pub(crate) const fn protection(c: ProtectionCode) -> TermCause {
     TermCause::Rdmap(RdmapCode::RemoteProtection(c))
 }
 
@@ -1973,7 +1985,7 @@ fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
     }
 }
 
-fn read_of(source_stag: u32, source_to: u64, size: u32) -> ReadRequest {
+pub(crate) fn read_of(source_stag: u32, source_to: u64, size: u32) -> ReadRequest {
     ReadRequest {
         sink_stag: RUNNER_SINK_STAG,
         sink_to: 0,

@@ -6,15 +6,19 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 
+use decode::terminate::{self as term, PeerTerminate};
 use mpa::EnhancedData;
-use rdmap::{Header, Message as RdmapMessage};
+use rdmap::{Header, Message as RdmapMessage, ProtectionCode, ReadRequest};
 use sctp::ddp_adapt::{
     self, ADAPTATION_DDP, DdpSctpMessage, FunctionCode, PPID_DDP_SEGMENT,
     PPID_DDP_STREAM_SESSION_CONTROL, SessionControl,
 };
 use sctp_io::{Error as SockError, Message, SctpSocket, Transport};
 
-use crate::cases::{ADV_SIZE, RUNNER_STAG, RUNNER_TO, describe_ulpdu, rping_info, send_ulpdu};
+use crate::cases::{
+    ADV_SIZE, Copy, RUNNER_STAG, RUNNER_TO, STAG_FLIP, describe_ulpdu, judge, protection, read_of,
+    read_request_ulpdu, rping_info, send_ulpdu,
+};
 use crate::{Ctx, Llp, Outcome, PeerApp, Verdict};
 
 use Verdict::{Fail, NotApplicable as NA, Pass};
@@ -116,6 +120,21 @@ fn describe(m: &Message) -> String {
         Err(e) => format!("{} octets: {e}", m.data.len()),
     };
     format!("PPID {} {order}: {body}", m.ppid)
+}
+
+/// A message the peer meant as a DDP Segment in words: its octets read as a segment
+/// whatever the PPID says.
+fn describe_segment(m: &Message) -> String {
+    if m.ppid == PPID_DDP_SEGMENT || m.data.len() < 2 {
+        return describe(m);
+    }
+    let order = if m.unordered { "unordered" } else { "ordered" };
+    format!(
+        "PPID {} {order}: DDP-SSN {} {}",
+        m.ppid,
+        u16::from_be_bytes([m.data[0], m.data[1]]),
+        describe_ulpdu(&m.data[2..])
+    )
 }
 
 /// Sends `data` with `ppid` on the case's stream, unordered (RFC 5043 §10).
@@ -234,23 +253,22 @@ pub(crate) fn sctp_session_accept(ctx: &mut Ctx<'_>) -> Outcome {
     }
 }
 
-/// RFC 5043 §5.2, §5.2.2, §10: the peer's DDP Segments once the session is up (rping's
-/// Read Request): PPID 16, unordered, one whole DDP Segment behind the next DDP-SSN.
-pub(crate) fn sctp_segment_framing(ctx: &mut Ctx<'_>) -> Outcome {
+/// A session with an rping server in full operation: the Accept, then rping's start
+/// buffer (a Send, DDP-SSN 1), then the first message the peer sends (rping's Read Request
+/// when all is well). The association, that message and what was sent; or the outcome.
+fn rping_session(ctx: &mut Ctx<'_>) -> Result<(SctpSocket, Message, String), Outcome> {
     if ctx.cfg.app != PeerApp::RpingServer {
-        return Outcome::new(NA, "-", "-")
-            .because("needs a peer application that answers a Send (run with --app rping-server)");
+        return Err(Outcome::new(NA, "-", "-").because(
+            "needs a peer application that answers a Send (run with --app rping-server)",
+        ));
     }
-    let (s, accept, mut sent) = match session(ctx) {
-        Ok(x) => x,
-        Err(o) => return o,
-    };
+    let (s, accept, mut sent) = session(ctx)?;
     let ok = SessionControl::parse(&accept.data)
         .is_ok_and(|c| c.function.base() == FunctionCode::Accept);
     if accept.ppid != PPID_DDP_STREAM_SESSION_CONTROL || !ok {
         s.abort();
-        return Outcome::new(NA, sent, describe(&accept))
-            .because("the session was not accepted (see rfc5043-session-accept)");
+        return Err(Outcome::new(NA, sent, describe(&accept))
+            .because("the session was not accepted (see rfc5043-session-accept)"));
     }
     let info = rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE);
     let seg = ddp_adapt::segment_message(1, &send_ulpdu(1, &info));
@@ -259,18 +277,27 @@ pub(crate) fn sctp_segment_framing(ctx: &mut Ctx<'_>) -> Outcome {
     ));
     if let Err(e) = send(&s, PPID_DDP_SEGMENT, &seg) {
         s.abort();
-        return Outcome::new(Fail, sent, "-").because(e);
+        return Err(Outcome::new(Fail, sent, "-").because(e));
     }
-    let m = match next(&s, ctx) {
-        Next::Msg(m) => m,
+    match next(&s, ctx) {
+        Next::Msg(m) => Ok((s, m, sent)),
         Next::Ended(what) => {
-            return Outcome::new(Fail, sent, what).because("no DDP Segment came from the peer");
+            Err(Outcome::new(Fail, sent, what).because("no DDP Segment came from the peer"))
         }
         Next::Quiet => {
             s.abort();
-            return Outcome::new(Fail, sent, "no message")
-                .because("the rping server's Read Request did not come");
+            Err(Outcome::new(Fail, sent, "no message")
+                .because("the rping server's Read Request did not come"))
         }
+    }
+}
+
+/// RFC 5043 §5.2, §5.2.2, §10: the peer's DDP Segments once the session is up (rping's
+/// Read Request): PPID 16, unordered, one whole DDP Segment behind the next DDP-SSN.
+pub(crate) fn sctp_segment_framing(ctx: &mut Ctx<'_>) -> Outcome {
+    let (s, m, sent) = match rping_session(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
     };
     s.abort();
     let mut wrong = Vec::new();
@@ -298,18 +325,7 @@ pub(crate) fn sctp_segment_framing(ctx: &mut Ctx<'_>) -> Outcome {
             Err(e) => wrong.push(format!("not one whole DDP Segment (§5.2.2): {e}")),
         }
     }
-    // The observation reads the octets as a segment whatever the PPID says.
-    let observed = if m.ppid == PPID_DDP_SEGMENT || m.data.len() < 2 {
-        describe(&m)
-    } else {
-        let order = if m.unordered { "unordered" } else { "ordered" };
-        format!(
-            "PPID {} {order}: DDP-SSN {} {}",
-            m.ppid,
-            u16::from_be_bytes([m.data[0], m.data[1]]),
-            describe_ulpdu(&m.data[2..])
-        )
-    };
+    let observed = describe_segment(&m);
     if wrong.is_empty() {
         Outcome::new(Pass, sent, observed)
     } else {
@@ -375,4 +391,170 @@ pub(crate) fn sctp_unknown_function(ctx: &mut Ctx<'_>) -> Outcome {
             "PPID 17 DDP-SSN 0 function code {UNKNOWN_FUNCTION:#05x}, 4 octets of Private Data"
         ),
     )
+}
+
+/// The peer's Read Request in a message read as a DDP Segment message (DDP-SSN, then the
+/// segment) whatever its PPID (rfc5043-segment-framing judges the PPID).
+fn read_request_in(m: &Message) -> Option<ReadRequest> {
+    match RdmapMessage::parse(m.data.get(2..)?).ok()?.header {
+        Header::ReadRequest { request, .. } => Some(request),
+        _ => None,
+    }
+}
+
+/// A session with an rping server whose Read Request came, and a Read Request of ours for
+/// an STag it never advertised (its sink STag with one bit flipped) sent as DDP-SSN 2: the
+/// association, the segment sent (DDP-SSN and all), the request and what was sent; or the
+/// outcome.
+fn invalid_read(ctx: &mut Ctx<'_>) -> Result<(SctpSocket, Vec<u8>, ReadRequest, String), Outcome> {
+    let (s, m, mut sent) = rping_session(ctx)?;
+    let Some(theirs) = read_request_in(&m) else {
+        s.abort();
+        return Err(Outcome::new(NA, sent, describe(&m))
+            .because("no Read Request from the rping server (see rfc5043-segment-framing)"));
+    };
+    let req = read_of(theirs.sink_stag ^ STAG_FLIP, theirs.sink_to, 16);
+    let seg = ddp_adapt::segment_message(2, &read_request_ulpdu(1, req));
+    sent.push_str(&format!(
+        "; PPID 16 DDP-SSN 2 Read Request MSN 1: 16 octets from STag {:#x} (never advertised)",
+        req.source_stag
+    ));
+    if let Err(e) = send(&s, PPID_DDP_SEGMENT, &seg) {
+        s.abort();
+        return Err(Outcome::new(Fail, sent, "-").because(e));
+    }
+    Ok((s, seg, req, sent))
+}
+
+/// Waits for the peer's Terminate: the message that carries it (read as a DDP Segment
+/// message whatever its PPID other than 17, which the judge then checks), or what came
+/// instead.
+fn await_terminate(s: &SctpSocket, ctx: &Ctx<'_>) -> Result<(Message, PeerTerminate), String> {
+    let mut seen = Vec::new();
+    loop {
+        match next(s, ctx) {
+            Next::Msg(m) => {
+                if m.ppid != PPID_DDP_STREAM_SESSION_CONTROL
+                    && let Some(t) = m.data.get(2..).and_then(term::read)
+                {
+                    return Ok((m, t));
+                }
+                seen.push(describe(&m));
+            }
+            Next::Ended(what) => {
+                seen.push(format!("{what} without a Terminate"));
+                return Err(seen.join("; "));
+            }
+            Next::Quiet => {
+                seen.push(format!(
+                    "no Terminate within {} s",
+                    ctx.cfg.step.as_secs_f32()
+                ));
+                return Err(seen.join("; "));
+            }
+        }
+        if seen.len() > 16 {
+            return Err(format!("{} messages and no Terminate", seen.len()));
+        }
+    }
+}
+
+/// RFC 5040 §4.8, §7.1 over RFC 5043 §5.2, §5.2.2: the Terminate for a Read Request of an
+/// STag never advertised, as one unordered PPID 16 message behind the next DDP-SSN, with
+/// the cause and both headers copied.
+pub(crate) fn sctp_terminate(ctx: &mut Ctx<'_>) -> Outcome {
+    let (s, seg, req, sent) = match invalid_read(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let o = match await_terminate(&s, ctx) {
+        Ok((m, t)) => {
+            let (v, why) = judge(
+                &t,
+                &[protection(ProtectionCode::InvalidStag)],
+                &seg[2..],
+                Copy::Required,
+                Some(&req),
+            );
+            let mut wrong: Vec<String> = (!why.is_empty()).then_some(why).into_iter().collect();
+            if m.ppid != PPID_DDP_SEGMENT {
+                wrong.push(format!("PPID {}, not 16 (§5.2)", m.ppid));
+            }
+            if !m.unordered {
+                wrong.push("sent ordered (§10)".to_string());
+            }
+            let ssn = u16::from_be_bytes([m.data[0], m.data[1]]);
+            if ssn != 2 {
+                wrong.push(format!(
+                    "DDP-SSN {ssn}, not 2, the next after the Read Request's 1 (§5.2.1)"
+                ));
+            }
+            let v = if wrong.is_empty() { v } else { Fail };
+            Outcome::new(v, sent, describe_segment(&m)).because(wrong.join("; "))
+        }
+        Err(e) => Outcome::new(Fail, sent, e).because("no Terminate for an invalid Read Request"),
+    };
+    s.abort();
+    o
+}
+
+/// RFC 5040 §7.1 over RFC 5043 §6: after its Terminate the peer sends no DDP Segment and
+/// the session ends, even when a valid Send follows.
+pub(crate) fn sctp_after_terminate(ctx: &mut Ctx<'_>) -> Outcome {
+    let (s, _, _, mut sent) = match invalid_read(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let t = match await_terminate(&s, ctx) {
+        Ok((_, t)) => t,
+        Err(e) => {
+            s.abort();
+            return Outcome::new(NA, sent, e)
+                .because("no Terminate to follow (judged by rfc5043-terminate)");
+        }
+    };
+    let info = rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE);
+    sent.push_str("; then a valid Send, DDP-SSN 3 MSN 2");
+    // The association may be gone already; a refused message is what ending it means.
+    let _ = send(
+        &s,
+        PPID_DDP_SEGMENT,
+        &ddp_adapt::segment_message(3, &send_ulpdu(2, &info)),
+    );
+    let mut after = Vec::new();
+    let (ended, end) = loop {
+        match next(&s, ctx) {
+            Next::Msg(m) => {
+                let terminate = m.ppid == PPID_DDP_STREAM_SESSION_CONTROL
+                    && SessionControl::parse(&m.data)
+                        .is_ok_and(|c| c.function == FunctionCode::Terminate);
+                if terminate {
+                    break (true, describe(&m));
+                }
+                after.push(describe(&m));
+            }
+            Next::Ended(what) => break (true, what),
+            Next::Quiet => break (false, "the association stayed up".to_string()),
+        }
+        if after.len() > 16 {
+            break (false, "the association stayed up".to_string());
+        }
+    };
+    s.abort();
+    let seen = format!(
+        "{}; after it: {}{end}",
+        t.describe(),
+        if after.is_empty() {
+            String::new()
+        } else {
+            format!("{}; ", after.join(", "))
+        }
+    );
+    if !after.is_empty() {
+        Outcome::new(Fail, sent, seen).because("messages followed the Terminate")
+    } else if !ended {
+        Outcome::new(Fail, sent, seen).because("the session did not end after the Terminate")
+    } else {
+        Outcome::new(Pass, sent, seen)
+    }
 }
