@@ -1223,6 +1223,16 @@ impl Comm {
     }
 }
 
+/// A batch of completions to poll into.
+fn wc_batch() -> [Wc; 64] {
+    [Wc::new(
+        stack::QpId(0),
+        0,
+        stack::WcOpcode::Send,
+        stack::WcStatus::Success,
+    ); 64]
+}
+
 /// The test connection and its memory.
 struct Data {
     qp: Qp,
@@ -1260,6 +1270,25 @@ impl Data {
     fn kick(&self, rnic: &Rnic) {
         if self.manual {
             let _ = rnic.advance(Duration::ZERO);
+        }
+    }
+
+    /// Writes `rcnt`, the count of receives consumed, into the peer's credit word: true when
+    /// posted, false when the send queue is full (to try again later).
+    fn post_credit(&self, rcnt: u64) -> Result<bool, PerfError> {
+        self.credit
+            .buf()
+            .write_at(0, &(rcnt as u32).to_le_bytes())?;
+        let wr = SendWr::write(
+            rcnt,
+            vec![self.credit.sge(0, 4)],
+            self.remote.rkey,
+            self.remote.vaddr,
+        );
+        match self.qp.post_send(wr) {
+            Ok(()) => Ok(true),
+            Err(stack::PostError::QueueFull { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -2331,12 +2360,7 @@ fn bw_client(
     // Completions inside a -D run's measured window.
     let mut sampled = 0u64;
     let mut stamps: Vec<Instant> = Vec::with_capacity(if counted { iters as usize } else { 0 });
-    let mut wcs = [Wc::new(
-        stack::QpId(0),
-        0,
-        stack::WcOpcode::Send,
-        stack::WcStatus::Success,
-    ); 64];
+    let mut wcs = wc_batch();
     let start = Instant::now();
     let mut last_progress = Instant::now();
     // --run_infinitely: the period's start and the completions before it.
@@ -2752,22 +2776,9 @@ fn send_bw_server(
             }
             credits_out = credits_out.saturating_sub(1);
         }
-        if credit_due && owed == 0 && credits_out < plan.tx_depth.max(8) {
-            d.credit.buf().write_at(0, &(rcnt as u32).to_le_bytes())?;
-            let wr = SendWr::write(
-                rcnt,
-                vec![d.credit.sge(0, 4)],
-                d.remote.rkey,
-                d.remote.vaddr,
-            );
-            match d.qp.post_send(wr) {
-                Ok(()) => {
-                    credits_out += 1;
-                    credit_due = false;
-                }
-                Err(stack::PostError::QueueFull { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if credit_due && owed == 0 && credits_out < plan.tx_depth.max(8) && d.post_credit(rcnt)? {
+            credits_out += 1;
+            credit_due = false;
         }
         if rcnt >= iters && owed == 0 && !credit_due {
             break;
@@ -2868,12 +2879,7 @@ fn send_bi(
     let mut reposted = d.rq_out.min(iters);
     let (mut rcnt, mut owed, mut credits_out, mut credit_due) = (0u64, 0u64, 0u64, false);
     let mut stamps: Vec<Instant> = Vec::with_capacity(if counted { iters as usize } else { 0 });
-    let mut wcs = [Wc::new(
-        stack::QpId(0),
-        0,
-        stack::WcOpcode::Send,
-        stack::WcStatus::Success,
-    ); 64];
+    let mut wcs = wc_batch();
     let mut start = Instant::now();
     let mut last_progress = Instant::now();
     loop {
@@ -2886,22 +2892,9 @@ fn send_bi(
             d.post_recv()?;
             owed -= 1;
         }
-        if credit_due && credits_out < 8 {
-            d.credit.buf().write_at(0, &(rcnt as u32).to_le_bytes())?;
-            let wr = SendWr::write(
-                rcnt,
-                vec![d.credit.sge(0, 4)],
-                d.remote.rkey,
-                d.remote.vaddr,
-            );
-            match d.qp.post_send(wr) {
-                Ok(()) => {
-                    credits_out += 1;
-                    credit_due = false;
-                }
-                Err(stack::PostError::QueueFull { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if credit_due && credits_out < 8 && d.post_credit(rcnt)? {
+            credits_out += 1;
+            credit_due = false;
         }
         while sending && posted < iters && posted - done + list <= depth {
             let window = (posted as u32)

@@ -393,6 +393,15 @@ struct Conn<'a> {
 }
 
 impl Conn<'_> {
+    /// Disconnects and waits (up to 5 s) for the connection to close; a failure of either
+    /// leaves nothing to do.
+    fn disconnect(&self) {
+        let _ = self.rnic.disconnect(&self.qp);
+        let _ = self
+            .rnic
+            .wait_disconnected(&self.qp, Duration::from_secs(5));
+    }
+
     fn dbg(&self, msg: impl AsRef<str>) {
         if self.debug {
             eprintln!("rping: {}", msg.as_ref());
@@ -789,8 +798,7 @@ fn client(a: &RpingArgs, s: &Setup, out: &mut dyn Write) -> Result<u8, String> {
         }
         ping += 1;
     }
-    let _ = s.rnic.disconnect(&c.qp);
-    let _ = s.rnic.wait_disconnected(&c.qp, Duration::from_secs(5));
+    c.disconnect();
     if !a.quiet {
         let _ = writeln!(
             out,
@@ -1058,12 +1066,7 @@ fn serve(a: &RpingArgs, conn: Accepted<'_>, out: &mut dyn Write) -> Result<u8, S
             Err(Stop::Disconnected) if c.sent.is_empty() && c.received.is_empty() => break,
             Err(e) => return Err(stop_msg(e, &c)),
         };
-        let info = recv_info(&wc, &recv_mr)?;
-        c.post_recv(&recv_mr).map_err(|e| e.to_string())?;
-        c.dbg(format!(
-            "received rkey {:x} addr {:x} len {} from peer",
-            info.rkey, info.buf, info.size
-        ));
+        let info = take_info(&c, &wc, &recv_mr)?;
         if info.size as usize > size {
             return Err(format!(
                 "the client's buffer ({} bytes) is larger than ours ({size}); use -S",
@@ -1074,16 +1077,9 @@ fn serve(a: &RpingArgs, conn: Accepted<'_>, out: &mut dyn Write) -> Result<u8, S
             Some(i) => server_bad_target(i, info),
             None => (info.rkey, info.buf),
         };
-        if a.inject.is_some() && a.inject_at == InjectAt::Read {
+        let injecting = a.inject.is_some() && a.inject_at == InjectAt::Read;
+        if injecting {
             announce_server_injection(a, out, rkey, to, info);
-            c.post(SendWr::read(
-                WR_RDMA,
-                vec![rdma_mr.sge(0, info.size)],
-                rkey,
-                to,
-            ))
-            .map_err(|e| e.to_string())?;
-            return server_injected(a, &mut c, out);
         }
         c.post(SendWr::read(
             WR_RDMA,
@@ -1092,6 +1088,9 @@ fn serve(a: &RpingArgs, conn: Accepted<'_>, out: &mut dyn Write) -> Result<u8, S
             to,
         ))
         .map_err(|e| e.to_string())?;
+        if injecting {
+            return server_injected(a, &mut c, out);
+        }
         if let Err(e) = c.wait_for(WcOpcode::RdmaRead, "the RDMA Read") {
             return Err(stop_msg(e, &c));
         }
@@ -1110,12 +1109,7 @@ fn serve(a: &RpingArgs, conn: Accepted<'_>, out: &mut dyn Write) -> Result<u8, S
             Ok(wc) => wc,
             Err(e) => return Err(stop_msg(e, &c)),
         };
-        let info = recv_info(&wc, &recv_mr)?;
-        c.post_recv(&recv_mr).map_err(|e| e.to_string())?;
-        c.dbg(format!(
-            "received rkey {:x} addr {:x} len {} from peer",
-            info.rkey, info.buf, info.size
-        ));
+        let info = take_info(&c, &wc, &recv_mr)?;
         // Echo strlen + 1 bytes, as rping does (at most what was read).
         let len = data
             .iter()
@@ -1141,8 +1135,7 @@ fn serve(a: &RpingArgs, conn: Accepted<'_>, out: &mut dyn Write) -> Result<u8, S
             .map_err(|e| e.to_string())?;
         pings += 1;
     }
-    let _ = c.rnic.disconnect(&c.qp);
-    let _ = c.rnic.wait_disconnected(&c.qp, Duration::from_secs(5));
+    c.disconnect();
     if !a.quiet {
         let _ = writeln!(
             out,
@@ -1150,6 +1143,17 @@ fn serve(a: &RpingArgs, conn: Accepted<'_>, out: &mut dyn Write) -> Result<u8, S
         );
     }
     Ok(0)
+}
+
+/// The client's buffer advertisement that `wc` completed, with the receive posted again.
+fn take_info(c: &Conn<'_>, wc: &Wc, recv_mr: &MemoryRegion) -> Result<RdmaInfo, String> {
+    let info = recv_info(wc, recv_mr)?;
+    c.post_recv(recv_mr).map_err(|e| e.to_string())?;
+    c.dbg(format!(
+        "received rkey {:x} addr {:x} len {} from peer",
+        info.rkey, info.buf, info.size
+    ));
+    Ok(info)
 }
 
 fn recv_info(wc: &Wc, recv_mr: &MemoryRegion) -> Result<RdmaInfo, String> {

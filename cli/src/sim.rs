@@ -2,7 +2,7 @@
 //! table it prints. The runs themselves are [`harness::mpa`] (MPA over TCP, one link) and
 //! [`harness::sctp`] (DDP over multihomed SCTP).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use harness::mpa::{Capture, RoundShape, RunReport, SCENARIOS, Scenario, UnknownScenario};
@@ -311,6 +311,20 @@ impl Plan {
     }
 }
 
+/// The value of `--option`, parsed by `parse` if given.
+fn parse_opt<T>(
+    option: &'static str,
+    value: &Option<String>,
+    parse: fn(&'static str, &str) -> Result<T, ArgError>,
+) -> Result<Option<T>, ArgError> {
+    value.as_deref().map(|s| parse(option, s)).transpose()
+}
+
+/// `r`'s value, or nothing after printing its error.
+fn or_report<T>(r: Result<T, ArgError>) -> Option<T> {
+    r.map_err(|e| eprintln!("softrnic sim: {e}")).ok()
+}
+
 /// The link and workload values given on the command line, checked.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Overrides {
@@ -334,41 +348,13 @@ impl Overrides {
             ));
         }
         Ok(Overrides {
-            loss: args
-                .loss
-                .as_deref()
-                .map(|s| parse_percent_range("loss", s))
-                .transpose()?,
-            delay: args
-                .delay
-                .as_deref()
-                .map(|s| parse_duration("delay", s))
-                .transpose()?,
-            reorder: args
-                .reorder
-                .as_deref()
-                .map(|s| parse_percent("reorder", s))
-                .transpose()?,
-            duplicate: args
-                .duplicate
-                .as_deref()
-                .map(|s| parse_percent("duplicate", s))
-                .transpose()?,
-            corrupt: args
-                .corrupt
-                .as_deref()
-                .map(|s| parse_percent("corrupt", s))
-                .transpose()?,
-            bandwidth: args
-                .bandwidth
-                .as_deref()
-                .map(|s| parse_rate("bandwidth", s))
-                .transpose()?,
-            bytes: args
-                .bytes
-                .as_deref()
-                .map(|s| parse_bytes("bytes", s))
-                .transpose()?,
+            loss: parse_opt("loss", &args.loss, parse_percent_range)?,
+            delay: parse_opt("delay", &args.delay, parse_duration)?,
+            reorder: parse_opt("reorder", &args.reorder, parse_percent)?,
+            duplicate: parse_opt("duplicate", &args.duplicate, parse_percent)?,
+            corrupt: parse_opt("corrupt", &args.corrupt, parse_percent)?,
+            bandwidth: parse_opt("bandwidth", &args.bandwidth, parse_rate)?,
+            bytes: parse_opt("bytes", &args.bytes, parse_bytes)?,
             shape: args.mix.as_deref().map(parse_mix).transpose()?,
         })
     }
@@ -763,6 +749,41 @@ fn in_parallel<J: Sync, R: Send>(jobs: &[J], f: impl Fn(&J) -> R + Sync) -> Vec<
         .collect()
 }
 
+/// The results of an experiment's `jobs` runs, or nothing after printing why there are not
+/// all of them.
+fn finished<T, E: std::fmt::Display>(
+    experiment: &str,
+    results: Result<Vec<T>, E>,
+    jobs: usize,
+) -> Option<Vec<T>> {
+    match results {
+        Ok(r) if r.len() == jobs => Some(r),
+        Ok(_) => {
+            eprintln!("softrnic sim: {experiment}: a run did not finish");
+            None
+        }
+        Err(e) => {
+            eprintln!("softrnic sim: {experiment}: {e}");
+            None
+        }
+    }
+}
+
+/// Draws `chart` into `file` and names it on `out`: exit status 0, or 2 after printing why
+/// it could not be drawn.
+fn draw_figure(chart: &harness::plot::Chart, file: &Path, out: &mut dyn std::io::Write) -> u8 {
+    match harness::plot::draw_png(chart, file) {
+        Ok(()) => {
+            let _ = writeln!(out, "figure: {}", file.display());
+            0
+        }
+        Err(e) => {
+            eprintln!("softrnic sim: {e}");
+            2
+        }
+    }
+}
+
 fn mbit(bps: f64) -> String {
     format!("{:.1}", bps / 1e6)
 }
@@ -798,13 +819,8 @@ fn run_experiment(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         );
         return 2;
     }
-    let delay = match args.delay.as_deref().map(|d| parse_duration("delay", d)) {
-        Some(Err(e)) => {
-            eprintln!("softrnic sim: {e}");
-            return 2;
-        }
-        Some(Ok(d)) => Some(d),
-        None => None,
+    let Some(delay) = or_report(parse_opt("delay", &args.delay, parse_duration)) else {
+        return 2;
     };
     if args.rto_max.is_some() && args.scenario != "failover" {
         eprintln!(
@@ -814,33 +830,21 @@ fn run_experiment(args: &SimArgs, out: &mut dyn std::io::Write) -> u8 {
         return 2;
     }
     let rto_min = sctp::AssociationConfig::default().rto_min;
-    let rto_max = match args
-        .rto_max
-        .as_deref()
-        .map(|d| parse_duration("rto-max", d))
-    {
-        Some(Err(e)) => {
-            eprintln!("softrnic sim: {e}");
-            return 2;
-        }
-        Some(Ok(d)) if d < rto_min => {
-            eprintln!(
-                "softrnic sim: --rto-max: {} s is below RTO.Min ({} s)",
-                d.as_secs_f64(),
-                rto_min.as_secs_f64()
-            );
-            return 2;
-        }
-        Some(Ok(d)) => Some(d),
-        None => None,
+    let Some(rto_max) = or_report(parse_opt("rto-max", &args.rto_max, parse_duration)) else {
+        return 2;
     };
-    let bytes = match args.bytes.as_deref().map(|b| parse_bytes("bytes", b)) {
-        Some(Err(e)) => {
-            eprintln!("softrnic sim: {e}");
-            return 2;
-        }
-        Some(Ok(b)) => Some(b),
-        None => None,
+    if let Some(d) = rto_max
+        && d < rto_min
+    {
+        eprintln!(
+            "softrnic sim: --rto-max: {} s is below RTO.Min ({} s)",
+            d.as_secs_f64(),
+            rto_min.as_secs_f64()
+        );
+        return 2;
+    }
+    let Some(bytes) = or_report(parse_opt("bytes", &args.bytes, parse_bytes)) else {
+        return 2;
     };
     if let Some(dir) = &args.out
         && let Err(e) = std::fs::create_dir_all(dir)
@@ -882,16 +886,8 @@ fn failover_command(args: &SimArgs, setup: &failover::Setup, out: &mut dyn std::
         in_parallel(&Mode::ALL, |&m| failover::run(setup, m, args.seed))
             .into_iter()
             .collect();
-    let runs = match runs {
-        Ok(r) if r.len() == Mode::ALL.len() => r,
-        Ok(_) => {
-            eprintln!("softrnic sim: failover: a run did not finish");
-            return 2;
-        }
-        Err(e) => {
-            eprintln!("softrnic sim: failover: {e}");
-            return 2;
-        }
+    let Some(runs) = finished("failover", runs, Mode::ALL.len()) else {
+        return 2;
     };
     let _ = failover_report(args, setup, &runs, out);
     let _ = writeln!(
@@ -902,16 +898,11 @@ fn failover_command(args: &SimArgs, setup: &failover::Setup, out: &mut dyn std::
     );
     let mut status = 0;
     if let Some(dir) = &args.out {
-        let file = dir.join("failover.png");
-        match harness::plot::draw_png(&failover::chart(setup, &runs), &file) {
-            Ok(()) => {
-                let _ = writeln!(out, "figure: {}", file.display());
-            }
-            Err(e) => {
-                eprintln!("softrnic sim: {e}");
-                status = 2;
-            }
-        }
+        status = status.max(draw_figure(
+            &failover::chart(setup, &runs),
+            &dir.join("failover.png"),
+            out,
+        ));
     }
     if runs
         .iter()
@@ -1053,26 +1044,19 @@ fn bandwidth_command(args: &SimArgs, setup: &bandwidth::Setup, out: &mut dyn std
     })
     .into_iter()
     .collect();
-    let points: Vec<bandwidth::Point> = match results {
-        Ok(r) if r.len() == jobs.len() => setup
-            .sizes
-            .iter()
-            .zip(r.chunks(2))
-            .map(|(&size, t)| bandwidth::Point {
-                size,
-                one: t[0],
-                two: t[1],
-            })
-            .collect(),
-        Ok(_) => {
-            eprintln!("softrnic sim: bandwidth: a run did not finish");
-            return 2;
-        }
-        Err(e) => {
-            eprintln!("softrnic sim: bandwidth: {e}");
-            return 2;
-        }
+    let Some(results) = finished("bandwidth", results, jobs.len()) else {
+        return 2;
     };
+    let points: Vec<bandwidth::Point> = setup
+        .sizes
+        .iter()
+        .zip(results.chunks(2))
+        .map(|(&size, t)| bandwidth::Point {
+            size,
+            one: t[0],
+            two: t[1],
+        })
+        .collect();
     let _ = bandwidth_report(args, setup, &points, out);
     let _ = writeln!(
         out,
@@ -1082,16 +1066,11 @@ fn bandwidth_command(args: &SimArgs, setup: &bandwidth::Setup, out: &mut dyn std
     );
     let mut status = 0;
     if let Some(dir) = &args.out {
-        let file = dir.join("bandwidth.png");
-        match harness::plot::draw_png(&bandwidth::chart(setup, &points), &file) {
-            Ok(()) => {
-                let _ = writeln!(out, "figure: {}", file.display());
-            }
-            Err(e) => {
-                eprintln!("softrnic sim: {e}");
-                status = 2;
-            }
-        }
+        status = status.max(draw_figure(
+            &bandwidth::chart(setup, &points),
+            &dir.join("bandwidth.png"),
+            out,
+        ));
     }
     if points.iter().any(|p| p.one.bps <= 0.0 || p.two.bps <= 0.0) {
         status = status.max(1);
@@ -1172,16 +1151,8 @@ fn onesided_command(args: &SimArgs, setup: &onesided::Setup, out: &mut dyn std::
         in_parallel(&jobs, |&(op, t)| onesided::curve(setup, op, t, args.seed))
             .into_iter()
             .collect();
-    let curves = match curves {
-        Ok(c) if c.len() == jobs.len() => c,
-        Ok(_) => {
-            eprintln!("softrnic sim: onesided: a run did not finish");
-            return 2;
-        }
-        Err(e) => {
-            eprintln!("softrnic sim: onesided: {e}");
-            return 2;
-        }
+    let Some(curves) = finished("onesided", curves, jobs.len()) else {
+        return 2;
     };
     let _ = onesided_report(args, setup, &curves, out);
     let verified: u64 = curves.iter().map(|c| c.verified_bytes).sum();
@@ -1217,16 +1188,8 @@ fn onesided_command(args: &SimArgs, setup: &onesided::Setup, out: &mut dyn std::
                 Op::GetRead => "onesided-get-read.png",
                 Op::GetWrite => "onesided-get-write.png",
             };
-            let file = dir.join(name);
-            match harness::plot::draw_png(&onesided::chart(setup, op, &curves), &file) {
-                Ok(()) => {
-                    let _ = writeln!(out, "figure: {}", file.display());
-                }
-                Err(e) => {
-                    eprintln!("softrnic sim: {e}");
-                    status = 2;
-                }
-            }
+            let chart = onesided::chart(setup, op, &curves);
+            status = status.max(draw_figure(&chart, &dir.join(name), out));
         }
     }
     if curves

@@ -887,17 +887,10 @@ fn bytes_of(f: &ConnFrame) -> Vec<u8> {
     f.to_bytes().unwrap_or_default()
 }
 
-/// A Send message (QN 0) carrying `payload`.
+/// A Send message (QN 0) carrying `payload`: the header of the RTR Send (one whole message
+/// at MO 0, no solicited event, no invalidation) with the payload after it.
 pub(crate) fn send_ulpdu(msn: u32, payload: &[u8]) -> Vec<u8> {
-    Header::Send {
-        solicited_event: false,
-        invalidate_stag: None,
-        last: true,
-        msn,
-        mo: 0,
-    }
-    .encode(payload)
-    .unwrap_or_default()
+    Header::rtr_send(msn).encode(payload).unwrap_or_default()
 }
 
 /// An untagged segment by hand: DDP control `ddp_ctrl` (T 0; L and DV as given), RDMAP

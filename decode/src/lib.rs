@@ -662,17 +662,10 @@ pub fn print_report_with(
     }
     writeln!(out, "{name}: {} frames", report.frames)?;
     // A capture of SCTP only gets no (empty) TCP summary.
-    if report.connections.is_empty() && !report.sctp.is_empty() {
-        return sctp_decode::print_report(
-            name,
-            &report.sctp,
-            sctp_opts,
-            opts.frames,
-            opts.summary,
-            out,
-        );
+    let sctp_only = report.connections.is_empty() && !report.sctp.is_empty();
+    if !sctp_only {
+        print_tcp(name, report, opts, out)?;
     }
-    print_tcp(name, report, opts, out)?;
     sctp_decode::print_report(
         name,
         &report.sctp,

@@ -1684,6 +1684,29 @@ mod tests {
         })
     }
 
+    /// Frame `n` of the association below from A to B (port 5000 -> 6000, B's tag), sent
+    /// from `src` to `dst`.
+    fn a_to_b(n: u64, src: [u8; 4], dst: [u8; 4], chunks: &[Chunk<'_>]) -> Frame {
+        frame(n, src, dst, None, &pkt(5000, 6000, TAG_B, chunks))
+    }
+
+    /// Frame `n` of the association below from B to A (port 6000 -> 5000, A's tag), sent
+    /// from `src` to `dst`.
+    fn b_to_a(n: u64, src: [u8; 4], dst: [u8; 4], chunks: &[Chunk<'_>]) -> Frame {
+        frame(n, src, dst, None, &pkt(6000, 5000, TAG_A, chunks))
+    }
+
+    /// A SACK up to `cum_tsn_ack` with `gaps`, a_rwnd 1.
+    fn sack(cum_tsn_ack: u32, gaps: Vec<GapBlock>) -> Chunk<'static> {
+        Chunk::Sack(SackChunk {
+            flags: 0,
+            cum_tsn_ack,
+            a_rwnd: 1,
+            gaps,
+            dup_tsns: vec![],
+        })
+    }
+
     /// The handshake of an association A (port 5000, two addresses) -> B (port 6000).
     fn handshake() -> Vec<Frame> {
         vec![
@@ -1706,20 +1729,8 @@ mod tests {
                     &[Chunk::InitAck(init(TAG_B, 900, &[B1, B2]))],
                 ),
             ),
-            frame(
-                3,
-                A1,
-                B1,
-                None,
-                &pkt(5000, 6000, TAG_B, &[Chunk::CookieEcho(b"cookie")]),
-            ),
-            frame(
-                4,
-                B1,
-                A1,
-                None,
-                &pkt(6000, 5000, TAG_A, &[Chunk::CookieAck]),
-            ),
+            a_to_b(3, A1, B1, &[Chunk::CookieEcho(b"cookie")]),
+            b_to_a(4, B1, A1, &[Chunk::CookieAck]),
         ]
     }
 
@@ -1738,30 +1749,8 @@ mod tests {
     #[test]
     fn rfc9260_s8_5_packets_follow_the_verification_tags() {
         let mut f = handshake();
-        f.push(frame(
-            5,
-            A1,
-            B1,
-            None,
-            &pkt(5000, 6000, TAG_B, &[data(100, 0, 0, 3, b"hello")]),
-        ));
-        f.push(frame(
-            6,
-            B1,
-            A1,
-            None,
-            &pkt(
-                6000,
-                5000,
-                TAG_A,
-                &[Chunk::Sack(SackChunk {
-                    flags: 0,
-                    cum_tsn_ack: 100,
-                    a_rwnd: 1,
-                    ..Default::default()
-                })],
-            ),
-        ));
+        f.push(a_to_b(5, A1, B1, &[data(100, 0, 0, 3, b"hello")]));
+        f.push(b_to_a(6, B1, A1, &[sack(100, vec![])]));
         let rep = decode(&f);
         assert_eq!(rep.associations.len(), 1);
         let a = &rep.associations[0];
@@ -1824,13 +1813,7 @@ mod tests {
         ack.params
             .push(Param::UnrecognizedParam(vec![0xc0, 0, 0, 4]));
         let mut f = handshake();
-        f[1] = frame(
-            2,
-            B1,
-            A1,
-            None,
-            &pkt(6000, 5000, TAG_A, &[Chunk::InitAck(ack)]),
-        );
+        f[1] = b_to_a(2, B1, A1, &[Chunk::InitAck(ack)]);
         let t = text(&decode(&f), &SctpOptions::default());
         assert!(
             t.contains("unrecognized parameter 0xc000 (forward TSN supported)"),
@@ -1877,53 +1860,17 @@ mod tests {
     #[test]
     fn rfc9260_s6_4_paths_and_retransmissions() {
         let mut f = handshake();
-        f.push(frame(
-            5,
-            A1,
-            B1,
-            None,
-            &pkt(5000, 6000, TAG_B, &[data(100, 0, 0, 3, b"one")]),
-        ));
-        f.push(frame(
-            6,
-            A1,
-            B1,
-            None,
-            &pkt(5000, 6000, TAG_B, &[data(101, 1, 0, 3, b"two")]),
-        ));
-        f.push(frame(
+        f.push(a_to_b(5, A1, B1, &[data(100, 0, 0, 3, b"one")]));
+        f.push(a_to_b(6, A1, B1, &[data(101, 1, 0, 3, b"two")]));
+        f.push(b_to_a(
             7,
             B1,
             A1,
-            None,
-            &pkt(
-                6000,
-                5000,
-                TAG_A,
-                &[Chunk::Sack(SackChunk {
-                    flags: 0,
-                    cum_tsn_ack: 99,
-                    a_rwnd: 1,
-                    gaps: vec![GapBlock { start: 2, end: 2 }],
-                    dup_tsns: vec![],
-                })],
-            ),
+            &[sack(99, vec![GapBlock { start: 2, end: 2 }])],
         ));
         // TSN 100 again, on the second path.
-        f.push(frame(
-            8,
-            A2,
-            B2,
-            None,
-            &pkt(5000, 6000, TAG_B, &[data(100, 0, 0, 3, b"one")]),
-        ));
-        f.push(frame(
-            9,
-            B2,
-            A2,
-            None,
-            &pkt(6000, 5000, TAG_A, &[Chunk::Heartbeat(vec![1, 2])]),
-        ));
+        f.push(a_to_b(8, A2, B2, &[data(100, 0, 0, 3, b"one")]));
+        f.push(b_to_a(9, B2, A2, &[Chunk::Heartbeat(vec![1, 2])]));
         let rep = decode(&f);
         let a = &rep.associations[0];
         assert_eq!(a.dirs[0].data_chunks, 3);
@@ -2000,13 +1947,7 @@ mod tests {
         // DDP-SSN 6, Session Accept (function 2), 3 bytes of private data.
         let ctl = [0, 6, 0, 2, b'a', b'b', b'c'];
         let d = |tsn, ssn, ppid, flags, b| {
-            frame(
-                u64::from(tsn),
-                A1,
-                B1,
-                None,
-                &pkt(5000, 6000, TAG_B, &[data(tsn, ssn, ppid, flags, b)]),
-            )
+            a_to_b(u64::from(tsn), A1, B1, &[data(tsn, ssn, ppid, flags, b)])
         };
         let mut f = handshake();
         f.push(d(100, 0, PPID_DDP_SEGMENT, 6, p1));
@@ -2089,17 +2030,11 @@ mod tests {
         };
         let (m1, m2) = (send(5, 1, 30), send(6, 2, 20));
         let d = |tsn, flags, b| {
-            frame(
+            a_to_b(
                 u64::from(tsn),
                 A1,
                 B1,
-                None,
-                &pkt(
-                    5000,
-                    6000,
-                    TAG_B,
-                    &[data(tsn, 0, PPID_DDP_SEGMENT, flags, b)],
-                ),
+                &[data(tsn, 0, PPID_DDP_SEGMENT, flags, b)],
             )
         };
         // U = 4, B = 2, E = 1; both messages carry SSN 0.
@@ -2128,20 +2063,8 @@ mod tests {
     #[test]
     fn mid_association_capture() {
         let f = [
-            frame(
-                1,
-                A1,
-                B1,
-                None,
-                &pkt(5000, 6000, TAG_B, &[data(7, 0, 0, 3, b"x")]),
-            ),
-            frame(
-                2,
-                A1,
-                B1,
-                None,
-                &pkt(5000, 6000, TAG_B, &[data(8, 1, 0, 3, b"y")]),
-            ),
+            a_to_b(1, A1, B1, &[data(7, 0, 0, 3, b"x")]),
+            a_to_b(2, A1, B1, &[data(8, 1, 0, 3, b"y")]),
         ];
         let rep = decode(&f);
         assert_eq!(rep.associations.len(), 1);

@@ -44,7 +44,18 @@ impl Ctx<'_> {
     /// Accepts the peer's next connection with `cfg`: the live connection (Reply sent) and
     /// the session, or the outcome.
     fn accept_with(&mut self, cfg: &mpa::Config) -> Result<(Live, mpa::Session), Outcome> {
-        let (mut c, req) = self.accept_request()?;
+        let (c, req) = self.accept_request()?;
+        self.respond(c, req, cfg)
+    }
+
+    /// Answers the peer's Request `req` on `c` with `cfg`: the live connection (Reply sent)
+    /// and the session, or (Reject sent) the outcome.
+    fn respond(
+        &mut self,
+        mut c: Conn,
+        req: ConnFrame,
+        cfg: &mpa::Config,
+    ) -> Result<(Live, mpa::Session), Outcome> {
         match mpa::respond(cfg, &req) {
             Ok(acc) => {
                 let _ = c.send_raw(&bytes_of(&acc.reply));
@@ -277,7 +288,7 @@ pub(super) fn init_rtr_stag(ctx: &mut Ctx<'_>) -> Outcome {
 /// Accepts P2P with one of `acceptable` the peer offered and judges the RTR: its type, or
 /// (with `stag`) the STags of a tagged one.
 fn rtr_case(ctx: &mut Ctx<'_>, acceptable: &[RtrType], stag: bool) -> Outcome {
-    let (mut c, req) = match ctx.accept_request() {
+    let (c, req) = match ctx.accept_request() {
         Ok(x) => x,
         Err(o) => return o,
     };
@@ -290,27 +301,9 @@ fn rtr_case(ctx: &mut Ctx<'_>, acceptable: &[RtrType], stag: bool) -> Outcome {
         return done(ctx, c, o);
     };
     let cfg = responder_config(RtrSet::only(t), Some(t));
-    let acc = match mpa::respond(&cfg, &req) {
-        Ok(a) => a,
-        Err(rej) => {
-            let _ = c.send_raw(&bytes_of(&rej.reply));
-            let o = Outcome::new(NA, describe_frame(&rej.reply), describe_frame(&req))
-                .because(format!("the Request cannot be accepted: {}", rej.reason));
-            return done(ctx, c, o);
-        }
-    };
-    let _ = c.send_raw(&bytes_of(&acc.reply));
-    let s = &acc.session;
-    c.start_fpdus(s.crc, s.markers_tx, s.markers_rx);
-    let mut live = Live {
-        c,
-        sent: vec![format!(
-            "(peer: {}) {}",
-            describe_frame(&req),
-            describe_frame(&acc.reply)
-        )],
-        reply: req,
-        msn: [1, 1],
+    let (mut live, _) = match ctx.respond(c, req, &cfg) {
+        Ok(x) => x,
+        Err(o) => return o,
     };
     let o = match next_fpdu(&mut live, ctx.cfg.step) {
         Err(e) => Outcome::new(Fail, live.sent(), e).because("no RTR after the Reply"),
