@@ -1632,20 +1632,12 @@ impl Association {
     /// Whether CMT's tail handling is on (the tail loss probe, the I bit on lone
     /// retransmissions).
     fn tail_handling(&self) -> bool {
-        self.shared
-            .config
-            .cmt
-            .as_ref()
-            .is_some_and(|c| c.tail_loss_probe)
+        self.cmt().is_some_and(|c| c.tail_loss_probe)
     }
 
     /// Whether CMT's delayed acknowledgement (DAC) is on.
     fn delayed_ack(&self) -> bool {
-        self.shared
-            .config
-            .cmt
-            .as_ref()
-            .is_some_and(|c| c.delayed_ack)
+        self.cmt().is_some_and(|c| c.delayed_ack)
     }
 
     /// Whether new data could go out now: some is queued and its first chunk fits the
