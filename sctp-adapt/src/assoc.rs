@@ -3103,11 +3103,7 @@ impl Association {
             if c.acked || c.rtx != Rtx::No || c.fast_retransmitted || !c.in_flight {
                 continue;
             }
-            c.misses += 1;
-            if c.misses >= 3 {
-                mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
-                self.rtx_fast += 1;
-            }
+            count_misses(c, 1, &mut self.paths, &mut self.rtx_fast, &mut newly_marked);
         }
         if newly_marked.is_empty() {
             return;
@@ -3181,14 +3177,18 @@ impl Association {
             if !reported {
                 continue;
             }
-            c.misses += 1;
-            if dac_twice && tally.lowest_newack.is_some_and(|l| after < l) {
-                c.misses += 1;
-            }
-            if c.misses >= 3 {
-                mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
-                self.rtx_fast += 1;
-            }
+            let misses = if dac_twice && tally.lowest_newack.is_some_and(|l| after < l) {
+                2
+            } else {
+                1
+            };
+            count_misses(
+                c,
+                misses,
+                &mut self.paths,
+                &mut self.rtx_fast,
+                &mut newly_marked,
+            );
         }
         if newly_marked.is_empty() {
             return;
@@ -3381,8 +3381,7 @@ impl Association {
                     break;
                 }
                 if unacked_here(c) {
-                    mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
-                    self.rtx_fast += 1;
+                    mark_fast_retransmit(c, &mut self.paths, &mut self.rtx_fast, &mut newly_marked);
                 }
             }
             if !newly_marked.is_empty() {
@@ -3539,7 +3538,30 @@ fn halve_window(p: &mut Path) {
     p.pba = 0;
 }
 
-fn mark_fast_retransmit(c: &mut Sent, paths: &mut [Path], newly_marked: &mut Vec<usize>) {
+/// Adds `n` miss indications to chunk `c` (§7.2.4); at three it is marked for fast
+/// retransmission.
+fn count_misses(
+    c: &mut Sent,
+    n: u32,
+    paths: &mut [Path],
+    rtx_fast: &mut usize,
+    newly_marked: &mut Vec<usize>,
+) {
+    c.misses += n;
+    if c.misses >= 3 {
+        mark_fast_retransmit(c, paths, rtx_fast, newly_marked);
+    }
+}
+
+/// Marks chunk `c` for fast retransmission: out of flight, counted in `rtx_fast` (the
+/// chunks waiting for it) and its path noted in `newly_marked`.
+fn mark_fast_retransmit(
+    c: &mut Sent,
+    paths: &mut [Path],
+    rtx_fast: &mut usize,
+    newly_marked: &mut Vec<usize>,
+) {
+    *rtx_fast += 1;
     c.rtx = Rtx::Fast;
     c.fast_retransmitted = true;
     c.in_flight = false;
