@@ -826,13 +826,9 @@ pub unsafe extern "C" fn softrnic_mr_write(
 ) -> c_int {
     guard_ok(|| {
         let (m, _) = get::<MrObj>(mr)?;
-        if len == 0 {
+        if !check_copy(&m, offset, len, src.is_null(), "src")? {
             return Ok(());
         }
-        if src.is_null() {
-            return Err(null("src"));
-        }
-        check_range(&m, offset, len)?;
         // Copied through a staging buffer by raw copy: `src` may itself be registered
         // memory the progress thread writes, which a Rust slice must not alias.
         let mut tmp = vec![0u8; len];
@@ -857,13 +853,9 @@ pub unsafe extern "C" fn softrnic_mr_read(
 ) -> c_int {
     guard_ok(|| {
         let (m, _) = get::<MrObj>(mr)?;
-        if len == 0 {
+        if !check_copy(&m, offset, len, dst.is_null(), "dst")? {
             return Ok(());
         }
-        if dst.is_null() {
-            return Err(null("dst"));
-        }
-        check_range(&m, offset, len)?;
         let mut tmp = vec![0u8; len];
         m.mr.buf().read_at(m.mr.buf_offset() + offset, &mut tmp)?;
         // SAFETY: `dst` is non-null and valid for writes of `len` bytes per the caller;
@@ -871,6 +863,20 @@ pub unsafe extern "C" fn softrnic_mr_read(
         unsafe { std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst.cast::<u8>(), len) };
         Ok(())
     })
+}
+
+/// Checks a copy of `len` bytes at byte `offset` of `m` through the caller's pointer
+/// `what` (`is_null`: it is NULL, which only a copy of nothing may be); false when there is
+/// nothing to copy.
+fn check_copy(m: &MrObj, offset: usize, len: usize, is_null: bool, what: &str) -> Result<bool> {
+    if len == 0 {
+        return Ok(false);
+    }
+    if is_null {
+        return Err(null(what));
+    }
+    check_range(m, offset, len)?;
+    Ok(true)
 }
 
 fn check_range(m: &MrObj, offset: usize, len: usize) -> Result<()> {

@@ -1308,6 +1308,11 @@ impl Iterator for Deframer {
 mod tests {
     use super::*;
 
+    /// The encoder settings with CRC `crc` and markers `markers`.
+    fn tx_config(crc: bool, markers: bool) -> TxConfig {
+        TxConfig { crc, markers }
+    }
+
     fn enc(cfg: TxConfig, offset: u32, ulpdus: &[Vec<u8>]) -> (Vec<u8>, Vec<usize>) {
         let mut e = FpduEncoder::with_offset(cfg, offset);
         let mut out = Vec::new();
@@ -1357,10 +1362,7 @@ mod tests {
     fn rfc5044_4_4_split_framing_matches_contiguous() {
         for crc in [false, true] {
             for payload_len in [0usize, 1, 2, 3, 4, 5, 1000, 1001] {
-                let cfg = TxConfig {
-                    crc,
-                    markers: false,
-                };
+                let cfg = tx_config(crc, false);
                 let payload: Vec<u8> = (0..payload_len).map(|i| (i * 7 + 3) as u8).collect();
                 let head = [1u8, 2, 3, 4, 5, 6];
                 let mut a = FpduEncoder::new(cfg);
@@ -1386,10 +1388,7 @@ mod tests {
                 assert_eq!(b.stream_offset(), a.stream_offset());
             }
         }
-        let mut m = FpduEncoder::new(TxConfig {
-            crc: true,
-            markers: true,
-        });
+        let mut m = FpduEncoder::new(tx_config(true, true));
         let mut out = Vec::new();
         assert_eq!(
             m.encode_split(&[b"x"], 4, &mut out, |_| {}),
@@ -1402,10 +1401,7 @@ mod tests {
     /// RFC 5044 §4.4: with CRC on, the field holds CRC32c of everything before it.
     #[test]
     fn rfc5044_4_4_crc_covers_header_data_and_pad() {
-        let mut e = FpduEncoder::new(TxConfig {
-            crc: true,
-            markers: false,
-        });
+        let mut e = FpduEncoder::new(tx_config(true, false));
         let mut out = Vec::new();
         e.encode(&[b"hello"], &mut out).expect("ok");
         assert_eq!(out.len(), 2 + 5 + 1 + 4);
@@ -1419,10 +1415,7 @@ mod tests {
     /// to the ULPDU_Length field (508 octets before it).
     #[test]
     fn rfc5044_4_3_first_marker_precedes_first_fpdu() {
-        let cfg = TxConfig {
-            crc: false,
-            markers: true,
-        };
+        let cfg = tx_config(false, true);
         let ulpdu = vec![0xabu8; 600];
         let (wire, lens) = enc(cfg, 0, std::slice::from_ref(&ulpdu));
         assert_eq!(&wire[..4], &[0, 0, 0, 0]);
@@ -1439,10 +1432,7 @@ mod tests {
     /// and is covered by its CRC.
     #[test]
     fn rfc5044_4_3_marker_at_fpdu_boundary_opens_next_fpdu() {
-        let cfg = TxConfig {
-            crc: true,
-            markers: true,
-        };
+        let cfg = tx_config(true, true);
         // First FPDU: marker + 2 + 502 + 0 pad + 4 = 512 octets exactly.
         let a = vec![1u8; 502];
         let b = vec![2u8; 10];
@@ -1471,10 +1461,7 @@ mod tests {
     /// the FPDU, points at its ULPDU_Length and is covered by the CRC.
     #[test]
     fn rfc5044_4_4_marker_between_pad_and_crc_is_covered() {
-        let cfg = TxConfig {
-            crc: true,
-            markers: true,
-        };
+        let cfg = tx_config(true, true);
         // Marker + 2 + 505 + 1 pad = 512, so the next marker precedes the CRC field.
         let u = vec![7u8; 505];
         let (wire, lens) = enc(cfg, 0, std::slice::from_ref(&u));
@@ -1500,10 +1487,7 @@ mod tests {
     /// other value is a marker/ULPDU_Length mismatch (§8, code 3).
     #[test]
     fn rfc5044_4_2_alternative_fpduptr_reading_accepted() {
-        let cfg = TxConfig {
-            crc: false,
-            markers: true,
-        };
+        let cfg = tx_config(false, true);
         let (mut wire, _) = enc(cfg, 0, &[vec![3u8; 600]]);
         wire[514..516].copy_from_slice(&512u16.to_be_bytes());
         assert!(deframe_all(RxConfig::new(false, true), &wire)[0].is_ok());
@@ -1523,10 +1507,7 @@ mod tests {
     /// the CRC is bad (the marker is covered by it, §4.4) the error is 2.
     #[test]
     fn rfc5044_8_marker_mismatch_reported_only_with_valid_crc() {
-        let cfg = TxConfig {
-            crc: true,
-            markers: true,
-        };
+        let cfg = tx_config(true, true);
         let (mut wire, lens) = enc(cfg, 0, &[vec![5u8; 600], b"next".to_vec()]);
         // Opening marker, 2 + 600 + 2 pad, a marker at 512, CRC at 612..616.
         assert_eq!(lens[0], 616);
@@ -1564,10 +1545,7 @@ mod tests {
     /// ignore the reserved half of the marker.
     #[test]
     fn rfc5044_4_2_marker_low_bits_and_reserved_ignored() {
-        let cfg = TxConfig {
-            crc: false,
-            markers: true,
-        };
+        let cfg = tx_config(false, true);
         let (mut wire, _) = enc(cfg, 0, &[vec![3u8; 600]]);
         wire[515] |= 3;
         wire[512] = 0xff;
@@ -1615,10 +1593,7 @@ mod tests {
     /// the FPDU is consumed and the next one is still delivered.
     #[test]
     fn rfc5044_8_crc_error_is_recoverable() {
-        let cfg = TxConfig {
-            crc: true,
-            markers: false,
-        };
+        let cfg = tx_config(true, false);
         let (mut wire, lens) = enc(cfg, 0, &[b"first".to_vec(), b"second".to_vec()]);
         wire[3] ^= 0x01;
         let mut d = Deframer::new(RxConfig::new(true, false));
@@ -1693,10 +1668,7 @@ mod tests {
 
     #[test]
     fn encode_errors_leave_state_untouched() {
-        let mut e = FpduEncoder::new(TxConfig {
-            crc: true,
-            markers: true,
-        });
+        let mut e = FpduEncoder::new(tx_config(true, true));
         let mut out = Vec::new();
         let big = vec![0u8; 65_536];
         assert_eq!(
@@ -1720,10 +1692,7 @@ mod tests {
     /// Zero-length ULPDUs (two octets of pad) frame correctly.
     #[test]
     fn empty_ulpdu_round_trip() {
-        let cfg = TxConfig {
-            crc: true,
-            markers: true,
-        };
+        let cfg = tx_config(true, true);
         let (wire, _) = enc(cfg, 508, &[vec![], vec![], vec![]]);
         let got = deframe_all(RxConfig::new(true, true).with_start_offset(508), &wire);
         assert_eq!(got.len(), 3);

@@ -864,6 +864,15 @@ mod tests {
         }
     }
 
+    /// The default configuration with IRD `ird` and ORD `ord`.
+    fn ird_ord(ird: u16, ord: u16) -> Config {
+        Config {
+            ird,
+            ord,
+            ..Config::default()
+        }
+    }
+
     fn p2p(rtr: RtrSet) -> Config {
         Config {
             p2p: true,
@@ -914,10 +923,8 @@ mod tests {
             0x6d, 0x65, 0x10, 0x02, 0x00, 0x04, 0x00, 0x10, 0x00, 0x10,
         ];
         let local = Config {
-            ird: 16,
-            ord: 16,
             ird_max: 16,
-            ..Config::default()
+            ..ird_ord(16, 16)
         };
         let acc = respond(&local, &host_req).expect("accepted");
         assert_eq!(acc.reply.to_bytes().expect("emit"), siw_reply);
@@ -1284,16 +1291,8 @@ mod tests {
     /// responder's IRD.
     #[test]
     fn rfc6581_ird_ord_lowering() {
-        let a = Config {
-            ird: 4,
-            ord: 8,
-            ..Config::default()
-        };
-        let b = Config {
-            ird: 2,
-            ord: 16,
-            ..Config::default()
-        };
+        let a = ird_ord(4, 8);
+        let b = ird_ord(2, 16);
         let (reply, res) = handshake(&a, &b);
         let (si, sr) = res.expect("agreed");
         assert!(reply.enhanced_flag);
@@ -1308,11 +1307,7 @@ mod tests {
     /// "insufficient IRD" (LLP code 6) unless it may raise its IRD.
     #[test]
     fn rfc6581_insufficient_ird() {
-        let a = Config {
-            ird: 1,
-            ord: 1,
-            ..Config::default()
-        };
+        let a = ird_ord(1, 1);
         let req = request(&a).expect("valid");
         let mut reply = respond(&Config::default(), &req).expect("ok").reply;
         if let Some(e) = reply.enhanced.as_mut() {
@@ -1348,11 +1343,7 @@ mod tests {
     /// up to its maximum to meet the initiator's ORD; strict, it keeps its own.
     #[test]
     fn rfc6581_relaxed_responder_raises_ird() {
-        let a = Config {
-            ird: 4,
-            ord: 8,
-            ..Config::default()
-        };
+        let a = ird_ord(4, 8);
         let relaxed = Config {
             ird: 2,
             ird_max: 6,
@@ -1559,16 +1550,12 @@ mod tests {
     #[test]
     fn rfc6581_reject_carries_ird_ord() {
         let a = Config {
-            ird: 3,
-            ord: 5,
             crc: CrcPolicy::Require,
-            ..Config::default()
+            ..ird_ord(3, 5)
         };
         let b = Config {
-            ird: 7,
-            ord: 9,
             crc: CrcPolicy::Off,
-            ..Config::default()
+            ..ird_ord(7, 9)
         };
         let rej = respond(&b, &request(&a).expect("valid")).expect_err("crc refused");
         assert_eq!(rej.reason, RejectReason::CrcRefused);

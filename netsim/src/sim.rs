@@ -867,29 +867,19 @@ impl Sim {
                 at = at.max(d.last_arrival);
                 d.last_arrival = at;
             }
+            let arrival = |frame| EventKind::Arrival {
+                link,
+                dir,
+                epoch,
+                frame,
+            };
             let copy = duplicate.then(|| frame.clone());
-            events.push((
-                at,
-                EventKind::Arrival {
-                    link,
-                    dir,
-                    epoch,
-                    frame,
-                },
-            ));
+            events.push((at, arrival(frame)));
             if let Some(copy) = copy {
                 d.counters.duplicated += 1;
                 let at = (base + draw_jitter(&mut d.rng)).max(d.last_arrival);
                 d.last_arrival = at;
-                events.push((
-                    at,
-                    EventKind::Arrival {
-                        link,
-                        dir,
-                        epoch,
-                        frame: copy,
-                    },
-                ));
+                events.push((at, arrival(copy)));
             }
         }
         for (at, kind) in events {
@@ -967,6 +957,17 @@ impl Sim {
 mod tests {
     use super::*;
 
+    /// A simulation of two one-port switches joined by a default link.
+    fn two_linked_switches() -> (Sim, LinkId) {
+        let mut sim = Sim::new(0);
+        let a = sim.add_switch(1);
+        let b = sim.add_switch(1);
+        let l = sim
+            .link(a.iface(0), b.iface(0), LinkParams::default())
+            .unwrap();
+        (sim, l)
+    }
+
     /// Fires at the instants in `deadlines` and records when it was called.
     #[derive(Default)]
     struct Ticker {
@@ -1023,12 +1024,7 @@ mod tests {
 
     #[test]
     fn actions_at_one_instant_run_in_schedule_order() {
-        let mut sim = Sim::new(0);
-        let a = sim.add_switch(1);
-        let b = sim.add_switch(1);
-        let l = sim
-            .link(a.iface(0), b.iface(0), LinkParams::default())
-            .unwrap();
+        let (mut sim, l) = two_linked_switches();
         let at = Instant::from_millis(1);
         sim.link_down_at(l, at).unwrap();
         sim.link_up_at(l, at).unwrap();
@@ -1073,12 +1069,7 @@ mod tests {
 
     #[test]
     fn memory_capture_starts_with_a_nanosecond_ethernet_pcap_header() {
-        let mut sim = Sim::new(0);
-        let a = sim.add_switch(1);
-        let b = sim.add_switch(1);
-        let l = sim
-            .link(a.iface(0), b.iface(0), LinkParams::default())
-            .unwrap();
+        let (mut sim, l) = two_linked_switches();
         let c = sim.capture_in_memory(l).unwrap();
         let bytes = sim.finish_capture(c).unwrap();
         // Little-endian nanosecond magic, version 2.4, link type 1 (Ethernet).

@@ -321,6 +321,18 @@ struct SackTally {
 }
 
 impl SackTally {
+    /// The TSN below which this SACK, whose highest gap-acknowledged TSN is `hg`, reports
+    /// a chunk missing (§7.2.4): every chunk below `hg` in Fast Recovery once the
+    /// cumulative TSN advanced, else (the HTNA rule) those below the highest TSN newly
+    /// acknowledged.
+    fn miss_limit(&self, hg: u64, in_fast_recovery: bool, cum_advanced: bool) -> u64 {
+        if in_fast_recovery && cum_advanced {
+            hg
+        } else {
+            self.htna.map_or(0, |h| h.min(hg))
+        }
+    }
+
     fn new(paths: usize) -> SackTally {
         SackTally {
             acked_bytes: vec![0; paths],
@@ -958,10 +970,7 @@ impl Association {
             self.queue_ctrl(
                 p,
                 vtag,
-                &[Chunk::Abort {
-                    t_bit: false,
-                    causes: vec![ErrorCause::UserInitiatedAbort(Vec::new())],
-                }],
+                &[abort_chunk(ErrorCause::UserInitiatedAbort(Vec::new()))],
             );
         }
         self.close(Event::Aborted {
@@ -1468,12 +1477,7 @@ impl Association {
         self.dups.clear();
         let rwnd = self.rwnd();
         self.last_rwnd = rwnd;
-        let dac = self
-            .shared
-            .config
-            .cmt
-            .as_ref()
-            .is_some_and(|c| c.delayed_ack);
+        let dac = self.delayed_ack();
         let flags = if dac && self.packets_since_sack >= 2 {
             wire::SACK_FLAG_CMT_DAC
         } else {
@@ -1628,11 +1632,12 @@ impl Association {
     /// Whether CMT's tail handling is on (the tail loss probe, the I bit on lone
     /// retransmissions).
     fn tail_handling(&self) -> bool {
-        self.shared
-            .config
-            .cmt
-            .as_ref()
-            .is_some_and(|c| c.tail_loss_probe)
+        self.cmt().is_some_and(|c| c.tail_loss_probe)
+    }
+
+    /// Whether CMT's delayed acknowledgement (DAC) is on.
+    fn delayed_ack(&self) -> bool {
+        self.cmt().is_some_and(|c| c.delayed_ack)
     }
 
     /// Whether new data could go out now: some is queued and its first chunk fits the
@@ -2271,12 +2276,7 @@ impl Association {
                 self.packets_since_sack += 1;
                 // Delayed ACK for CMT: reordering across paths is expected, so out-of-order
                 // data waits for the regular acknowledgement like in-order data.
-                let dac = self
-                    .shared
-                    .config
-                    .cmt
-                    .as_ref()
-                    .is_some_and(|c| c.delayed_ack);
+                let dac = self.delayed_ack();
                 if rx.immediate
                     || (!dac && (rx.ooo || !self.rx_ranges.is_empty()))
                     || self.packets_since_sack >= self.shared.config.sack_freq
@@ -2306,10 +2306,9 @@ impl Association {
         self.queue_ctrl(
             p,
             vtag,
-            &[Chunk::Abort {
-                t_bit: false,
-                causes: vec![ErrorCause::ProtocolViolation(what.clone().into_bytes())],
-            }],
+            &[abort_chunk(ErrorCause::ProtocolViolation(
+                what.clone().into_bytes(),
+            ))],
         );
         self.close(Event::Aborted {
             reason: AbortReason::ProtocolViolation(what),
@@ -2387,10 +2386,7 @@ impl Association {
                     local,
                     remote,
                     init.initiate_tag,
-                    &[Chunk::Abort {
-                        t_bit: false,
-                        causes: vec![ErrorCause::RestartWithNewAddresses(tlvs)],
-                    }],
+                    &[abort_chunk(ErrorCause::RestartWithNewAddresses(tlvs))],
                 );
                 return;
             }
@@ -2440,10 +2436,7 @@ impl Association {
                 local,
                 remote,
                 ia.initiate_tag,
-                &[Chunk::Abort {
-                    t_bit: false,
-                    causes: vec![ErrorCause::InvalidMandatoryParam],
-                }],
+                &[abort_chunk(ErrorCause::InvalidMandatoryParam)],
             );
             self.close(Event::Aborted {
                 reason: AbortReason::SetupFailed(
@@ -2463,12 +2456,9 @@ impl Association {
                 local,
                 remote,
                 ia.initiate_tag,
-                &[Chunk::Abort {
-                    t_bit: false,
-                    causes: vec![ErrorCause::MissingMandatoryParam(vec![
-                        wire::param_type::STATE_COOKIE,
-                    ])],
-                }],
+                &[abort_chunk(ErrorCause::MissingMandatoryParam(vec![
+                    wire::param_type::STATE_COOKIE,
+                ]))],
             );
             self.close(Event::Aborted {
                 reason: AbortReason::SetupFailed("INIT ACK without a State Cookie".into()),
@@ -2700,10 +2690,7 @@ impl Association {
             self.queue_ctrl(
                 p,
                 vtag,
-                &[Chunk::Abort {
-                    t_bit: false,
-                    causes: vec![ErrorCause::NoUserData { tsn: d.tsn }],
-                }],
+                &[abort_chunk(ErrorCause::NoUserData { tsn: d.tsn })],
             );
             self.close(Event::Aborted {
                 reason: AbortReason::ProtocolViolation("DATA chunk without user data".into()),
@@ -3108,12 +3095,7 @@ impl Association {
         let Some(hg) = s.gaps.iter().map(|g| cum + u64::from(g.end)).max() else {
             return;
         };
-        let in_fr = self.fast_recovery_exit.is_some();
-        let limit = if in_fr && cum_advanced {
-            hg
-        } else {
-            tally.htna.map_or(0, |h| h.min(hg))
-        };
+        let limit = tally.miss_limit(hg, self.fast_recovery_exit.is_some(), cum_advanced);
         for c in self.outstanding.iter_mut() {
             if c.tsn >= limit {
                 break;
@@ -3121,11 +3103,7 @@ impl Association {
             if c.acked || c.rtx != Rtx::No || c.fast_retransmitted || !c.in_flight {
                 continue;
             }
-            c.misses += 1;
-            if c.misses >= 3 {
-                mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
-                self.rtx_fast += 1;
-            }
+            count_misses(c, 1, &mut self.paths, &mut self.rtx_fast, &mut newly_marked);
         }
         if newly_marked.is_empty() {
             return;
@@ -3134,10 +3112,7 @@ impl Association {
         self.stats.fast_retransmits += 1;
         if self.fast_recovery_exit.is_none() {
             for &i in &newly_marked {
-                let p = &mut self.paths[i];
-                p.ssthresh = (p.cwnd / 2).max(4 * p.pmtu);
-                p.cwnd = p.ssthresh;
-                p.pba = 0;
+                halve_window(&mut self.paths[i]);
                 flight_before[i] = 0;
             }
             self.fast_recovery_exit = Some(self.next_tsn - 1);
@@ -3197,24 +3172,23 @@ impl Association {
                         .is_some_and(|h| after < h)
             } else {
                 let in_fr = self.paths[c.path].recovery_exit.is_some();
-                let limit = if in_fr && cum_advanced {
-                    hg
-                } else {
-                    tally.htna.map_or(0, |h| h.min(hg))
-                };
-                c.tsn < limit
+                c.tsn < tally.miss_limit(hg, in_fr, cum_advanced)
             };
             if !reported {
                 continue;
             }
-            c.misses += 1;
-            if dac_twice && tally.lowest_newack.is_some_and(|l| after < l) {
-                c.misses += 1;
-            }
-            if c.misses >= 3 {
-                mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
-                self.rtx_fast += 1;
-            }
+            let misses = if dac_twice && tally.lowest_newack.is_some_and(|l| after < l) {
+                2
+            } else {
+                1
+            };
+            count_misses(
+                c,
+                misses,
+                &mut self.paths,
+                &mut self.rtx_fast,
+                &mut newly_marked,
+            );
         }
         if newly_marked.is_empty() {
             return;
@@ -3233,9 +3207,7 @@ impl Association {
                 .max()
                 .unwrap_or(self.next_tsn - 1);
             let p = &mut self.paths[i];
-            p.ssthresh = (p.cwnd / 2).max(4 * p.pmtu);
-            p.cwnd = p.ssthresh;
-            p.pba = 0;
+            halve_window(p);
             p.recovery_exit = Some(exit);
             flight_before[i] = 0;
         }
@@ -3409,8 +3381,7 @@ impl Association {
                     break;
                 }
                 if unacked_here(c) {
-                    mark_fast_retransmit(c, &mut self.paths, &mut newly_marked);
-                    self.rtx_fast += 1;
+                    mark_fast_retransmit(c, &mut self.paths, &mut self.rtx_fast, &mut newly_marked);
                 }
             }
             if !newly_marked.is_empty() {
@@ -3551,7 +3522,46 @@ impl Association {
 
 /// Marks `c` for fast retransmission (§7.2.4): out of its path's flight, counted there, and
 /// its path among those `newly_marked`.
-fn mark_fast_retransmit(c: &mut Sent, paths: &mut [Path], newly_marked: &mut Vec<usize>) {
+/// An ABORT (T bit clear) carrying the one error cause `cause`.
+fn abort_chunk(cause: ErrorCause) -> Chunk<'static> {
+    Chunk::Abort {
+        t_bit: false,
+        causes: vec![cause],
+    }
+}
+
+/// Entering Fast Recovery (§7.2.4): path `p`'s ssthresh becomes half its window (at least
+/// 4 MTU) and the window drops to it.
+fn halve_window(p: &mut Path) {
+    p.ssthresh = (p.cwnd / 2).max(4 * p.pmtu);
+    p.cwnd = p.ssthresh;
+    p.pba = 0;
+}
+
+/// Adds `n` miss indications to chunk `c` (§7.2.4); at three it is marked for fast
+/// retransmission.
+fn count_misses(
+    c: &mut Sent,
+    n: u32,
+    paths: &mut [Path],
+    rtx_fast: &mut usize,
+    newly_marked: &mut Vec<usize>,
+) {
+    c.misses += n;
+    if c.misses >= 3 {
+        mark_fast_retransmit(c, paths, rtx_fast, newly_marked);
+    }
+}
+
+/// Marks chunk `c` for fast retransmission: out of flight, counted in `rtx_fast` (the
+/// chunks waiting for it) and its path noted in `newly_marked`.
+fn mark_fast_retransmit(
+    c: &mut Sent,
+    paths: &mut [Path],
+    rtx_fast: &mut usize,
+    newly_marked: &mut Vec<usize>,
+) {
+    *rtx_fast += 1;
     c.rtx = Rtx::Fast;
     c.fast_retransmitted = true;
     c.in_flight = false;

@@ -481,10 +481,7 @@ impl StreamSession {
         max_segment: usize,
         private_data: &[u8],
     ) -> Result<StreamSession, SessionError> {
-        let mut s = StreamSession::new(stream, Role::Active, max_segment);
-        s.state = SessionState::InitiateSent;
-        s.send_control(FunctionCode::Initiate, private_data)?;
-        Ok(s)
+        StreamSession::start_active(stream, max_segment, FunctionCode::Initiate, private_data)
     }
 
     /// Starts an active session with the RFC 6581 Enhanced Initiate: `private_data` must
@@ -494,10 +491,26 @@ impl StreamSession {
         max_segment: usize,
         private_data: &[u8],
     ) -> Result<StreamSession, SessionError> {
+        StreamSession::start_active(
+            stream,
+            max_segment,
+            FunctionCode::EnhancedInitiate,
+            private_data,
+        )
+    }
+
+    /// An active session that has queued `initiate` (a plain or an Enhanced Initiate) with
+    /// `private_data`.
+    fn start_active(
+        stream: u16,
+        max_segment: usize,
+        initiate: FunctionCode,
+        private_data: &[u8],
+    ) -> Result<StreamSession, SessionError> {
         let mut s = StreamSession::new(stream, Role::Active, max_segment);
         s.state = SessionState::InitiateSent;
-        s.enhanced = true;
-        s.send_control(FunctionCode::EnhancedInitiate, private_data)?;
+        s.enhanced = initiate == FunctionCode::EnhancedInitiate;
+        s.send_control(initiate, private_data)?;
         Ok(s)
     }
 

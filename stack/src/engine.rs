@@ -362,17 +362,25 @@ impl WireId {
     }
 }
 
+/// A Send or RDMA Write being segmented.
+#[derive(Debug)]
+struct StreamMsg {
+    /// The work request's sequence number.
+    seq: u64,
+    /// The header of its first segment.
+    first: Header,
+    sgl: SgList,
+    /// Its length, and how much of it has gone out.
+    total: u32,
+    sent: u32,
+    /// A Write (tagged) rather than a Send.
+    tagged: bool,
+}
+
 #[derive(Debug)]
 enum SqMsg {
     /// A Send or Write being segmented.
-    Stream {
-        seq: u64,
-        first: Header,
-        sgl: SgList,
-        total: u32,
-        sent: u32,
-        tagged: bool,
-    },
+    Stream(StreamMsg),
     /// RDMA Read Requests, one per sink SGE.
     Reads {
         seq: u64,
@@ -2137,14 +2145,14 @@ impl QpEngine {
             }
             _ => return Err(WcStatus::LocalQpOperation),
         };
-        Ok(SqMsg::Stream {
+        Ok(SqMsg::Stream(StreamMsg {
             seq,
             first,
             sgl,
             total: wr.sgl_len() as u32,
             sent: 0,
             tagged,
-        })
+        }))
     }
 
     /// An RDMA Read: one Read Request per sink SGE (one RTR-style zero-length request when
@@ -2329,14 +2337,7 @@ impl QpEngine {
             return false;
         }
         match msg {
-            SqMsg::Stream {
-                seq,
-                first,
-                sgl,
-                total,
-                sent,
-                tagged,
-            } => self.send_segment(seq, first, sgl, total, sent, tagged),
+            SqMsg::Stream(m) => self.send_segment(m),
             SqMsg::Reads {
                 seq,
                 sinks,
@@ -2354,7 +2355,7 @@ impl QpEngine {
     fn may_go(&self, msg: &SqMsg) -> bool {
         let credit = self.orq.len() + self.atomics.len() < self.ord as usize;
         match msg {
-            SqMsg::Stream { tagged, .. } => self.may_use(*tagged, Stream::Sq),
+            SqMsg::Stream(m) => self.may_use(m.tagged, Stream::Sq),
             SqMsg::Reads { .. } => credit && self.may_use(false, Stream::Sq),
             SqMsg::Single { kind, .. } => {
                 self.may_use(false, Stream::Sq)
@@ -2366,15 +2367,15 @@ impl QpEngine {
     /// The next segment of a Send or RDMA Write, at most one payload room long, straight
     /// from registered memory: into the FPDU being built, or as a range the driver writes
     /// from (zero-copy transmit).
-    fn send_segment(
-        &mut self,
-        seq: u64,
-        first: Header,
-        sgl: SgList,
-        total: u32,
-        sent: u32,
-        tagged: bool,
-    ) -> bool {
+    fn send_segment(&mut self, m: StreamMsg) -> bool {
+        let StreamMsg {
+            seq,
+            first,
+            ref sgl,
+            total,
+            sent,
+            tagged,
+        } = m;
         let room = self.payload_room(tagged) as u32;
         let n = (total - sent).min(room);
         let last = sent + n == total;
@@ -2398,19 +2399,15 @@ impl QpEngine {
             },
             other => other,
         };
-        self.emit_payload(&header, n as usize, &PayloadSrc::Sgl(&sgl, u64::from(sent)));
+        self.emit_payload(&header, n as usize, &PayloadSrc::Sgl(sgl, u64::from(sent)));
         self.busy[model(tagged)] = if last { None } else { Some(Stream::Sq) };
         if last {
             self.mark_generated(seq, true);
         } else {
-            self.cur_sq = Some(SqMsg::Stream {
-                seq,
-                first,
-                sgl,
-                total,
+            self.cur_sq = Some(SqMsg::Stream(StreamMsg {
                 sent: sent + n,
-                tagged,
-            });
+                ..m
+            }));
         }
         true
     }

@@ -831,6 +831,19 @@ impl Entry {
         make_stag(index, self.key)
     }
 
+    /// The application's handle of this region, at table index `index`.
+    fn region(&self, index: u32) -> MemoryRegion {
+        MemoryRegion {
+            stag: self.stag(index),
+            pd: self.pd,
+            access: self.access,
+            base_to: self.base_to,
+            len: self.len,
+            buf: self.buf.clone(),
+            buf_off: self.buf_off,
+        }
+    }
+
     fn tagged_buffer(&self, index: u32, on: StreamOwner) -> TaggedBuffer {
         let qp_ok = match self.window {
             Some(Window {
@@ -1378,18 +1391,11 @@ impl MemTable {
             window: None,
             windows: 0,
         };
+        let region = entry.region(index);
         if let Some(s) = t.entries.get_mut(slot as usize) {
             *s = Some(entry);
         }
-        Ok(MemoryRegion {
-            stag: make_stag(index, key),
-            pd,
-            access: a,
-            base_to,
-            len,
-            buf: buf.clone(),
-            buf_off: range.start,
-        })
+        Ok(region)
     }
 
     /// Registers the memory of the region `stag` again (RDMA Verbs "Register Shared Memory
@@ -1467,7 +1473,7 @@ impl MemTable {
         e.access = access;
         e.base_to = base_to;
         e.len = len;
-        e.buf = buf.clone();
+        e.buf = buf;
         e.buf_off = range.start;
         e.key = key;
         if let Some(i) = change.invalidatable {
@@ -1475,15 +1481,7 @@ impl MemTable {
         }
         // A re-registration makes an invalidated region valid again, as a new registration.
         e.valid = true;
-        Ok(MemoryRegion {
-            stag: make_stag(stag_index(stag), key),
-            pd,
-            access,
-            base_to,
-            len,
-            buf,
-            buf_off: range.start,
-        })
+        Ok(e.region(stag_index(stag)))
     }
 
     /// Allocates a fast-register STag in `pd` (verbs "Allocate STag" for fast registration,

@@ -1031,6 +1031,19 @@ impl Core {
         })
     }
 
+    /// The token and association of the kernel SCTP association that has connection
+    /// request `req`.
+    fn ksctp_requested(&mut self, req: ConnReqId) -> Option<(Token, &mut KAssoc)> {
+        let t = self.ksctp_request(req)?;
+        match self.conns.get_mut(&t) {
+            Some(Conn::Ksctp(k)) => match &mut **k {
+                Ksctp::Assoc(a) => Some((t, &mut **a)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The kernel SCTP association of `qp`.
     fn ksctp_of(&self, qp: &Arc<QpShared>) -> Option<Token> {
         self.conns.iter().find_map(|(t, c)| match c {
@@ -1059,14 +1072,8 @@ impl Core {
         qp: &Arc<QpShared>,
         cfg: &mpa::Config,
     ) -> bool {
-        let Some(t) = self.ksctp_request(req) else {
-            return false;
-        };
         let now = self.now();
-        let Some(Conn::Ksctp(k)) = self.conns.get_mut(&t) else {
-            return false;
-        };
-        let Ksctp::Assoc(a) = &mut **k else {
+        let Some((t, a)) = self.ksctp_requested(req) else {
             return false;
         };
         let seg = segment_size(&a.sock, a.mtu);
@@ -1095,14 +1102,8 @@ impl Core {
     /// Rejects request `req` if a kernel SCTP association has it: Session Reject with `pd`,
     /// then SHUTDOWN.
     pub(super) fn reject_ksctp(&mut self, shared: &Shared, req: ConnReqId, pd: &[u8]) -> bool {
-        let Some(t) = self.ksctp_request(req) else {
-            return false;
-        };
         let now = self.now();
-        let Some(Conn::Ksctp(k)) = self.conns.get_mut(&t) else {
-            return false;
-        };
-        let Ksctp::Assoc(a) = &mut **k else {
+        let Some((_, a)) = self.ksctp_requested(req) else {
             return false;
         };
         let held = std::mem::take(&mut a.held);

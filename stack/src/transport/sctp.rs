@@ -397,6 +397,20 @@ pub(super) struct SctpEp {
 }
 
 impl SctpEp {
+    /// Puts `qp` on association `id`; returns the QP's span.
+    fn run_qp(&mut self, id: AssocId, qp: &Arc<QpShared>) -> tracing::Span {
+        let span = qp_span(qp, &self.ep, id);
+        self.assocs.insert(
+            id,
+            AssocRole::Qp {
+                qp: qp.clone(),
+                shut: false,
+                span: span.clone(),
+            },
+        );
+        span
+    }
+
     /// Whether the endpoint's packets go through `dev`.
     pub(super) fn on_dev(&self, dev: &SharedDev) -> bool {
         self.io.on_dev(dev)
@@ -559,15 +573,7 @@ impl Core {
             assocs: HashMap::new(),
             tokens: Vec::new(),
         };
-        let span = qp_span(&qp, &e.ep, id);
-        e.assocs.insert(
-            id,
-            AssocRole::Qp {
-                qp: qp.clone(),
-                shut: false,
-                span,
-            },
-        );
+        e.run_qp(id, &qp);
         match self.register_sctp(e) {
             Ok(t) => self.service_sctp(shared, t),
             Err(err) => {
@@ -616,17 +622,8 @@ impl Core {
                 .and_then(|a| a.remote_addresses().first().copied())
                 .is_some_and(|a| a.is_ipv6());
         let seg = max_segment(e.mtu, v6, e.overhead);
-        let span = qp_span(qp, &e.ep, id);
         // Entered while the engine takes the held Initiate and is established.
-        let entered = span.clone().entered();
-        e.assocs.insert(
-            id,
-            AssocRole::Qp {
-                qp: qp.clone(),
-                shut: false,
-                span,
-            },
-        );
+        let entered = e.run_qp(id, qp).entered();
         let held = held.iter().map(|m| (m.ppid, m.unordered, m.data.as_ref()));
         if !assoc_qp::start_responder(shared, qp, cfg, seg, held, now)
             && let Some(Conn::Sctp(e)) = self.conns.get_mut(&key)
