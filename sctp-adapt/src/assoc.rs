@@ -3520,8 +3520,6 @@ impl Association {
     }
 }
 
-/// Marks `c` for fast retransmission (§7.2.4): out of its path's flight, counted there, and
-/// its path among those `newly_marked`.
 /// An ABORT (T bit clear) carrying the one error cause `cause`.
 fn abort_chunk(cause: ErrorCause) -> Chunk<'static> {
     Chunk::Abort {
@@ -3553,8 +3551,8 @@ fn count_misses(
     }
 }
 
-/// Marks chunk `c` for fast retransmission: out of flight, counted in `rtx_fast` (the
-/// chunks waiting for it) and its path noted in `newly_marked`.
+/// Marks chunk `c` for fast retransmission (§7.2.4): out of its path's flight, counted in
+/// `rtx_fast` (the chunks waiting for it) and its path noted in `newly_marked`.
 fn mark_fast_retransmit(
     c: &mut Sent,
     paths: &mut [Path],
