@@ -61,6 +61,25 @@ lab_step() {
     return "$rc"
 }
 
+# lab_reap PID SECONDS [STEP]: waits up to SECONDS for the background process PID (a child of
+# this shell) to exit, as lab step STEP when one is named, and kills it if it does not. Sets
+# LAB_REAP_STATUS to its exit status, 124 when it was killed. (A variable, not output: a
+# command substitution runs in a subshell, which cannot wait for this shell's child.)
+lab_reap() {
+    local pid=$1 secs=$2 step=${3:-}
+    LAB_REAP_STATUS=0
+    if [[ -n $step ]]; then
+        lab_step "$step" timeout "$secs" tail --pid="$pid" -f /dev/null || LAB_REAP_STATUS=124
+    else
+        timeout "$secs" tail --pid="$pid" -f /dev/null || LAB_REAP_STATUS=124
+    fi
+    if [[ $LAB_REAP_STATUS -eq 124 ]]; then
+        kill -9 "$pid" 2>/dev/null || true
+    else
+        wait "$pid" || LAB_REAP_STATUS=$?
+    fi
+}
+
 # lab_rping_servers WHO SIZE...: one siw `rping -s -V -v -S 65535` on port 7174 per size, for
 # the host's client WHO: raises rping.<size>.ready once it listens, waits for the client's
 # rping.<size>.done and for the server to exit. Non-zero when any server failed.
@@ -73,9 +92,8 @@ lab_rping_servers() {
         lab_wait_listen 7174 30 || true
         lab_signal "rping.$size.ready"
         lab_wait "rping.$size.done" 120 || rc=1
-        src=0
-        lab_step "rping-s-$size" timeout 20 tail --pid="$pid" -f /dev/null || { kill -9 "$pid" 2>/dev/null || true; src=124; }
-        [[ $src -eq 0 ]] && { wait "$pid" || src=$?; }
+        lab_reap "$pid" 20 "rping-s-$size"
+        src=$LAB_REAP_STATUS
         tail -n 2 "rping-server-$size.log" | cut -c1-100
         glog "rping -s ($who, size $size): exit status $src"
         [[ $src -eq 0 ]] || rc=1

@@ -20,9 +20,8 @@ for i in 1 2 3 4; do
     lab_wait_listen 7174 30 || true
     lab_signal "case.$i.ready"
     lab_wait "case.$i.done" 120 || rc=1
-    src=0
-    if timeout 20 tail --pid="$pid" -f /dev/null; then wait "$pid" || src=$?; else
-        kill -9 "$pid" 2>/dev/null || true; src=124; fi
+    lab_reap "$pid" 20
+    src=$LAB_REAP_STATUS
     cut -c1-100 "rping-server-$i.log" | tail -n 4
     # The i-th Terminate siw took, and the cause this case must produce.
     want=(x "layer 1, type 0, code 0" "layer 1, type 0, code 1" "layer 1, type 1, code 0"

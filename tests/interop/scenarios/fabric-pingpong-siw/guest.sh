@@ -26,9 +26,8 @@ for size in $sizes; do
     lab_wait_listen "$port" 30 || true
     lab_signal "pp.a$i.ready"
     lab_wait "pp.a$i.done" 150 || rc=1
-    src=0
-    lab_step "pp-server-a$i-S$size" timeout 30 tail --pid="$pid" -f /dev/null || { kill -9 "$pid" 2>/dev/null || true; src=124; }
-    [[ $src -eq 0 ]] && { wait "$pid" || src=$?; }
+    lab_reap "$pid" 30 "pp-server-a$i-S$size"
+    src=$LAB_REAP_STATUS
     tail -n 2 "server-a$i.log" | cut -c1-120
     glog "a) verbs fi_pingpong server -S $size: exit status $src"
     [[ $src -eq 0 ]] || rc=1
