@@ -181,7 +181,7 @@ cp -r "$SCENARIO_DIR" "$results/scenario"
 install -m 0755 "$guest_script" "$results/scenario/guest.sh"
 cp "$LAB_ROOT/guest/lab-guest.sh" "$results/lib/lab-guest.sh"
 cp "$LAB_ROOT/tools/sctp_peer.py" "$results/lib/sctp_peer.py"
-cp "$LAB_ROOT/lib/perftest-runs.sh" "$results/lib/perftest-runs.sh"
+cp "$LAB_ROOT/lib/perftest-runs.sh" "$LAB_ROOT/lib/siw-compare.sh" "$results/lib/"
 
 NS=$NS_PREFIX$$
 PGIDS=()          # process groups this run started (each child runs under setsid)

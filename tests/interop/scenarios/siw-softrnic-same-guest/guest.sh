@@ -4,6 +4,8 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=../../guest/lab-guest.sh
 . /lab/lib/lab-guest.sh
+# shellcheck source-path=SCRIPTDIR source=../../lib/siw-compare.sh
+. /lab/lib/siw-compare.sh
 S=/lab/lib/softrnic
 export RUST_LOG=${RUST_LOG:-warn}
 cd "$LAB_OUT" || exit 1
@@ -11,13 +13,6 @@ A=${LAB_ADDR:?}
 : >perf-results.txt
 : >perf-missing.txt
 rc=0
-
-# shellcheck disable=SC2317 # avg_bw and median_lat are called through run's PICK
-# avg_bw FILE: the average bandwidth (MB/s, 2^20 bytes) of a bandwidth tool's result row.
-avg_bw() { awk '$1 ~ /^[0-9]+$/ && NF >= 5 { v = $4 } END { if (v != "") print v }' "$1"; }
-# shellcheck disable=SC2317
-# median_lat FILE: t_typical (µs) of a latency tool's result row.
-median_lat() { awk '$1 ~ /^[0-9]+$/ && NF >= 8 { v = $5 } END { if (v != "") print v }' "$1"; }
 
 # run NAME PORT PICK SERVER... -- CLIENT...: the server in the background, the client once it
 # listens; NAME's number (PICK of the client's output) goes to perf-results.txt.
@@ -82,64 +77,17 @@ if [[ $rc -ne $rc_before ]]; then
 fi
 
 # The floor: a plain TCP stream of 64 KiB writes for 4 s, MB/s (2^20) at the receiver.
-cat >tcp_stream.py <<'PY'
-import socket, sys, time
-role, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-if role == "server":
-    ls = socket.socket()
-    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    ls.bind((addr, port))
-    ls.listen(1)
-    c, _ = ls.accept()
-    buf = bytearray(1 << 16)
-    n, t0 = 0, None
-    while True:
-        k = c.recv_into(buf)
-        if k == 0:
-            break
-        if t0 is None:
-            t0 = time.monotonic()
-        n += k
-    print("%.2f" % (n / (time.monotonic() - t0) / 1048576))
-else:
-    s = socket.create_connection((addr, port))
-    buf = bytes(1 << 16)
-    end = time.monotonic() + 4
-    while time.monotonic() < end:
-        s.sendall(buf)
-    s.close()
-PY
+cmp_tcp_stream .
 python3 tcp_stream.py server "$A" 18521 >tcp.server.txt 2>&1 &
 pid=$!
 lab_wait_listen 18521 30 || true
 lab_step tcp_stream_64k python3 tcp_stream.py client "$A" 18521 || rc=1
 wait "$pid" || rc=1
-v=$(tail -n 1 tcp.server.txt)
-if [[ $v =~ ^[0-9.]+$ ]]; then echo "tcp_stream_64k $v" >>perf-results.txt; else cat tcp.server.txt; rc=1; fi
+v=$(tcp_rate tcp.server.txt)
+if [[ -n $v ]]; then echo "tcp_stream_64k $v" >>perf-results.txt; else cat tcp.server.txt; rc=1; fi
 
 cat perf-results.txt
-python3 - perf-results.txt >perf-table.txt <<'PY'
-import sys
-r = {}
-for line in open(sys.argv[1]):
-    k, v = line.split()
-    r[k] = float(v)
-def ratio(a, b):
-    return "%.2fx" % (r[a] / r[b]) if a in r and b in r and r[b] else "n/a"
-def val(k):
-    return "%.1f" % r[k] if k in r else "n/a"
-print("| Measurement (one guest, one vCPU) | softrnic (progress thread) | softrnic (manual progress) | siw | thread / siw | manual / siw |")
-print("|---|---|---|---|---|---|")
-for label, key in [("RDMA Write 64 KiB, MB/s", "write_bw_64k"), ("RDMA Write 4 KiB, MB/s", "write_bw_4k"),
-                   ("RDMA Write 2 B latency, us (median)", "write_lat_2"),
-                   ("Send 2 B latency, us (median)", "send_lat_2")]:
-    t, m, s = "softrnic_" + key, "softrnic_manual_" + key, "siw_" + key
-    print("| %s | %s | %s | %s | %s | %s |" % (label, val(t), val(m), val(s), ratio(t, s), ratio(m, s)))
-print("| TCP stream 64 KiB writes (floor), MB/s | %s | | | %s of it | %s of it |" % (
-    val("tcp_stream_64k"), ratio("softrnic_write_bw_64k", "tcp_stream_64k"),
-    ratio("softrnic_manual_write_bw_64k", "tcp_stream_64k")))
-print("siw 64 KiB bandwidth / TCP stream: %s" % ratio("siw_write_bw_64k", "tcp_stream_64k"))
-PY
+cmp_table perf-results.txt "one guest, one vCPU" >perf-table.txt
 cat perf-missing.txt >>perf-table.txt
 cat perf-table.txt
 exit "$rc"

@@ -16,14 +16,9 @@ SCENARIO_TIMEOUT=900
 SCENARIO_GUEST_SOFTRNIC=1
 SCENARIO_HOST_CMD=''
 
+# shellcheck source=../../lib/siw-compare.sh
+source "$LAB_ROOT/lib/siw-compare.sh"
+
 scenario_check() {
-    local res=$LAB_RESULTS/out/g1/perf-results.txt name
-    [[ -s $res ]] || { echo "FAIL: no out/g1/perf-results.txt"; return 1; }
-    for name in tcp_stream_64k \
-        softrnic_write_bw_64k softrnic_write_bw_4k softrnic_write_lat_2 softrnic_send_lat_2 \
-        softrnic_manual_write_bw_64k softrnic_manual_write_bw_4k softrnic_manual_write_lat_2 \
-        softrnic_manual_send_lat_2 siw_write_bw_64k siw_write_bw_4k siw_send_lat_2; do
-        grep -Eq "^$name [0-9.]+$" "$res" || { echo "FAIL: no number for $name in perf-results.txt"; return 1; }
-    done
-    cat "$LAB_RESULTS/out/g1/perf-table.txt"
+    cmp_check "$LAB_RESULTS/out/g1/perf-results.txt" "$LAB_RESULTS/out/g1/perf-table.txt"
 }

@@ -1,0 +1,94 @@
+# shellcheck shell=bash
+# The honest comparison with siw, shared by siw-softrnic-same-guest (one guest) and
+# siw-softrnic-two-guests (server in g1, client in g2): how a number is read from a tool's
+# output, the plain TCP stream that is the floor, and the ratio table. In the guest as
+# /lab/lib/siw-compare.sh (lab.sh puts it there). Results are "NAME VALUE" lines:
+# softrnic_KEY (progress thread), softrnic_manual_KEY (--manual-progress) and siw_KEY for KEY in
+# write_bw_64k write_bw_4k (MB/s) write_lat_2 send_lat_2 (µs, median), and tcp_stream_64k.
+
+# The names every comparison must have produced a number for (siw_write_lat_2 may be missing:
+# see cmp_missing_ok).
+CMP_NAMES="tcp_stream_64k softrnic_write_bw_64k softrnic_write_bw_4k softrnic_write_lat_2
+softrnic_send_lat_2 softrnic_manual_write_bw_64k softrnic_manual_write_bw_4k
+softrnic_manual_write_lat_2 softrnic_manual_send_lat_2 siw_write_bw_64k siw_write_bw_4k
+siw_send_lat_2"
+
+# shellcheck disable=SC2317 # avg_bw, median_lat and tcp_rate are called through a PICK variable
+# avg_bw FILE: the average bandwidth (MB/s, 2^20 bytes) of a bandwidth tool's result row.
+avg_bw() { awk '$1 ~ /^[0-9]+$/ && NF >= 5 { v = $4 } END { if (v != "") print v }' "$1"; }
+# shellcheck disable=SC2317
+# median_lat FILE: t_typical (µs) of a latency tool's result row.
+median_lat() { awk '$1 ~ /^[0-9]+$/ && NF >= 8 { v = $5 } END { if (v != "") print v }' "$1"; }
+# shellcheck disable=SC2317
+# tcp_rate FILE: the TCP stream server's last line, when it is a number.
+tcp_rate() { local v; v=$(tail -n 1 "$1"); [[ $v =~ ^[0-9.]+$ ]] && echo "$v"; }
+
+# cmp_tcp_stream DIR: writes DIR/tcp_stream.py, a plain TCP stream of 64 KiB writes for 4 s;
+# `python3 tcp_stream.py server ADDR PORT` prints MB/s (2^20) as received, `... client ADDR
+# PORT` sends.
+cmp_tcp_stream() {
+    cat >"$1/tcp_stream.py" <<'PY'
+import socket, sys, time
+role, addr, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if role == "server":
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind((addr, port))
+    ls.listen(1)
+    c, _ = ls.accept()
+    buf = bytearray(1 << 16)
+    n, t0 = 0, None
+    while True:
+        k = c.recv_into(buf)
+        if k == 0:
+            break
+        if t0 is None:
+            t0 = time.monotonic()
+        n += k
+    print("%.2f" % (n / (time.monotonic() - t0) / 1048576))
+else:
+    s = socket.create_connection((addr, port))
+    buf = bytes(1 << 16)
+    end = time.monotonic() + 4
+    while time.monotonic() < end:
+        s.sendall(buf)
+    s.close()
+PY
+}
+
+# cmp_table RESULTS TITLE: the ratio table (Markdown) of a results file.
+cmp_table() {
+    python3 - "$1" "$2" <<'PY'
+import sys
+r = {}
+for line in open(sys.argv[1]):
+    k, v = line.split()
+    r[k] = float(v)
+def ratio(a, b):
+    return "%.2fx" % (r[a] / r[b]) if a in r and b in r and r[b] else "n/a"
+def val(k):
+    return "%.1f" % r[k] if k in r else "n/a"
+print("| Measurement (%s) | softrnic (progress thread) | softrnic (manual progress) | siw | thread / siw | manual / siw |" % sys.argv[2])
+print("|---|---|---|---|---|---|")
+for label, key in [("RDMA Write 64 KiB, MB/s", "write_bw_64k"), ("RDMA Write 4 KiB, MB/s", "write_bw_4k"),
+                   ("RDMA Write 2 B latency, us (median)", "write_lat_2"),
+                   ("Send 2 B latency, us (median)", "send_lat_2")]:
+    t, m, s = "softrnic_" + key, "softrnic_manual_" + key, "siw_" + key
+    print("| %s | %s | %s | %s | %s | %s |" % (label, val(t), val(m), val(s), ratio(t, s), ratio(m, s)))
+print("| TCP stream 64 KiB writes (floor), MB/s | %s | | | %s of it | %s of it |" % (
+    val("tcp_stream_64k"), ratio("softrnic_write_bw_64k", "tcp_stream_64k"),
+    ratio("softrnic_manual_write_bw_64k", "tcp_stream_64k")))
+print("siw 64 KiB bandwidth / TCP stream: %s" % ratio("siw_write_bw_64k", "tcp_stream_64k"))
+PY
+}
+
+# cmp_check RESULTS TABLE: the host-side check: every name of CMP_NAMES has a number; prints
+# the table. Non-zero when a number is missing.
+cmp_check() {
+    local res=$1 name
+    [[ -s $res ]] || { echo "FAIL: no $res"; return 1; }
+    for name in $CMP_NAMES; do
+        grep -Eq "^$name [0-9.]+$" "$res" || { echo "FAIL: no number for $name in $(basename "$res")"; return 1; }
+    done
+    cat "$2"
+}
