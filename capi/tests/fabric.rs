@@ -278,25 +278,31 @@ fn fi_pingpong_rdm_over_ofi_rxm_verified() {
     }
 }
 
-/// Open MPI (Debian's openmpi-bin 4.1) over the provider through ofi_rxm: two ranks on the
-/// MTL `ofi` restricted to `softrnic;ofi_rxm` (Open MPI's log must name the provider), one-sided
-/// operations by `osc pt2pt` (as messages over the same path), no other transport
-/// (`--mca btl self`). fabric/tests/mpi_check.c checks every byte of 100 Send/Recv round
-/// trips of 64 KiB and of an MPI_Put of 4 KiB between fences.
-#[test]
-fn open_mpi_send_recv_and_put_over_ofi_rxm() {
+/// Why an Open MPI test cannot run here, if it cannot.
+fn mpi_missing() -> Option<String> {
     if let Some(why) = missing() {
-        println!("SKIPPED: {why}");
-        return;
+        return Some(why);
     }
     if !have("mpicc", "--version") || !have("mpirun", "--version") {
-        println!("SKIPPED: Open MPI is not installed (openmpi-bin, libopenmpi-dev)");
-        return;
+        return Some("Open MPI is not installed (openmpi-bin, libopenmpi-dev)".into());
     }
-    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join("mpi_check");
+    None
+}
+
+/// Compiles fabric/`source` with mpicc and runs it on two ranks over the provider through
+/// ofi_rxm: the MTL `ofi` restricted to `softrnic;ofi_rxm` (Open MPI's log must name the
+/// provider for both ranks), one-sided operations by `osc pt2pt` (as messages over the same
+/// path), no other transport (`--mca btl self`). Returns the ranks' standard output after
+/// asserting that mpirun exited 0.
+fn mpi_run(source: &str, args: &[&str]) -> String {
+    let name = Path::new(source)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("mpi_prog");
+    let exe = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
     let out = Command::new("mpicc")
         .args(["-O2", "-Wall", "-Werror"])
-        .arg(repo().join("fabric/tests/mpi_check.c"))
+        .arg(repo().join("fabric").join(source))
         .arg("-o")
         .arg(&exe)
         .output()
@@ -310,6 +316,7 @@ fn open_mpi_send_recv_and_put_over_ofi_rxm() {
             .args(["--mca", "osc", "pt2pt", "--mca", "btl", "self"])
             .args(["--mca", "mtl_base_verbose", "100"])
             .arg(&exe)
+            .args(args)
             .spawn()
             .expect("mpirun"),
         Duration::from_secs(120),
@@ -323,8 +330,48 @@ fn open_mpi_send_recv_and_put_over_ofi_rxm() {
         2,
         "both ranks on the softrnic provider:\n{both}"
     );
+    o
+}
+
+/// Open MPI (Debian's openmpi-bin 4.1) over the provider through ofi_rxm (see [`mpi_run`]):
+/// fabric/tests/mpi_check.c checks every byte of 100 Send/Recv round trips of 64 KiB and of an
+/// MPI_Put of 4 KiB between fences.
+#[test]
+fn open_mpi_send_recv_and_put_over_ofi_rxm() {
+    if let Some(why) = mpi_missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let o = mpi_run("tests/mpi_check.c", &[]);
     assert!(o.contains("rank 0: sendrecv verified, put sent"), "{o}");
     assert!(o.contains("rank 1: sendrecv verified, put verified"), "{o}");
+}
+
+/// The MPI one-sided benchmark (fabric/bench/mpi_osc_bench.c: MPI_Put, MPI_Get and
+/// MPI_Accumulate of MPI_INT with MPI_SUM, latency and bandwidth, 8 B to 256 KiB, fences) over
+/// the provider through ofi_rxm, a few iterations: every measurement is reported and every
+/// byte checked — the Puts' at the target, the Gets' at the origin, and every int the
+/// Accumulates summed at the target.
+#[test]
+fn open_mpi_one_sided_put_get_accumulate_verified_over_ofi_rxm() {
+    if let Some(why) = mpi_missing() {
+        println!("SKIPPED: {why}");
+        return;
+    }
+    let o = mpi_run("bench/mpi_osc_bench.c", &["4"]);
+    for op in ["put", "get", "acc"] {
+        for kind in ["lat", "bw"] {
+            for size in [8, 64, 512, 4096, 32768, 262144] {
+                let row = format!("{op}_{kind} {size} ");
+                assert!(
+                    o.lines().any(|l| l.starts_with(&row)
+                        && l[row.len()..].parse::<f64>().is_ok_and(|v| v > 0.0)),
+                    "no {row}row:\n{o}"
+                );
+            }
+        }
+    }
+    assert!(o.lines().any(|l| l == "verified"), "{o}");
 }
 
 /// FI_SOFTRNIC_PROGRESS=manual: no progress thread, fi_pingpong's CQ polling runs the RNIC

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MPI one-sided Put/Get latency and bandwidth (fabric/bench/mpi_osc_bench.c, OSU-style with
+# MPI one-sided Put/Get/Accumulate latency and bandwidth (fabric/bench/mpi_osc_bench.c, OSU-style with
 # MPI_Win_fence) between two ranks on this host, over the softrnic provider (Open MPI's MTL
 # ofi on "softrnic;ofi_rxm") and over Open MPI's own TCP BTL, in one run, rounds alternating
 # between the two; prints per size the best of the rounds for each and their ratio.
