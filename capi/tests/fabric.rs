@@ -102,6 +102,28 @@ fn finish(mut child: Child, limit: Duration, what: &str) -> Output {
     }
 }
 
+/// Runs the client `start` makes (each run killed after `limit`) until it succeeds or 10 s
+/// have passed since the first attempt — its server may not listen yet — and returns the last
+/// run's output.
+fn until_listening(what: &str, limit: Duration, mut start: impl FnMut() -> Child) -> Output {
+    let first = Instant::now();
+    loop {
+        let out = finish(start(), limit, what);
+        if out.status.success() || first.elapsed() > Duration::from_secs(10) {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The standard output of a process `who` that must have exited 0 (else its output fails the
+/// test).
+fn succeeded(out: &Output, who: &str) -> String {
+    let o = text(&out.stdout);
+    assert!(out.status.success(), "{who}:\n{o}\n{}", text(&out.stderr));
+    o
+}
+
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
@@ -200,37 +222,18 @@ fn pingpong_with(
         .spawn()
         .expect("fi_pingpong server");
     // The server listens for the control connection once it is up; the client retries.
-    let start = Instant::now();
-    let client = loop {
-        let c = finish(
-            fi_command("fi_pingpong")
-                .env("FI_SOFTRNIC_PROGRESS", progress)
-                .args(["-p", prov, "-e", ep, "-P", &port])
-                .args(["-S", size, "-I", iters])
-                .args(extra)
-                .arg("127.0.0.1")
-                .spawn()
-                .expect("fi_pingpong client"),
-            Duration::from_secs(120),
-            "fi_pingpong client",
-        );
-        if c.status.success() || start.elapsed() > Duration::from_secs(10) {
-            break c;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let client = until_listening("fi_pingpong client", Duration::from_secs(120), || {
+        fi_command("fi_pingpong")
+            .env("FI_SOFTRNIC_PROGRESS", progress)
+            .args(["-p", prov, "-e", ep, "-P", &port])
+            .args(["-S", size, "-I", iters])
+            .args(extra)
+            .arg("127.0.0.1")
+            .spawn()
+            .expect("fi_pingpong client")
+    });
     let server = finish(server, Duration::from_secs(120), "fi_pingpong server");
-    let (cs, ss) = (text(&client.stdout), text(&server.stdout));
-    assert!(
-        client.status.success(),
-        "client:\n{cs}\n{}",
-        text(&client.stderr)
-    );
-    assert!(
-        server.status.success(),
-        "server:\n{ss}\n{}",
-        text(&server.stderr)
-    );
+    let (cs, ss) = (succeeded(&client, "client"), succeeded(&server, "server"));
     // bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec, on both ends.
     let acked = format!("={iters}");
     for (who, out) in [("client", &cs), ("server", &ss)] {
@@ -433,32 +436,16 @@ fn fi_rma_peer_between_two_processes() {
         .spawn()
         .expect("fi_rma_peer target");
     // The target listens once it is up; the initiator retries a refused connect.
-    let start = Instant::now();
-    let initiator = loop {
-        let out = finish(
-            fi_command(&exe)
-                .args(["-p", "softrnic", "-P", &port, "-n", "5", "127.0.0.1"])
-                .spawn()
-                .expect("fi_rma_peer initiator"),
-            Duration::from_secs(60),
-            "fi_rma_peer initiator",
-        );
-        if out.status.success() || start.elapsed() > Duration::from_secs(10) {
-            break out;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let initiator = until_listening("fi_rma_peer initiator", Duration::from_secs(60), || {
+        fi_command(&exe)
+            .args(["-p", "softrnic", "-P", &port, "-n", "5", "127.0.0.1"])
+            .spawn()
+            .expect("fi_rma_peer initiator")
+    });
     let target = finish(target, Duration::from_secs(60), "fi_rma_peer target");
-    let (i, t) = (text(&initiator.stdout), text(&target.stdout));
-    assert!(
-        initiator.status.success(),
-        "initiator:\n{i}{}",
-        text(&initiator.stderr)
-    );
-    assert!(
-        target.status.success(),
-        "target:\n{t}{}",
-        text(&target.stderr)
+    let (i, t) = (
+        succeeded(&initiator, "initiator"),
+        succeeded(&target, "target"),
     );
     for size in [64, 4096, 65536] {
         let line = format!("fi_write, fi_read {size} octets x 5: verified");

@@ -181,6 +181,19 @@ lab_hash() { sha256sum | cut -c1-16; }
 # Seconds since the epoch with millisecond resolution.
 lab_now() { date +%s.%N | cut -c1-14; }
 
+# lab_fabric_requires: what the libfabric scenarios need on the host (a scenario_requires
+# helper): libfabric's headers, a C compiler and libsoftrnic.so beside $LAB_SOFTRNIC (or in
+# $SOFTRNIC_LAB_FI_LIB_DIR). Prints what is missing; non-zero then.
+lab_fabric_requires() {
+    local lib=${SOFTRNIC_LAB_FI_LIB_DIR:-$(dirname "$LAB_SOFTRNIC")}
+    [[ -r /usr/include/rdma/providers/fi_prov.h ]] || { echo "no libfabric headers on the host (libfabric-dev)"; return 1; }
+    command -v "${CC:-cc}" >/dev/null || { echo "no C compiler on the host"; return 1; }
+    [[ -r $lib/libsoftrnic.so ]] || {
+        echo "no libsoftrnic.so in $lib (cargo build --release -p softrnic-capi, or set SOFTRNIC_LAB_FI_LIB_DIR)"
+        return 1
+    }
+}
+
 # The softrnic binary for host-side commands: $SOFTRNIC_LAB_BIN, else the repository's release
 # build, brought up to date with cargo (a no-op when nothing changed). Prints the path; prints
 # nothing (and logs why) when there is no binary and cargo cannot build one.

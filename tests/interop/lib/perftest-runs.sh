@@ -75,6 +75,7 @@ send_bw 4096 -q 2
 send_bw 65536 -q 4
 write_bw 65536 -q 2 -b
 read_bw 65536 -q 2 -b
+send_bw 4096 -q 2 -b
 RUNS
 }
 

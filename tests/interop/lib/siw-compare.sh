@@ -13,6 +13,17 @@ softrnic_send_lat_2 softrnic_manual_write_bw_64k softrnic_manual_write_bw_4k
 softrnic_manual_write_lat_2 softrnic_manual_send_lat_2 siw_write_bw_64k siw_write_bw_4k
 siw_send_lat_2"
 
+# cmp_begin: in the guest, before the runs: the log filter of softrnic's tools, the working
+# directory (the guest's out/ directory) and empty results; CMP_S is softrnic's binary.
+# shellcheck disable=SC2034 # read by the guest scripts
+CMP_S=/lab/lib/softrnic
+cmp_begin() {
+    export RUST_LOG=${RUST_LOG:-warn}
+    cd "$LAB_OUT" || exit 1
+    : >perf-results.txt
+    : >perf-missing.txt
+}
+
 # shellcheck disable=SC2317 # avg_bw, median_lat and tcp_rate are called through a PICK variable
 # avg_bw FILE: the average bandwidth (MB/s, 2^20 bytes) of a bandwidth tool's result row.
 avg_bw() { awk '$1 ~ /^[0-9]+$/ && NF >= 5 { v = $4 } END { if (v != "") print v }' "$1"; }

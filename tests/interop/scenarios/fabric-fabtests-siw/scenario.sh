@@ -20,13 +20,9 @@ SCENARIO_TIMEOUT=600
 SCENARIO_HOST_CMD='FABTESTS_DIR="'${SOFTRNIC_LAB_FABTESTS:-}'" bash "$LAB_SCENARIO_DIR/host.sh"'
 
 scenario_requires() {
-    local lib
-    lib=${SOFTRNIC_LAB_FI_LIB_DIR:-$(dirname "$LAB_SOFTRNIC")}
     [[ -n ${SOFTRNIC_LAB_FABTESTS:-} ]] || { echo "SOFTRNIC_LAB_FABTESTS is not set (fabtests built by fabric/fabtests.sh)"; return 1; }
     [[ -x $SOFTRNIC_LAB_FABTESTS/fi_rma_bw ]] || { echo "no fabtests in $SOFTRNIC_LAB_FABTESTS"; return 1; }
-    [[ -r /usr/include/rdma/providers/fi_prov.h ]] || { echo "no libfabric headers on the host (libfabric-dev)"; return 1; }
-    command -v "${CC:-cc}" >/dev/null || { echo "no C compiler on the host"; return 1; }
-    [[ -r $lib/libsoftrnic.so ]] || { echo "no libsoftrnic.so in $lib (set SOFTRNIC_LAB_FI_LIB_DIR)"; return 1; }
+    lab_fabric_requires
 }
 
 scenario_check() {

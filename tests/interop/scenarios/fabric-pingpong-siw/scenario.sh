@@ -21,15 +21,8 @@ PP_ITERS=50
 SCENARIO_HOST_CMD='PP_SIZES="'$PP_SIZES'" PP_ITERS='$PP_ITERS' bash "$LAB_SCENARIO_DIR/host.sh"'
 
 scenario_requires() {
-    local lib
-    lib=${SOFTRNIC_LAB_FI_LIB_DIR:-$(dirname "$LAB_SOFTRNIC")}
     command -v fi_pingpong >/dev/null || { echo "no fi_pingpong on the host (libfabric-bin)"; return 1; }
-    [[ -r /usr/include/rdma/providers/fi_prov.h ]] || { echo "no libfabric headers on the host (libfabric-dev)"; return 1; }
-    command -v "${CC:-cc}" >/dev/null || { echo "no C compiler on the host"; return 1; }
-    [[ -r $lib/libsoftrnic.so ]] || {
-        echo "no libsoftrnic.so in $lib (cargo build --release -p softrnic-capi, or set SOFTRNIC_LAB_FI_LIB_DIR)"
-        return 1
-    }
+    lab_fabric_requires
 }
 
 scenario_check() {

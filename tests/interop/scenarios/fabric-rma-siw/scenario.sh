@@ -17,16 +17,7 @@ SCENARIO_TIMEOUT=420
 RMA_ITERS=10
 SCENARIO_HOST_CMD='RMA_ITERS='$RMA_ITERS' bash "$LAB_SCENARIO_DIR/host.sh"'
 
-scenario_requires() {
-    local lib
-    lib=${SOFTRNIC_LAB_FI_LIB_DIR:-$(dirname "$LAB_SOFTRNIC")}
-    [[ -r /usr/include/rdma/providers/fi_prov.h ]] || { echo "no libfabric headers on the host (libfabric-dev)"; return 1; }
-    command -v "${CC:-cc}" >/dev/null || { echo "no C compiler on the host"; return 1; }
-    [[ -r $lib/libsoftrnic.so ]] || {
-        echo "no libsoftrnic.so in $lib (cargo build --release -p softrnic-capi, or set SOFTRNIC_LAB_FI_LIB_DIR)"
-        return 1
-    }
-}
+scenario_requires() { lab_fabric_requires; }
 
 scenario_check() {
     "$LAB_TOOLS/decode-crosscheck.sh" "$LAB_PCAP" || return 1

@@ -8,8 +8,8 @@
 # (softrnic, the MPA responder, may not send first: RFC 5044 §7.1.2; see lib/perftest-runs.sh) and
 # reported as such; plus runs with perftest options given to both ends (pt_option_runs):
 # -D 2 for every tool, --output=bandwidth|message_rate|latency, -H, -C -U, -l 5, and -b for
-# write_bw, read_bw and send_bw (also with -D 2), -q 2/-q 4, and -q 2 -b for write_bw and
-# read_bw. Passes when every other run exits 0 on both
+# write_bw, read_bw and send_bw (also with -D 2), -q 2/-q 4, and -q 2 -b for write_bw,
+# read_bw and send_bw. Passes when every other run exits 0 on both
 # sides, and the capture holds
 # two MPA connections per run, decodes with `softrnic decode` without errors and with the
 # RDMAP opcode counts tshark sees, including Sends, Writes, Read Requests and Read Responses.

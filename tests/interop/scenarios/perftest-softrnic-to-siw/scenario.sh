@@ -8,7 +8,7 @@
 # race, RECIPE.md), one run per tool and size, each on its own port; plus runs with
 # perftest options given to both ends (pt_option_runs): -D 2 for every tool,
 # --output=bandwidth|message_rate|latency, -H, -C -U, -l 5, -b for write_bw, read_bw and
-# send_bw (also with -D 2), -q 2/-q 4, -q 2 -b for write_bw and read_bw, and ib_write_lat
+# send_bw (also with -D 2), -q 2/-q 4, -q 2 -b for write_bw, read_bw and send_bw, and ib_write_lat
 # with -H. Passes when every run
 # exits 0 on both sides, and the capture holds two MPA connections per run, decodes with
 # `softrnic decode` without errors and with the RDMAP opcode counts tshark sees, including

@@ -6,12 +6,9 @@ set -uo pipefail
 . /lab/lib/lab-guest.sh
 # shellcheck source-path=SCRIPTDIR source=../../lib/siw-compare.sh
 . /lab/lib/siw-compare.sh
-S=/lab/lib/softrnic
-export RUST_LOG=${RUST_LOG:-warn}
-cd "$LAB_OUT" || exit 1
+cmp_begin
+S=$CMP_S
 A=${LAB_ADDR:?}
-: >perf-results.txt
-: >perf-missing.txt
 rc=0
 
 # run NAME PORT PICK SERVER... -- CLIENT...: the server in the background, the client once it

@@ -9,12 +9,9 @@ set -uo pipefail
 . /lab/lib/lab-guest.sh
 # shellcheck source-path=SCRIPTDIR source=../../lib/siw-compare.sh
 . /lab/lib/siw-compare.sh
-S=/lab/lib/softrnic
-export RUST_LOG=${RUST_LOG:-warn}
-cd "$LAB_OUT" || exit 1
+cmp_begin
+S=$CMP_S
 if [[ $LAB_NAME == g1 ]]; then SRV=$LAB_ADDR; else SRV=$LAB_PEER_IP; fi
-: >perf-results.txt
-: >perf-missing.txt
 rc=0
 
 # run NAME PORT PICK SIDE SERVER... -- CLIENT...: one measurement; NAME's number is PICK of the
