@@ -212,10 +212,12 @@ impl Rnic {
         if mode == ProgressMode::Thread {
             for i in 0..threads {
                 let s = shared.clone();
+                // Linux keeps 15 bytes of a thread's name (what `perf` and `top -H` show):
+                // "softrnic-prog" and the number fit for up to 100 threads.
                 let name = if threads == 1 {
                     "softrnic-progress".to_string()
                 } else {
-                    format!("softrnic-progress-{i}")
+                    format!("softrnic-prog{i}")
                 };
                 match std::thread::Builder::new()
                     .name(name)

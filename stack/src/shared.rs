@@ -41,9 +41,10 @@ pub struct RnicConfig {
     /// Progress thread or manual progress.
     pub progress: ProgressMode,
     /// How many progress threads run the RNIC ([`ProgressMode::Thread`]; at least 1, the
-    /// default; manual progress has one core whatever this says). Thread 0
-    /// (`softrnic-progress`, or `softrnic-progress-0` when there are more) runs the
-    /// listeners, every connection's setup, and every DDP/SCTP and raw-device connection;
+    /// default; manual progress has one core whatever this says). Threads are named
+    /// `softrnic-prog0`, `softrnic-prog1` .. (`softrnic-progress` when there is one).
+    /// Thread 0 runs the listeners, every connection's setup, and every DDP/SCTP and
+    /// raw-device connection;
     /// a kernel TCP (MPA) connection, once established, is placed on the thread with the
     /// fewest established connections (ties: the lowest thread), where its socket, timers
     /// and doorbell are served from then on ([`crate::Qp::progress_thread`] tells which).

@@ -314,6 +314,30 @@ fn one_thread_keeps_every_qp_on_thread_0() {
     run_ops(&a, &b, &pairs, 1);
 }
 
+/// Each progress thread has a name of its own as the kernel shows it (15 bytes), so that
+/// `perf` and `top -H` tell them apart.
+#[test]
+fn progress_threads_are_named_apart() {
+    let _rnic = open(3);
+    let names = || -> Vec<String> {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+            .map(|n| n.trim_end().to_string())
+            .collect()
+    };
+    let want = ["softrnic-prog0", "softrnic-prog1", "softrnic-prog2"];
+    // A thread names itself once it runs.
+    let start = Instant::now();
+    while !want.iter().all(|w| names().iter().any(|n| n == w)) && start.elapsed() < T {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let names = names();
+    for w in want {
+        assert!(names.iter().any(|n| n == w), "{w} not in {names:?}");
+    }
+}
+
 /// A QP on one thread whose peer never reads (its socket fills, its work stays outstanding)
 /// does not hold up the QPs of the other thread, which run their work to completion; once
 /// the peer reads, the stalled QP's work completes as well.
