@@ -44,10 +44,10 @@ pub struct RnicConfig {
     /// default; manual progress has one core whatever this says). Threads are named
     /// `softrnic-prog0`, `softrnic-prog1` .. (`softrnic-progress` when there is one).
     /// Thread 0 runs the listeners, every connection's setup, and every DDP/SCTP and
-    /// raw-device connection;
-    /// a kernel TCP (MPA) connection, once established, is placed on the thread with the
-    /// fewest established connections (ties: the lowest thread), where its socket, timers
-    /// and doorbell are served from then on ([`crate::Qp::progress_thread`] tells which).
+    /// raw-device connection; a kernel TCP (MPA) connection, once established, is placed on
+    /// the thread with the fewest established connections (ties: the lowest thread), where
+    /// its socket, timers and doorbell are served from then on
+    /// ([`crate::Qp::progress_thread`] tells which).
     /// Least-loaded rather than round-robin placement keeps the threads even when
     /// connections come and go. Use it when one progress thread is the limit (many busy
     /// QPs); a single QP runs on one thread whatever this says.
