@@ -206,6 +206,11 @@ pub struct PerfArgs {
     /// Cap the EMSS (e.g. 1448 for Ethernet-sized FPDUs over loopback; 128-65535).
     #[arg(long, value_parser = clap::value_parser!(u32).range(128..=65_535))]
     pub emss: Option<u32>,
+    /// Progress threads of the RNIC (1-64): with -q, the test connections are spread over
+    /// them (see the stack's `RnicConfig::progress_threads`).
+    #[arg(long = "progress-threads", default_value_t = 1,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub progress_threads: u16,
     /// No progress thread: the tool's own polling loop drives the RNIC (`rnic_advance`),
     /// one thread per process in all (best latency on few cores).
     #[arg(long = "manual-progress")]
@@ -438,6 +443,7 @@ fn rnic_config(a: &PerfArgs) -> RnicConfig {
     RnicConfig {
         busy_poll: Duration::from_micros(a.busy_poll_us),
         max_emss: a.emss,
+        progress_threads: a.progress_threads.into(),
         progress: if a.manual_progress {
             ProgressMode::Manual
         } else {

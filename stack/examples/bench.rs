@@ -2,10 +2,13 @@
 //! against plain kernel TCP doing the same job.
 //!
 //! `cargo run --release -p softrnic-stack --example bench [-- --secs S --rounds R --bw-only
-//! --crc-only --only TEXT --read-chunk BYTES --socket-buffer BYTES --pin]` (`--only`: just the
+//! --crc-only --only TEXT --read-chunk BYTES --socket-buffer BYTES --progress-threads N
+//! --pin]` (`--only`: just the
 //! RDMA rows whose name contains TEXT, e.g. `--only "CRC on,  manual"`, handy under
 //! `perf record`; `--read-chunk` and `--socket-buffer` set the RNICs' `RnicConfig` fields
-//! of those names, default 256 KiB and kernel autotuning; `--pin` runs the benchmark's
+//! of those names, default 256 KiB and kernel autotuning, and `--progress-threads` the
+//! progress threads of the RNICs in the bandwidth runs (default 1; the one test QP runs on
+//! thread 0 whatever the number, so the rows show what idle extra threads cost); `--pin` runs the benchmark's
 //! transmitting threads on CPU 0 and its receiving ones on CPU 1 — the TCP threads and, in
 //! manual progress, both RDMA sides; progress threads stay unpinned)
 //!
@@ -746,6 +749,9 @@ fn main() {
     }
     if let Some(n) = arg("--socket-buffer") {
         base.socket_buffer = Some(n);
+    }
+    if let Some(n) = arg("--progress-threads") {
+        base.progress_threads = n;
     }
     let bp = Duration::from_micros(50);
     let zero = Some(Duration::ZERO);

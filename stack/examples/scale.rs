@@ -8,8 +8,9 @@
 //!   (half round trip, each side polling its CQ; median of three rounds), set against the
 //!   same ping-pong measured in the same run before the idle QPs existed.
 //!
-//! `cargo run --release -p softrnic-stack --example scale [-- --qps N --window W --iters I]`
-//! (defaults 10000, 256, 20000). Raises the open-file limit to its hard maximum (each
+//! `cargo run --release -p softrnic-stack --example scale [-- --qps N --window W --iters I
+//! --progress-threads T]` (defaults 10000, 256, 20000, 1; with T progress threads per RNIC
+//! the idle QPs are spread over them, the active pair staying on thread 0). Raises the open-file limit to its hard maximum (each
 //! connection holds two sockets); N is cut to fit it.
 
 use std::time::{Duration, Instant};
@@ -56,8 +57,12 @@ struct Side {
     cq: Cq,
 }
 
-fn side() -> Side {
-    let rnic = Rnic::open(RnicConfig::default()).expect("RNIC");
+fn side(threads: usize) -> Side {
+    let rnic = Rnic::open(RnicConfig {
+        progress_threads: threads,
+        ..RnicConfig::default()
+    })
+    .expect("RNIC");
     let pd = rnic.alloc_pd();
     Side {
         rnic,
@@ -187,8 +192,9 @@ fn main() {
         );
         n = fit;
     }
-    let a = side();
-    let b = side();
+    let threads = arg("--progress-threads", 1);
+    let a = side(threads);
+    let b = side(threads);
     let l = b
         .rnic
         .listen_on(&"127.0.0.1:0".parse::<TransportAddr>().unwrap())
@@ -227,7 +233,10 @@ fn main() {
     let busy = median(&|| ping_pong(&a, &b, &qa, &qb, &cqa, &cqb, iters));
     let per_qp = rss1.saturating_sub(rss0) as f64 / (2 * pairs.len()) as f64;
     let kernel_per_conn = tcp1.saturating_sub(tcp0) as f64 / pairs.len() as f64;
-    println!("connected QP pairs           {}", pairs.len());
+    println!(
+        "connected QP pairs           {} ({threads} progress thread(s) per RNIC)",
+        pairs.len()
+    );
     println!(
         "setup                        {setup:.2} s, {:.0} connections/s (window {window})",
         pairs.len() as f64 / setup

@@ -49,6 +49,13 @@
 //! TCP connection is up (the connection manager creates it with [`Setup::Initiator`] or
 //! [`Setup::Responder`]).
 //!
+//! With [`RnicConfig::progress_threads`] above 1 there are that many such threads, each with
+//! its own epoll set, eventfd doorbell and timers. Thread 0 runs the listeners and every
+//! connection's setup (and every SCTP or raw-device connection); an established kernel TCP
+//! connection then moves, socket, engine and all, to the thread with the fewest, which
+//! serves it from then on. Posts ring the doorbell of the QP's thread; CQs, SRQs and the
+//! event queue are shared by all threads.
+//!
 //! **netsim** (deterministic simulation over smoltcp): the engine is the state of a
 //! `netsim::tcp::TcpApp`. In `poll(cx)` the app connects or listens on its socket, feeds
 //! `socket.recv(..)` data to `handle_stream(cx.now(), ..)`, offers

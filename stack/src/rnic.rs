@@ -30,6 +30,12 @@
 //!   polling for [`RnicConfig::busy_poll`] (default 50 µs) before it sleeps in `epoll_wait`;
 //!   busy polling trades a core for latency (`softrnic write-lat --busy-poll-us 0` shows the
 //!   difference).
+//! * **Several progress threads** ([`RnicConfig::progress_threads`]): each thread has a
+//!   core of its own (epoll set, eventfd waker, timers, doorbell). Thread 0 also runs the
+//!   listeners, connection setup and every SCTP and raw-device connection; an established
+//!   kernel TCP connection is placed on the least-loaded thread ([`Qp::progress_thread`]).
+//!   A QP's disconnect and destroy go to its thread; completions go to the QP's CQs
+//!   whichever thread produces them.
 //! * **Manual progress** ([`ProgressMode::Manual`]): no thread; the application calls
 //!   [`Rnic::advance`] (the OSC verbs' `rnic_advance`), which runs one pass of the same core
 //!   in the caller's thread. Blocking calls ([`Rnic::connect_blocking`] and friends) drive
@@ -121,7 +127,7 @@ pub use crate::shared::{
     ProgressMode, QpAttr, RnicConfig, RnicError, SctpRequest,
 };
 use crate::shared::{ConnStatus, QpShared, Ring, Slot};
-use crate::transport::Core;
+use crate::transport::Lane;
 use crate::transport::ksctp::{KsctpConnect, KsctpListen};
 use crate::transport::sctp::{SctpConnect, SctpListen};
 use crate::transport::{Cmd, Shared};
@@ -131,7 +137,7 @@ use crate::wr::{RecvWr, SendWr};
 #[derive(Debug)]
 pub struct Rnic {
     shared: Arc<Shared>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// A queue pair of an [`Rnic`] (cheap to clone; clones name the same QP).
@@ -169,10 +175,18 @@ pub enum AdoptRole {
 impl Rnic {
     /// Opens an RNIC (starting its progress thread in [`ProgressMode::Thread`]).
     pub fn open(cfg: RnicConfig) -> Result<Rnic, RnicError> {
-        let poll = mio::Poll::new()?;
-        let waker = mio::Waker::new(poll.registry(), crate::transport::WAKER)?;
         let mode = cfg.progress;
-        let core = Core::new(poll, cfg.read_chunk);
+        let threads = match mode {
+            ProgressMode::Manual => 1,
+            ProgressMode::Thread => cfg.progress_threads.max(1),
+        };
+        // Every core's time line starts here: a connection keeps its deadlines when it is
+        // placed on another thread.
+        let start = Instant::now();
+        let lane0 = Lane::new(0, cfg.read_chunk, start)?;
+        let lanes = (1..threads)
+            .map(|i| Lane::new(i, cfg.read_chunk, start))
+            .collect::<Result<Vec<_>, _>>()?;
         let event_fd = rustix::event::eventfd(
             0,
             rustix::event::EventfdFlags::NONBLOCK | rustix::event::EventfdFlags::CLOEXEC,
@@ -181,37 +195,49 @@ impl Rnic {
         let shared = Arc::new(Shared {
             cfg,
             mem: MemTable::new(),
-            cmds: Mutex::new(VecDeque::new()),
-            rung: AtomicBool::new(false),
-            rung_qps: Mutex::new(Vec::new()),
-            sleeping: AtomicBool::new(false),
+            lane0,
+            lanes,
             stop: AtomicBool::new(false),
-            waker,
             events: Mutex::new(VecDeque::new()),
             events_cv: Condvar::new(),
             event_fd,
             pending: Mutex::new(HashSet::new()),
             qps: Mutex::new(Vec::new()),
-            core: Mutex::new(Some(core)),
             devs: Mutex::new(HashMap::new()),
             next_qp: AtomicU32::new(1),
             next_listener: AtomicU32::new(1),
             next_req: AtomicU64::new(1),
         });
-        let thread = match mode {
-            ProgressMode::Manual => None,
-            ProgressMode::Thread => {
+        let mut threads_started = Vec::new();
+        if mode == ProgressMode::Thread {
+            for i in 0..threads {
                 let s = shared.clone();
-                Some(
-                    std::thread::Builder::new()
-                        .name("softrnic-progress".into())
-                        .spawn(move || crate::transport::run_thread(&s))?,
-                )
+                // Linux keeps 15 bytes of a thread's name (what `perf` and `top -H` show):
+                // "softrnic-prog" and the number fit for up to 100 threads.
+                let name = if threads == 1 {
+                    "softrnic-progress".to_string()
+                } else {
+                    format!("softrnic-prog{i}")
+                };
+                match std::thread::Builder::new()
+                    .name(name)
+                    .spawn(move || crate::transport::run_thread(&s, i))
+                {
+                    Ok(h) => threads_started.push(h),
+                    Err(e) => {
+                        // Dropping the RNIC stops and joins the threads already started.
+                        drop(Rnic {
+                            shared,
+                            threads: Mutex::new(threads_started),
+                        });
+                        return Err(e.into());
+                    }
+                }
             }
-        };
+        }
         Ok(Rnic {
             shared,
-            thread: Mutex::new(thread),
+            threads: Mutex::new(threads_started),
         })
     }
 
@@ -260,6 +286,7 @@ impl Rnic {
             rq_ring: Ring::default(),
             ring_open: AtomicBool::new(false),
             ord_zero: AtomicBool::new(false),
+            lane: std::sync::atomic::AtomicUsize::new(0),
         });
         self.shared
             .qps
@@ -925,19 +952,19 @@ impl Rnic {
 impl Drop for Rnic {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
-        let _ = self.shared.waker.wake();
-        let t = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(t) = t {
+        for lane in self.shared.all_lanes() {
+            let _ = lane.waker.wake();
+        }
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
             let _ = t.join();
         }
-        let core = self
-            .shared
-            .core
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        if let Some(mut core) = core {
-            core.shutdown(&self.shared);
+        // Lane 0 first: what it forwards to another lane on the way is still run there.
+        for lane in self.shared.all_lanes() {
+            let core = lane.core.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(mut core) = core {
+                core.shutdown(&self.shared);
+            }
         }
         let qps: Vec<_> = self
             .shared
@@ -965,6 +992,14 @@ impl Qp {
     /// Its attributes.
     pub fn attr(&self) -> &QpAttr {
         &self.inner.attr
+    }
+
+    /// The progress thread serving the QP's connection (0 ..
+    /// [`RnicConfig::progress_threads`]): 0 until an established kernel TCP connection is
+    /// placed on another thread, and always 0 with one progress thread, in manual progress
+    /// and over SCTP or a raw-Ethernet device.
+    pub fn progress_thread(&self) -> usize {
+        self.inner.lane.load(Ordering::SeqCst)
     }
 
     /// The send CQ.

@@ -40,6 +40,18 @@ pub enum ProgressMode {
 pub struct RnicConfig {
     /// Progress thread or manual progress.
     pub progress: ProgressMode,
+    /// How many progress threads run the RNIC ([`ProgressMode::Thread`]; at least 1, the
+    /// default; manual progress has one core whatever this says). Threads are named
+    /// `softrnic-prog0`, `softrnic-prog1` .. (`softrnic-progress` when there is one).
+    /// Thread 0 runs the listeners, every connection's setup, and every DDP/SCTP and
+    /// raw-device connection; a kernel TCP (MPA) connection, once established, is placed on
+    /// the thread with the fewest established connections (ties: the lowest thread), where
+    /// its socket, timers and doorbell are served from then on
+    /// ([`crate::Qp::progress_thread`] tells which).
+    /// Least-loaded rather than round-robin placement keeps the threads even when
+    /// connections come and go. Use it when one progress thread is the limit (many busy
+    /// QPs); a single QP runs on one thread whatever this says.
+    pub progress_threads: usize,
     /// How long the progress thread keeps polling after its last piece of work before it
     /// sleeps in `epoll_wait` (0: sleep at once).
     pub busy_poll: Duration,
@@ -74,6 +86,7 @@ impl Default for RnicConfig {
     fn default() -> Self {
         RnicConfig {
             progress: ProgressMode::Thread,
+            progress_threads: 1,
             busy_poll: Duration::from_micros(50),
             read_chunk: DEFAULT_READ_CHUNK,
             socket_buffer: None,
@@ -425,6 +438,9 @@ pub(crate) struct QpShared {
     pub(crate) ring_open: AtomicBool,
     /// The session's ORD is 0 (RDMA Reads and atomics are refused at post time).
     pub(crate) ord_zero: AtomicBool,
+    /// The progress thread (lane) serving the QP's connection: 0 until an established
+    /// kernel TCP connection is placed on another one (set once, by lane 0's core).
+    pub(crate) lane: AtomicUsize,
 }
 
 /// A per-QP doorbell ring: posting appends under a lock of its own that is held only for

@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -174,7 +174,7 @@ impl Stream {
 }
 
 #[derive(Debug)]
-struct Active {
+pub(crate) struct Active {
     sock: Stream,
     qp: Arc<QpShared>,
     /// The socket accepted our last write without blocking.
@@ -187,6 +187,26 @@ struct Active {
     rx: RxBuf,
     /// The QP's span (its id and addresses), entered while it is serviced.
     span: tracing::Span,
+    /// Counts the connection in its lane's load once it is placed (established, with
+    /// several progress threads); `None` until then.
+    placed: Option<LoadGuard>,
+}
+
+/// One connection in a lane's load, taken off again when the connection goes.
+#[derive(Debug)]
+pub(crate) struct LoadGuard(Arc<AtomicUsize>);
+
+impl LoadGuard {
+    fn new(load: &Arc<AtomicUsize>) -> LoadGuard {
+        load.fetch_add(1, Ordering::SeqCst);
+        LoadGuard(load.clone())
+    }
+}
+
+impl Drop for LoadGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Room kept in a connection's read buffer beyond the read size for the one incomplete
@@ -317,6 +337,8 @@ pub(crate) struct Core {
     aliases: HashMap<Token, Token>,
     /// Raw-Ethernet devices with softrnic's TCP/IP, under their epoll tokens.
     devs: Vec<(Token, SharedDev)>,
+    /// The lane (progress thread) this core serves.
+    lane: usize,
 }
 
 /// Listening sockets a device listener keeps ready (connections arriving together).
@@ -326,9 +348,10 @@ pub(crate) const DEV_BACKLOG: usize = 4;
 /// completes, e.g. from a spoofed address) before it listens again.
 const DEV_HANDSHAKE: Duration = Duration::from_secs(5);
 
-/// Runs the progress thread until the RNIC stops.
-pub(crate) fn run_thread(shared: &Shared) {
-    let mut guard = shared.core.lock().unwrap_or_else(|p| p.into_inner());
+/// Runs progress thread `lane` until the RNIC stops.
+pub(crate) fn run_thread(shared: &Shared, lane: usize) {
+    let lane = shared.lane(lane);
+    let mut guard = lane.core.lock().unwrap_or_else(|p| p.into_inner());
     let Some(core) = guard.as_mut() else {
         return;
     };
@@ -353,14 +376,14 @@ pub(crate) fn run_thread(shared: &Shared) {
             std::thread::yield_now();
             continue;
         }
-        shared.sleeping.store(true, Ordering::SeqCst);
-        if shared.rung.load(Ordering::SeqCst) || shared.stop.load(Ordering::SeqCst) {
-            shared.sleeping.store(false, Ordering::SeqCst);
+        lane.sleeping.store(true, Ordering::SeqCst);
+        if lane.rung.load(Ordering::SeqCst) || shared.stop.load(Ordering::SeqCst) {
+            lane.sleeping.store(false, Ordering::SeqCst);
             continue;
         }
         let timeout = core.next_timeout();
         let _ = core.turn(shared, Some(timeout.unwrap_or(Duration::from_secs(1))));
-        shared.sleeping.store(false, Ordering::SeqCst);
+        lane.sleeping.store(false, Ordering::SeqCst);
         last_work = std::time::Instant::now();
     }
 }
@@ -406,13 +429,18 @@ fn deadline_of(c: &Conn, now: Instant) -> Option<Instant> {
 }
 
 impl Core {
-    pub(crate) fn new(poll: mio::Poll, read_chunk: usize) -> Core {
+    pub(crate) fn new(
+        poll: mio::Poll,
+        read_chunk: usize,
+        start: std::time::Instant,
+        lane: usize,
+    ) -> Core {
         Core {
             poll,
             events: mio::Events::with_capacity(256),
             conns: HashMap::new(),
             next_token: 1,
-            start: std::time::Instant::now(),
+            start,
             read_chunk: read_chunk.max(4096),
             spare_rx: Vec::new(),
             ready: Vec::new(),
@@ -423,6 +451,7 @@ impl Core {
             write_waiting: std::collections::HashSet::new(),
             aliases: HashMap::new(),
             devs: Vec::new(),
+            lane,
         }
     }
 
@@ -492,7 +521,7 @@ impl Core {
     /// for socket readiness (manual mode, right after a post: the next pass collects
     /// readiness, which epoll keeps until then). Returns how many pieces of work were done.
     pub(crate) fn kick(&mut self, shared: &Shared) -> usize {
-        if shared.rung.swap(false, Ordering::SeqCst) {
+        if shared.lane(self.lane).rung.swap(false, Ordering::SeqCst) {
             self.commands(shared) + self.doorbells(shared) + self.pump_devs(shared)
         } else {
             0
@@ -502,7 +531,7 @@ impl Core {
     /// One pass; returns how many pieces of work were done.
     pub(crate) fn turn(&mut self, shared: &Shared, timeout: Option<Duration>) -> io::Result<usize> {
         let mut work = 0;
-        if shared.rung.swap(false, Ordering::SeqCst) {
+        if shared.lane(self.lane).rung.swap(false, Ordering::SeqCst) {
             work += self.commands(shared);
             work += self.doorbells(shared);
         }
@@ -559,6 +588,7 @@ impl Core {
 
     fn commands(&mut self, shared: &Shared) -> usize {
         let cmds: Vec<Cmd> = shared
+            .lane(self.lane)
             .cmds
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -572,6 +602,12 @@ impl Core {
     }
 
     fn command(&mut self, shared: &Shared, cmd: Cmd) {
+        // A QP's command queued on this lane before its connection moved to another one
+        // follows the connection there.
+        if cmd.lane() != self.lane {
+            shared.command(cmd);
+            return;
+        }
         match cmd {
             Cmd::Listen(id, l) => self.listen_tcp(shared, id, l),
             Cmd::CloseListener(id) => self.close_listener(id),
@@ -591,6 +627,7 @@ impl Core {
             Cmd::StackUnacked(qp, reply) => self.stack_unacked(&qp, &reply),
             Cmd::Modify(qp, to) => self.disconnect(shared, qp, to),
             Cmd::Destroy(qp) => self.destroy(shared, qp),
+            Cmd::Migrate(a) => self.take_over(shared, *a),
         }
     }
 
@@ -866,7 +903,13 @@ impl Core {
     }
 
     fn doorbells(&mut self, shared: &Shared) -> usize {
-        let rung = std::mem::take(&mut *shared.rung_qps.lock().unwrap_or_else(|p| p.into_inner()));
+        let rung = std::mem::take(
+            &mut *shared
+                .lane(self.lane)
+                .rung_qps
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
         // The connections of the QPs rung, found through their tokens; a QP without one
         // here (an SCTP association's, or not connected yet) makes the core visit every
         // connection, as SCTP endpoints look at their QPs themselves.
@@ -986,6 +1029,7 @@ impl Core {
                 closed: false,
                 rx: RxBuf::default(),
                 span,
+                placed: None,
             }),
         );
         self.service(shared, t, true, true);
@@ -1310,10 +1354,82 @@ impl Core {
         }
         drain_events(shared, &qp, Some(&mut *eng));
         qp.publish_engine(eng, !finished);
+        // Established on a kernel socket with several progress threads: place it.
+        let place = !finished
+            && a.placed.is_none()
+            && !shared.lanes.is_empty()
+            && matches!(a.sock, Stream::Kernel(_))
+            && eng.state() == QpState::Rts;
         drop(slot);
         if finished {
             self.remove(t);
+        } else if place {
+            self.place(shared, t);
         }
+    }
+
+    /// Places an established kernel TCP connection on the least-loaded lane (ties: the
+    /// lowest lane), moving it there when that is not this one. Only lane 0 places: every
+    /// connection is set up there.
+    fn place(&mut self, shared: &Shared, t: Token) {
+        let (to, _) = shared
+            .all_lanes()
+            .enumerate()
+            .map(|(i, l)| (i, l.load.load(Ordering::SeqCst)))
+            .min_by_key(|&(i, n)| (n, i))
+            .unwrap_or((0, 0));
+        let guard = LoadGuard::new(&shared.lane(to).load);
+        if to == self.lane || shared.stop.load(Ordering::SeqCst) {
+            if let Some(Conn::Active(a)) = self.conns.get_mut(&t) {
+                a.placed = Some(guard);
+            }
+            return;
+        }
+        let Some(Conn::Active(mut a)) = self.conns.remove(&t) else {
+            return;
+        };
+        self.write_waiting.remove(&t);
+        self.timerq.forget(t);
+        a.sock.deregister(self.poll.registry());
+        a.placed = Some(guard);
+        tracing::debug!(parent: &a.span, lane = to, "placed on progress thread");
+        let lane = shared.lane(to);
+        let mut cmds = lane.cmds.lock().unwrap_or_else(|p| p.into_inner());
+        // Under the new lane's command lock: a command of the QP's that reads the new lane
+        // is queued behind the connection itself; one that read the old lane is forwarded.
+        a.qp.lane.store(to, Ordering::SeqCst);
+        cmds.push_back(Cmd::Migrate(Box::new(a)));
+        drop(cmds);
+        lane.ring();
+    }
+
+    /// Takes over a connection placed on this lane: it joins this core's epoll set and is
+    /// serviced at once (work posted while it moved is in its rings).
+    fn take_over(&mut self, shared: &Shared, mut a: Active) {
+        let t = self.token();
+        if let Stream::Kernel(s) = &mut a.sock
+            && let Err(e) =
+                self.poll
+                    .registry()
+                    .register(s, t, Interest::READABLE | Interest::WRITABLE)
+        {
+            tracing::warn!(parent: &a.span, error = %e, "cannot watch the placed connection: aborting it");
+            let now = self.now();
+            a.sock.shutdown(Shutdown::Both);
+            let qp = a.qp.clone();
+            let mut s = qp.lock();
+            if let Some(e) = s.engine.as_mut() {
+                qp.publish_engine(e, false);
+                if !a.closed {
+                    e.handle_closed(now, CloseReason::Reset);
+                }
+            }
+            drain_events(shared, &qp, s.engine.as_mut());
+            return;
+        }
+        a.qp.token.store(t.0, Ordering::SeqCst);
+        self.add_conn(t, Conn::Active(a));
+        self.service(shared, t, true, true);
     }
 
     fn timers(&mut self, shared: &Shared) -> usize {
@@ -1774,6 +1890,72 @@ pub(crate) enum Cmd {
         Option<std::net::Ipv4Addr>,
         mpa::Config,
     ),
+    /// Take over an established kernel TCP connection from lane 0 (placement on a further
+    /// progress thread).
+    Migrate(Box<Active>),
+}
+
+impl Cmd {
+    /// The lane that serves the command: a QP's own commands go to the lane its connection
+    /// is on (lane 0 until it is placed elsewhere); everything else to lane 0.
+    fn lane(&self) -> usize {
+        match self {
+            Cmd::Modify(qp, _)
+            | Cmd::Destroy(qp)
+            | Cmd::SocketInode(qp, _)
+            | Cmd::StackUnacked(qp, _) => qp.lane.load(Ordering::SeqCst),
+            Cmd::Migrate(a) => a.qp.lane.load(Ordering::SeqCst),
+            _ => 0,
+        }
+    }
+}
+
+/// One progress thread's share of the RNIC: its commands, its doorbell and its core (its own
+/// epoll set and eventfd waker). Lane 0 holds the listeners, connection setup, SCTP and
+/// device connections; further lanes ([`RnicConfig::progress_threads`]) hold the kernel TCP
+/// (MPA) connections placed on them once established.
+#[derive(Debug)]
+pub(crate) struct Lane {
+    pub(crate) cmds: Mutex<VecDeque<Cmd>>,
+    /// Something to do: commands queued or send work posted.
+    pub(crate) rung: AtomicBool,
+    /// The QPs send work was posted to since the core last looked (repeats allowed).
+    pub(crate) rung_qps: Mutex<Vec<Arc<QpShared>>>,
+    /// The lane's thread is (about to be) asleep in `epoll_wait`.
+    pub(crate) sleeping: AtomicBool,
+    pub(crate) waker: mio::Waker,
+    pub(crate) core: Mutex<Option<Core>>,
+    /// Established data connections placed on this lane (for least-loaded placement).
+    pub(crate) load: Arc<AtomicUsize>,
+}
+
+impl Lane {
+    /// A lane with a fresh epoll set; its core's time line starts at `start`.
+    pub(crate) fn new(
+        index: usize,
+        read_chunk: usize,
+        start: std::time::Instant,
+    ) -> io::Result<Lane> {
+        let poll = mio::Poll::new()?;
+        let waker = mio::Waker::new(poll.registry(), WAKER)?;
+        Ok(Lane {
+            cmds: Mutex::new(VecDeque::new()),
+            rung: AtomicBool::new(false),
+            rung_qps: Mutex::new(Vec::new()),
+            sleeping: AtomicBool::new(false),
+            waker,
+            core: Mutex::new(Some(Core::new(poll, read_chunk, start, index))),
+            load: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// Rings the lane's doorbell: wake its thread if it sleeps.
+    fn ring(&self) {
+        self.rung.store(true, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            let _ = self.waker.wake();
+        }
+    }
 }
 
 /// State shared by the application threads and the progress core.
@@ -1781,15 +1963,11 @@ pub(crate) enum Cmd {
 pub(crate) struct Shared {
     pub(crate) cfg: RnicConfig,
     pub(crate) mem: Arc<MemTable>,
-    pub(crate) cmds: Mutex<VecDeque<Cmd>>,
-    /// Something to do: commands queued or send work posted.
-    pub(crate) rung: AtomicBool,
-    /// The QPs send work was posted to since the core last looked (repeats allowed).
-    pub(crate) rung_qps: Mutex<Vec<Arc<QpShared>>>,
-    /// The progress thread is (about to be) asleep in `epoll_wait`.
-    pub(crate) sleeping: AtomicBool,
+    /// Lane 0 (connection management and every connection that is not kernel TCP).
+    pub(crate) lane0: Lane,
+    /// Lanes 1.. (further progress threads), each with the kernel TCP QPs placed on it.
+    pub(crate) lanes: Vec<Lane>,
     pub(crate) stop: AtomicBool,
-    pub(crate) waker: mio::Waker,
     pub(crate) events: Mutex<VecDeque<Event>>,
     pub(crate) events_cv: Condvar,
     /// Readable while `events` is not empty ([`crate::Rnic::event_fd`]).
@@ -1797,7 +1975,6 @@ pub(crate) struct Shared {
     /// Connection requests reported and not yet accepted or rejected.
     pub(crate) pending: Mutex<HashSet<ConnReqId>>,
     pub(crate) qps: Mutex<Vec<Arc<QpShared>>>,
-    pub(crate) core: Mutex<Option<Core>>,
     /// Raw-Ethernet devices with softrnic's TCP/IP, by name.
     pub(crate) devs: Mutex<HashMap<String, crate::device::SharedDev>>,
     pub(crate) next_qp: AtomicU32,
@@ -1837,33 +2014,38 @@ impl Shared {
             .remove(&req)
     }
 
-    /// Rings the doorbell: the core has work; wake the thread if it sleeps.
-    pub(crate) fn ring(&self) {
-        self.rung.store(true, Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst) {
-            let _ = self.waker.wake();
-        }
+    /// Lane `i` (lane 0 when there is no such lane).
+    pub(crate) fn lane(&self, i: usize) -> &Lane {
+        i.checked_sub(1)
+            .and_then(|j| self.lanes.get(j))
+            .unwrap_or(&self.lane0)
     }
 
-    /// Send work was posted to `qp`: the core services it on its next pass.
+    /// Every lane, lane 0 first.
+    pub(crate) fn all_lanes(&self) -> impl Iterator<Item = &Lane> {
+        std::iter::once(&self.lane0).chain(self.lanes.iter())
+    }
+
+    /// Send work was posted to `qp`: the core of its lane services it on its next pass.
     pub(crate) fn ring_qp(&self, qp: &Arc<QpShared>) {
         qp.tx_pending.store(true, Ordering::SeqCst);
-        self.rung_qps
+        let lane = self.lane(qp.lane.load(Ordering::SeqCst));
+        lane.rung_qps
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(qp.clone());
-        self.rung.store(true, Ordering::SeqCst);
-        if self.sleeping.load(Ordering::SeqCst) {
-            let _ = self.waker.wake();
-        }
+        lane.ring();
     }
 
+    /// Queues a command for the lane that serves it: a QP's own commands (disconnect,
+    /// destroy, queries) go to the lane its connection is on, everything else to lane 0.
     pub(crate) fn command(&self, cmd: Cmd) {
-        self.cmds
+        let lane = self.lane(cmd.lane());
+        lane.cmds
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push_back(cmd);
-        self.ring();
+        lane.ring();
     }
 
     pub(crate) fn publish(&self, ev: Event) {
@@ -1890,9 +2072,10 @@ impl Shared {
         self.cfg.progress == ProgressMode::Manual
     }
 
-    /// Runs one pass of the core (manual mode), waiting at most `timeout`.
+    /// Runs one pass of the core (manual mode, which has lane 0 only), waiting at most
+    /// `timeout`.
     pub(crate) fn advance(&self, timeout: Duration) -> Result<usize, RnicError> {
-        let mut g = self.core.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.lane0.core.lock().unwrap_or_else(|p| p.into_inner());
         let Some(core) = g.as_mut() else {
             return Err(RnicError::Closed);
         };
@@ -1900,16 +2083,16 @@ impl Shared {
             return Ok(core.turn(self, Some(timeout))?);
         }
         // A post from another thread while this one waits in epoll wakes it.
-        self.sleeping.store(true, Ordering::SeqCst);
+        self.lane0.sleeping.store(true, Ordering::SeqCst);
         let r = core.turn(self, Some(timeout));
-        self.sleeping.store(false, Ordering::SeqCst);
+        self.lane0.sleeping.store(false, Ordering::SeqCst);
         Ok(r?)
     }
 
     /// Manual mode: after a post, transmit at once if no other thread is in the core.
     pub(crate) fn post_kick(&self) {
         if self.manual()
-            && let Ok(mut g) = self.core.try_lock()
+            && let Ok(mut g) = self.lane0.core.try_lock()
             && let Some(core) = g.as_mut()
         {
             core.kick(self);
