@@ -346,8 +346,9 @@ pub struct DeviceStats {
     /// Reads and sends the link failed with an error (not a full or empty queue): an
     /// interface removed or down, a closed cable.
     pub link_errors: u64,
-    /// The device is down: its link failed persistently (see [`DevStack`]'s link health),
-    /// its connections were closed and it takes no new ones.
+    /// The device is down: its link failed persistently (errors meaning the link is gone,
+    /// several in a row with no frame between them), its connections were closed and it
+    /// takes no new ones.
     pub link_down: bool,
 }
 
