@@ -2,9 +2,12 @@
 # Kernel-bypass benchmark: RDMA Write bandwidth (64 KiB) and 2-byte RDMA Write latency over
 # softrnic's own TCP/IP on AF_XDP and on TAP against the kernel-TCP path, across one virtual
 # link, at MTU 1500 and 9000, all in one run (ratios are what to read: absolute numbers on a
-# shared machine are noise). Each figure is the median of --reps runs.
+# shared machine are noise). Each figure is the median of --reps runs. Every tool of every
+# path busy-polls for the same --busy-poll-us (the tools' default, 50, unless given), so
+# the paths compare like with like.
 #
-#   scripts/device-bench.sh [--reps N] [--iters N]        (root; builds with --features xdp)
+#   scripts/device-bench.sh [--reps N] [--iters N] [--busy-poll-us N]
+#                                                         (root; builds with --features xdp)
 #
 # Paths (network namespaces sbk and sbs joined by the veth pair xk/xs; a TAP device tp0):
 #   kernel      softrnic on kernel TCP  <-> softrnic on kernel TCP       (veth)
@@ -16,11 +19,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=3
 iters=3000
+busy=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --reps) reps="$2"; shift 2 ;;
         --iters) iters="$2"; shift 2 ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        --busy-poll-us) busy="--busy-poll-us $2"; shift 2 ;;
+        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
         *) echo "device-bench: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -72,8 +77,8 @@ SK="--transport sctp --device xdp:xk --bind 10.214.0.11"
 SS="--transport sctp --device xdp:xs --bind 10.214.0.2"
 XS="--transport xdp --device xs --bind 10.214.0.2"
 TP="--transport tap --device tp0 --bind 10.215.0.2"
-BW="-s 65536 -n $iters"
-LAT="-s 2 -n $iters"
+BW="-s 65536 -n $iters $busy"
+LAT="-s 2 -n $iters $busy"
 printf '%-6s %-11s %12s %8s %14s %8s\n' MTU path "Write MB/s" "x kernel" "2B lat us" "x kernel"
 for mtu in 1500 9000; do
     ip -n "$K" link set xk mtu "$mtu"; ip -n "$S" link set xs mtu "$mtu"; ip -n "$K" link set tp0 mtu "$mtu"

@@ -66,3 +66,59 @@ fn tap_stack_against_kernel_tcp_mtu_1500() {
 fn tap_stack_against_kernel_tcp_mtu_9000() {
     tap_against_kernel(9000);
 }
+
+/// A TAP device removed under a connected RNIC (`ip link del`, as a NIC unplugged): the
+/// device's reads and writes fail, it reports them, goes down once they persist, and the
+/// QP on it is disconnected with a reset instead of the stack retrying into a dead device.
+#[test]
+#[ignore = "needs root: a network namespace and a TAP device (run by .ci/run as root)"]
+fn a_removed_tap_device_goes_down() {
+    use common::node::wait_event;
+    use stack::{CloseReason, Event, SendWr};
+    use std::time::{Duration, Instant};
+    let ns = Netns::new("td");
+    ns.ip(&["tuntap", "add", "srtap0", "mode", "tap"]);
+    ns.ip(&["addr", "add", "10.213.0.1/24", "dev", "srtap0"]);
+    ns.ip(&["link", "set", "srtap0", "up"]);
+    let name = ns.0.clone();
+    let body = std::thread::spawn(move || {
+        common::netns::enter(&name);
+        let tap = Node::new(ProgressMode::Thread);
+        let kernel = Node::new(ProgressMode::Thread);
+        connect_pair(&tap, &kernel, "tcp://10.213.0.1:0", |p| {
+            format!("tap://srtap0/10.213.0.1:{p}?local=10.213.0.2")
+        });
+        let src = tap.mr(8);
+        common::netns::ip(&["-n", &name, "link", "del", "srtap0"]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut wr = 1;
+        while !tap.rnic.device_stats("srtap0").unwrap().link_down {
+            assert!(
+                Instant::now() < deadline,
+                "the device never went down: {:?}",
+                tap.rnic.device_stats("srtap0")
+            );
+            // Each Send makes a segment the removed device refuses.
+            let _ = tap.qp.post_send(SendWr::send(wr, vec![src.sge(0, 8)]));
+            wr += 1;
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let s = tap.rnic.device_stats("srtap0").unwrap();
+        assert!(s.link_errors >= 3, "{s:?}");
+        let e = wait_event(&[&tap, &kernel], &tap, |e| {
+            matches!(e, Event::Disconnected { .. })
+        });
+        assert!(
+            matches!(
+                e,
+                Event::Disconnected {
+                    reason: CloseReason::Reset,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+    });
+    body.join().expect("test body");
+    drop(ns);
+}

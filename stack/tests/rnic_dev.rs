@@ -569,3 +569,74 @@ fn rfc5044_4_5_mulpdu_follows_the_emss_of_a_full_segment_on_a_device_cable() {
     let fpdu = 2 + ulpdu + mpa::fpdu::pad_len(ulpdu) + 4;
     assert_eq!(fpdu, full, "the first full segment is one whole FPDU");
 }
+
+/// A cable whose far end is gone (as an interface removed under a NIC): the device reports
+/// its link errors, counts them, and once they persist goes down as a NIC reports link
+/// down — the established QP on it is disconnected with a reset, and a connect on the
+/// device fails with an error naming it, instead of the stack retrying into a dead link.
+#[test]
+fn a_cable_closed_under_the_device_takes_it_down() {
+    let (relay, la, lb) = Relay::new(None);
+    let (a, b) = connected(ProgressMode::Thread, la, lb);
+    let n = &[&a, &b];
+    let src = a.mr(8);
+    send_behind(&a, &b, &src);
+    let before = a.rnic.device_stats("cable0").unwrap();
+    assert_eq!(
+        (before.link_errors, before.link_down),
+        (0, false),
+        "{before:?}"
+    );
+    // Both far ends of the cables close (the relay's sockets), with no FIN or reset.
+    drop(relay);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut wr = 10;
+    while !a.rnic.device_stats("cable0").unwrap().link_down {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the device never went down: {:?}",
+            a.rnic.device_stats("cable0")
+        );
+        // Each Send makes a segment the dead link refuses.
+        let _ = a.qp.post_send(SendWr::send(wr, vec![src.sge(0, 8)]));
+        wr += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = a.rnic.device_stats("cable0").unwrap();
+    assert!(s.link_errors >= 3 && s.tx_dropped >= 3, "{s:?}");
+    // The QP on the device is told: its connection ended with a reset.
+    let e = wait_event(n, &a, |e| matches!(e, Event::Disconnected { .. }));
+    assert!(
+        matches!(
+            e,
+            Event::Disconnected {
+                reason: stack::CloseReason::Reset,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    // A device that is down takes no new connection, and says which device and why.
+    let qp2 = a
+        .rnic
+        .create_qp(QpAttr::new(a.pd, a.scq.clone(), a.rcq.clone()))
+        .unwrap();
+    a.rnic
+        .connect_to(
+            &qp2,
+            &"dev://cable0/10.9.0.2:7174".parse().unwrap(),
+            mpa::Config::default(),
+        )
+        .unwrap();
+    match wait_event(n, &a, |e| matches!(e, Event::ConnectFailed { .. })) {
+        Event::ConnectFailed {
+            error: CmError::Tcp(why),
+            ..
+        } => assert!(why.contains("device cable0 is down"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // Down, the device no longer touches its link: no more errors pile up.
+    let errors = a.rnic.device_stats("cable0").unwrap().link_errors;
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(a.rnic.device_stats("cable0").unwrap().link_errors, errors);
+}

@@ -208,11 +208,12 @@ impl Link {
     }
 
     /// Sends what the link batched (AF_XDP: one wakeup for the frames of a poll).
-    fn flush(&self) {
+    fn flush(&self) -> io::Result<()> {
         #[cfg(feature = "xdp")]
         if let Link::Xdp(x) = self {
-            let _ = x.borrow_mut().kick();
+            return x.borrow_mut().kick();
         }
+        Ok(())
     }
 
     /// The interface MTU a TAP device or an AF_XDP interface reports.
@@ -342,6 +343,13 @@ pub struct DeviceStats {
     /// Times the stack was polled (frames in and out, its timers): how often the progress
     /// loop turned for this device.
     pub polls: u64,
+    /// Reads and sends the link failed with an error (not a full or empty queue): an
+    /// interface removed or down, a closed cable.
+    pub link_errors: u64,
+    /// The device is down: its link failed persistently (errors meaning the link is gone,
+    /// several in a row with no frame between them), its connections were closed and it
+    /// takes no new ones.
+    pub link_down: bool,
 }
 
 impl DeviceStats {
@@ -349,6 +357,70 @@ impl DeviceStats {
     fn sent(&mut self, len: usize) {
         self.tx_frames += 1;
         self.tx_largest = self.tx_largest.max(len as u64);
+    }
+}
+
+/// Link errors meaning the link is gone (interface removed or down, cable closed) in a row,
+/// with no frame read or sent between them, after which the device is down.
+const DOWN_AFTER: u32 = 3;
+
+/// Whether a link error means the link is gone rather than a passing condition: the
+/// interface was removed (ENXIO, ENODEV, EBADF, EBADFD: a TAP device or AF_XDP socket
+/// whose interface went away) or is down (ENETDOWN), or the far end of a cable closed
+/// (ECONNREFUSED, ENOTCONN, EPIPE, ECONNRESET).
+fn link_gone(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ENXIO
+                | libc::ENODEV
+                | libc::EBADF
+                | libc::EBADFD
+                | libc::ENETDOWN
+                | libc::ECONNREFUSED
+                | libc::ENOTCONN
+                | libc::EPIPE
+                | libc::ECONNRESET
+        )
+    ) || matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::NotConnected
+            | io::ErrorKind::BrokenPipe
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// How a device's link is doing: failed reads and sends, reported once per run of errors,
+/// and the device down when they persist (as a NIC reports link down).
+#[derive(Debug, Default)]
+struct LinkHealth {
+    /// Link errors meaning the link is gone since the link last read or sent a frame.
+    streak: u32,
+    /// The current run of errors was reported.
+    reported: bool,
+    /// The latest error of the current poll, for the report.
+    last: Option<io::Error>,
+    /// Why the device is down.
+    down: Option<String>,
+}
+
+impl LinkHealth {
+    /// The link read or sent a frame.
+    fn ok(&mut self) {
+        if self.streak != 0 || self.reported {
+            self.streak = 0;
+            self.reported = false;
+        }
+    }
+
+    /// The link failed with `e` (not a full or empty queue).
+    fn fail(&mut self, stats: &mut DeviceStats, e: io::Error) {
+        stats.link_errors += 1;
+        if link_gone(&e) {
+            self.streak += 1;
+        }
+        self.last = Some(e);
     }
 }
 
@@ -376,6 +448,8 @@ pub(crate) struct DevStack {
     /// The device's queue refused a frame since the progress core last asked
     /// ([`DevStack::take_blocked`]): the core arms the wake-up for room again.
     blocked: bool,
+    /// Failed reads and sends, and whether the device is down.
+    health: LinkHealth,
     /// A poll outside the progress core's (removing a raw socket) may have changed sockets:
     /// the core's next poll says so, so that it services their connections.
     unreported: bool,
@@ -407,6 +481,7 @@ struct Phy<'a> {
     stats: &'a mut DeviceStats,
     backlog: &'a mut std::collections::VecDeque<Vec<u8>>,
     blocked: &'a mut bool,
+    health: &'a mut LinkHealth,
 }
 
 struct RxTok<'a> {
@@ -419,6 +494,7 @@ struct TxTok<'a> {
     stats: &'a mut DeviceStats,
     backlog: &'a mut std::collections::VecDeque<Vec<u8>>,
     blocked: &'a mut bool,
+    health: &'a mut LinkHealth,
 }
 
 impl phy::RxToken for RxTok<'_> {
@@ -460,7 +536,10 @@ impl phy::TxToken for TxTok<'_> {
             return r;
         }
         match self.link.send(frame) {
-            Ok(_) => self.stats.sent(frame.len()),
+            Ok(_) => {
+                self.stats.sent(frame.len());
+                self.health.ok();
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // The queue is full: keep the frame and stop sending until it drains.
                 self.stats.tx_full += 1;
@@ -468,9 +547,10 @@ impl phy::TxToken for TxTok<'_> {
                 self.backlog.push_back(frame.to_vec());
             }
             Err(e) => {
-                // A link that is down: the frame is lost, as on a wire.
+                // A link that is down: the frame is lost, as on a wire (the poll reports
+                // the error, and marks the device down when it persists).
                 self.stats.tx_dropped += 1;
-                tracing::debug!(error = %e, "device refused a frame");
+                self.health.fail(self.stats, e);
             }
         }
         r
@@ -494,12 +574,18 @@ impl phy::Device for Phy<'_> {
         let n = match self.link.recv(self.rx) {
             Ok(n) => n,
             Err(e) => {
-                if e.kind() != io::ErrorKind::WouldBlock {
-                    tracing::debug!(error = %e, "device read failed");
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) {
+                    // Reported by the poll (once per run of errors); a link gone for good
+                    // marks the device down.
+                    self.health.fail(self.stats, e);
                 }
                 return None;
             }
         };
+        self.health.ok();
         self.stats.rx_frames += 1;
         self.stats.rx_largest = self.stats.rx_largest.max(n as u64);
         Some((
@@ -512,6 +598,7 @@ impl phy::Device for Phy<'_> {
                 stats: self.stats,
                 backlog: self.backlog,
                 blocked: self.blocked,
+                health: self.health,
             },
         ))
     }
@@ -527,6 +614,7 @@ impl phy::Device for Phy<'_> {
             stats: self.stats,
             backlog: self.backlog,
             blocked: self.blocked,
+            health: self.health,
         })
     }
 
@@ -577,6 +665,7 @@ impl DevStack {
         let mut stats = DeviceStats::default();
         let mut backlog = std::collections::VecDeque::new();
         let mut blocked = false;
+        let mut health = LinkHealth::default();
         let iface = {
             let mut phy = Phy {
                 link: &link,
@@ -586,6 +675,7 @@ impl DevStack {
                 stats: &mut stats,
                 backlog: &mut backlog,
                 blocked: &mut blocked,
+                health: &mut health,
             };
             Interface::new(icfg, &mut phy, instant(now))
         };
@@ -602,6 +692,7 @@ impl DevStack {
             stats,
             backlog,
             blocked,
+            health,
             unreported: false,
             closing: Vec::new(),
             ports: HashMap::new(),
@@ -724,6 +815,9 @@ impl DevStack {
         peer: SocketAddrV4,
         local: Option<Ipv4Addr>,
     ) -> Result<(SocketHandle, u16), String> {
+        if let Some(why) = self.down() {
+            return Err(format!("device {} is down ({why})", self.name));
+        }
         let src = local
             .or_else(|| self.first_addr())
             .ok_or_else(|| format!("device {} has no IPv4 address", self.name))?;
@@ -809,20 +903,28 @@ impl DevStack {
     pub(crate) fn poll(&mut self, now: Instant) -> bool {
         self.now = now;
         self.stats.polls += 1;
+        if self.health.down.is_some() {
+            // A device that is down touches its link no more (nothing would come of it but
+            // errors): its connections were closed when it went down.
+            self.drop_closed(now);
+            return std::mem::take(&mut self.unreported);
+        }
         // Frames the full queue refused go first, in order.
         while let Some(f) = self.backlog.front() {
             match self.link.send(f) {
                 Ok(_) => {
                     self.stats.sent(f.len());
+                    self.health.ok();
                     self.backlog.pop_front();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.blocked = true;
                     break;
                 }
-                Err(_) => {
+                Err(e) => {
                     self.stats.tx_dropped += 1;
                     self.backlog.pop_front();
+                    self.health.fail(&mut self.stats, e);
                 }
             }
         }
@@ -835,11 +937,67 @@ impl DevStack {
                 stats: &mut self.stats,
                 backlog: &mut self.backlog,
                 blocked: &mut self.blocked,
+                health: &mut self.health,
             };
             self.iface.poll(instant(now), &mut phy, &mut self.sockets)
         };
-        self.link.flush();
-        // Connections closed by their QPs leave once closed (or at their deadline).
+        if let Err(e) = self.link.flush() {
+            self.health.fail(&mut self.stats, e);
+        }
+        let went_down = self.check_link();
+        self.drop_closed(now);
+        went_down
+            || changed == PollResult::SocketStateChanged
+            || std::mem::take(&mut self.unreported)
+    }
+
+    /// Reports the link's errors of the last poll (once per run of them) and marks the
+    /// device down when the link is gone: [`DOWN_AFTER`] errors meaning so in a row, with
+    /// no frame read or sent between them. `true` if the device went down now.
+    fn check_link(&mut self) -> bool {
+        let Some(e) = self.health.last.take() else {
+            return false;
+        };
+        if !self.health.reported {
+            self.health.reported = true;
+            tracing::warn!(device = %self.name, error = %e, "device link error");
+        }
+        if self.health.streak < DOWN_AFTER {
+            return false;
+        }
+        let why = format!("link failed {} times in a row: {e}", self.health.streak);
+        self.go_down(why);
+        true
+    }
+
+    /// Marks the device down: every connection on it is closed at once (its QP sees a
+    /// reset; a connect in progress fails naming the device), frames waiting to be sent are
+    /// dropped and the link is used no more.
+    fn go_down(&mut self, why: String) {
+        let mut closed = 0;
+        for (_, s) in self.sockets.iter_mut() {
+            if let smoltcp::socket::Socket::Tcp(t) = s
+                && t.state() != tcp::State::Closed
+            {
+                t.abort();
+                closed += 1;
+            }
+        }
+        self.stats.tx_dropped += self.backlog.len() as u64;
+        self.backlog.clear();
+        self.stats.link_down = true;
+        tracing::warn!(device = %self.name, connections = closed, reason = %why,
+            "device is down: its connections are closed");
+        self.health.down = Some(why);
+    }
+
+    /// Why the device is down, if it is.
+    pub(crate) fn down(&self) -> Option<&str> {
+        self.health.down.as_deref()
+    }
+
+    /// Connections closed by their QPs leave once closed (or at their deadline).
+    fn drop_closed(&mut self, now: Instant) {
         let sockets = &mut self.sockets;
         self.closing.retain(|&(h, deadline)| {
             let s = sockets.get_mut::<tcp::Socket>(h);
@@ -852,7 +1010,6 @@ impl DevStack {
                 true
             }
         });
-        changed == PollResult::SocketStateChanged || std::mem::take(&mut self.unreported)
     }
 
     /// When the stack next needs a poll.
@@ -865,6 +1022,9 @@ impl DevStack {
     /// sends the next poll kicks off (copy mode) or by the driver, whose completions wake
     /// nobody.
     pub(crate) fn poll_at(&mut self, now: Instant) -> Option<Instant> {
+        if self.health.down.is_some() {
+            return None;
+        }
         if !self.backlog.is_empty() {
             return Some(if self.waits_for_room() {
                 now + BACKLOG_RECHECK
@@ -1053,6 +1213,12 @@ impl DevSock {
 
     /// `Ok(true)` connected, `Ok(false)` still connecting, `Err` failed.
     pub(crate) fn connect_status(&self) -> Result<bool, String> {
+        {
+            let d = lock(&self.dev);
+            if let Some(why) = d.down() {
+                return Err(format!("device {} is down ({why})", d.name()));
+            }
+        }
         self.with(|s| match s.state() {
             tcp::State::SynSent | tcp::State::SynReceived => Ok(false),
             tcp::State::Closed | tcp::State::TimeWait | tcp::State::Listen => {
