@@ -545,3 +545,176 @@ fn sctp_run_without_a_peer_is_exit_2() {
     assert_eq!(report["associations"].as_u64(), Some(0), "{report}");
     assert!(v.values().all(|verdict| verdict != "PASS"), "{v:?}");
 }
+
+/// A perftest `-R` server (`softrnic TOOL -p PORT EXTRA`) started again whenever it exits
+/// (it serves one test, as perftest's do), on the port the first one took, until dropped.
+struct PerfLoop {
+    port: u16,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PerfLoop {
+    fn start(tool: &'static str, extra: &[&str]) -> PerfLoop {
+        let first = Server::perf(tool, extra);
+        let port = first.port;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let thread = std::thread::spawn(move || {
+            let mut srv = first;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if !srv.alive() {
+                    let _ = srv.wait();
+                    let p = port.to_string();
+                    let mut args = vec![tool, "-p", p.as_str()];
+                    args.extend(extra.iter().map(String::as_str));
+                    srv = Server::start(&args, common::perf_port);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            let _ = srv.kill();
+        });
+        PerfLoop {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for PerfLoop {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The cases a perftest `-R` server without P2P cannot serve: P2P declined, no receive on
+/// its test connection, one test connection.
+const PERFTEST_NA: &[&str] = &[
+    "mpa-p2p-echo",
+    "mpa-rtr-write",
+    "mpa-rtr-read",
+    "mpa-rtr-send",
+    "mpa-rtr-choice",
+    "mpa-rtr-stag0",
+    "ddp-too-long",
+    "ddp-stag-not-associated",
+    "ddp-invalid-mo",
+    "rdmap-read-not-associated",
+    "rdmap-invalidate",
+    "rdmap-invalidate-invalid",
+];
+
+/// RFC 5040 §4.8, §7.1: against `softrnic write-bw` (perftest's `-R` protocol played by the
+/// runner; the server's buffer has remote write rights only, as perftest registers it), a
+/// Read Request of that buffer draws 'Access rights violation' with both headers copied:
+/// ddp-access is judged and passes. The cases that read the buffer are N/A with the reason.
+#[test]
+fn rfc5040_4_8_write_bw_server_refuses_a_read_of_its_buffer() {
+    let srv = PerfLoop::start("write-bw", &["--ird", "1", "--ord", "1"]);
+    let (out, report, v) = conform_json(
+        srv.port,
+        "write-bw",
+        &["--app", "write-bw-server", "--skip", "request-timeout"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(report["app"], "write-bw-server", "{report}");
+    assert_eq!(v["ddp-access"], "PASS", "{}", text(&out));
+    for passes in [
+        "ddp-no-buffer",
+        "ddp-bounds",
+        "rdmap-read-invalid-stag",
+        "rdmap-atomic-access",
+    ] {
+        assert_eq!(v[passes], "PASS", "{passes}: {}", text(&out));
+    }
+    let mut na: Vec<&str> = PERFTEST_NA.to_vec();
+    na.extend(["rdmap-read", "rdmap-read-bounds", "rdmap-ird"]);
+    let expected: BTreeMap<&str, &str> = na.iter().map(|id| (*id, "N/A")).collect();
+    assert_eq!(not_passed(&v), expected, "{}", text(&out));
+    for r in report["results"].as_array().expect("results") {
+        if r["verdict"] == "N/A" {
+            assert!(!r["reason"].as_str().unwrap_or("").is_empty(), "{r}");
+        }
+    }
+    let access = report["results"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["id"] == "ddp-access"))
+        .expect("ddp-access");
+    assert!(
+        access["observed"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Access rights violation"),
+        "{access}"
+    );
+}
+
+/// A write-bw server accepting its test connection with IRD 0 (perftest's own setting for
+/// the Write tests) takes no Read Request at all: the cases judging what one names are N/A,
+/// saying so, rather than failing on the IRD.
+#[test]
+fn rfc6581_7_write_bw_server_with_ird_0_leaves_the_read_cases_not_applicable() {
+    let srv = PerfLoop::start("write-bw", &[]);
+    let (out, report, v) = conform_json(
+        srv.port,
+        "write-bw-ird0",
+        &[
+            "--app",
+            "write-bw-server",
+            "--case",
+            "ddp-access",
+            "--case",
+            "rdmap-read-invalid-stag",
+            "--case",
+            "rdmap-atomic-access",
+            "--case",
+            "ddp-bounds",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(v["ddp-bounds"], "PASS", "{}", text(&out));
+    for id in [
+        "ddp-access",
+        "rdmap-read-invalid-stag",
+        "rdmap-atomic-access",
+    ] {
+        assert_eq!(v[id], "N/A", "{id}: {}", text(&out));
+    }
+    assert!(report.to_string().contains("grants IRD 0"), "{report}");
+}
+
+/// Against `softrnic read-bw` (buffer with remote read and write rights, as perftest
+/// registers it over iWARP) the Read cases run and pass; ddp-access is N/A, saying why.
+#[test]
+fn read_bw_server_passes_the_read_cases() {
+    let srv = PerfLoop::start("read-bw", &[]);
+    let (out, report, v) = conform_json(
+        srv.port,
+        "read-bw",
+        &["--app", "read-bw-server", "--skip", "request-timeout"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    for passes in [
+        "rdmap-read",
+        "rdmap-read-bounds",
+        "rdmap-ird",
+        "rdmap-atomic-access",
+    ] {
+        assert_eq!(v[passes], "PASS", "{passes}: {}", text(&out));
+    }
+    let mut na: Vec<&str> = PERFTEST_NA.to_vec();
+    na.push("ddp-access");
+    let expected: BTreeMap<&str, &str> = na.iter().map(|id| (*id, "N/A")).collect();
+    assert_eq!(not_passed(&v), expected, "{}", text(&out));
+    assert!(
+        report
+            .to_string()
+            .contains("read-bw's buffer grants read and write"),
+        "{report}"
+    );
+}
