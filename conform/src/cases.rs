@@ -698,6 +698,12 @@ static CATALOGUE: &[Case] = &[
         Script(rdmap_atomic_access)
     ),
     case!(
+        "rdmap-immediate",
+        "RFC 7306 §6 (Immediate Data)",
+        "an Immediate Data message (opcode 0x8, QN 0, 8 octets into the posted receive): taken without a Terminate",
+        Script(rdmap_immediate)
+    ),
+    case!(
         "rdmap-invalidate",
         "RFC 5040 §5.3 (Send with Invalidate)",
         "a Send with Invalidate of the peer's buffer STag, then an RDMA Write to it: Terminate DDP Tagged 'Invalid STag' (0x1/0x1/0x00)",
@@ -2342,6 +2348,44 @@ fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
         }
         Err(e) => Outcome::new(Fail, live.sent(), e)
             .because("no Terminate for an access the STag does not grant"),
+    };
+    done(ctx, live.c, o)
+}
+
+fn rdmap_immediate(ctx: &mut Ctx<'_>) -> Outcome {
+    if let Err(o) = ctx.needs_receive() {
+        return o;
+    }
+    let (mut live, _) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    // The rping server reposted its receive when the start advertisement arrived (it now
+    // waits for the Read Response): the Immediate Data lands in it.
+    let msn = live.next_send_msn();
+    let u = Header::ImmediateData {
+        solicited_event: false,
+        msn,
+        data: *b"softrnic",
+    }
+    .to_vec()
+    .unwrap_or_default();
+    live.send(
+        format!("Immediate Data MSN {msn} (8 octets) on QN 0, a receive posted"),
+        &u,
+    );
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) if cause_matches(&t, &[operation(OperationCode::UnexpectedOpcode)]) => {
+            Outcome::new(NA, live.sent(), t.describe())
+                .because("the peer does not speak RFC 7306 Immediate Data")
+        }
+        Ok(t) => Outcome::new(Fail, live.sent(), t.describe())
+            .because("an Immediate Data message into a posted receive is valid"),
+        Err(e) if e.contains(CLOSED_WITHOUT_TERMINATE) => Outcome::new(NA, live.sent(), e)
+            .because(
+                "the connection was closed without a Terminate: rping's application takes an Immediate Data completion as bogus data and disconnects, so the RNIC's handling cannot be told from the application's",
+            ),
+        Err(e) => Outcome::new(Pass, live.sent(), e),
     };
     done(ctx, live.c, o)
 }
