@@ -26,7 +26,9 @@ pub enum AppArg {
     /// write-bw`; default port 18515), started again for every case (it serves one test):
     /// the runner plays perftest's client up to the run, then sends its segments on the test
     /// connection. Its buffer grants remote write only, so ddp-access is judged; cases that
-    /// need a posted receive, remote read or two connections are N/A.
+    /// need a posted receive, remote read or two connections are N/A, and so are the Read and
+    /// Atomic cases when its Reply grants IRD 0 (perftest's Write setting: give `softrnic
+    /// write-bw` --ird 1 --ord 1).
     WriteBwServer,
     /// A perftest RDMA Read bandwidth server speaking `-R` (`ib_read_bw -R`, `softrnic
     /// read-bw`; port 18515), started again for every case; its buffer grants remote read
