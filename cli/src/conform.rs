@@ -12,6 +12,8 @@ use conform::{Config, Llp, PeerApp, Verdict};
 
 /// rping's port, the default peer port.
 const DEFAULT_PORT: u16 = 7174;
+/// perftest's port, the default with a perftest application.
+const PERFTEST_PORT: u16 = 18515;
 
 /// The peer's application, as the cases may assume it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -20,6 +22,18 @@ pub enum AppArg {
     RpingServer,
     /// An rping client connecting once per case (with --listen).
     RpingClient,
+    /// A perftest RDMA Write bandwidth server speaking `-R` (`ib_write_bw -R`, `softrnic
+    /// write-bw`; default port 18515), started again for every case (it serves one test):
+    /// the runner plays perftest's client up to the run, then sends its segments on the test
+    /// connection. Its buffer grants remote write only, so ddp-access is judged; cases that
+    /// need a posted receive, remote read or two connections are N/A, and so are the Read and
+    /// Atomic cases when its Reply grants IRD 0 (perftest's Write setting: give `softrnic
+    /// write-bw` --ird 1 --ord 1).
+    WriteBwServer,
+    /// A perftest RDMA Read bandwidth server speaking `-R` (`ib_read_bw -R`, `softrnic
+    /// read-bw`; port 18515), started again for every case; its buffer grants remote read
+    /// and write.
+    ReadBwServer,
     /// Unknown application: connection setup cases and those that need no buffers only.
     Bare,
 }
@@ -37,7 +51,8 @@ pub enum LlpArg {
 /// Options of `softrnic conform`.
 #[derive(Args, Clone, Debug)]
 pub struct ConformArgs {
-    /// The peer, listening: ADDR or ADDR:PORT (port 7174, rping's, when omitted).
+    /// The peer, listening: ADDR or ADDR:PORT (when omitted, port 7174, rping's, or 18515,
+    /// perftest's, with --app write-bw-server or read-bw-server).
     #[arg(value_name = "ADDR[:PORT]", required_unless_present_any = ["list", "listen"],
           conflicts_with = "listen")]
     pub peer: Option<String>,
@@ -101,7 +116,7 @@ pub struct ConformArgs {
     pub quiet: bool,
 }
 
-fn resolve(peer: &str) -> Result<SocketAddr, String> {
+fn resolve(peer: &str, default_port: u16) -> Result<SocketAddr, String> {
     if let Ok(a) = peer.parse::<SocketAddr>() {
         return Ok(a);
     }
@@ -109,7 +124,7 @@ fn resolve(peer: &str) -> Result<SocketAddr, String> {
         if peer.contains(':') && !peer.starts_with('[') && peer.matches(':').count() == 1 {
             peer.to_string()
         } else {
-            format!("{peer}:{DEFAULT_PORT}")
+            format!("{peer}:{default_port}")
         };
     with_port
         .to_socket_addrs()
@@ -122,7 +137,7 @@ fn resolve(peer: &str) -> Result<SocketAddr, String> {
 fn bind(spec: &str) -> Result<TcpListener, String> {
     let addr = match spec.parse::<u16>() {
         Ok(port) => SocketAddr::from(([0, 0, 0, 0], port)),
-        Err(_) => resolve(spec)?,
+        Err(_) => resolve(spec, DEFAULT_PORT)?,
     };
     TcpListener::bind(addr).map_err(|e| format!("cannot listen on {addr}: {e}"))
 }
@@ -168,7 +183,13 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
                 return ExitCode::from(2);
             }
         },
-        (None, Some(p)) => match resolve(p) {
+        (None, Some(p)) => match resolve(
+            p,
+            match a.app {
+                Some(AppArg::WriteBwServer | AppArg::ReadBwServer) => PERFTEST_PORT,
+                _ => DEFAULT_PORT,
+            },
+        ) {
             Ok(p) => p,
             Err(e) => {
                 eprintln!("softrnic conform: {e}");
@@ -192,6 +213,8 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
     cfg.app = match a.app {
         Some(AppArg::RpingServer) => PeerApp::RpingServer,
         Some(AppArg::RpingClient) => PeerApp::RpingClient,
+        Some(AppArg::WriteBwServer) => PeerApp::WriteBwServer,
+        Some(AppArg::ReadBwServer) => PeerApp::ReadBwServer,
         Some(AppArg::Bare) => PeerApp::Bare,
         None if cfg.listen => PeerApp::RpingClient,
         None => PeerApp::RpingServer,

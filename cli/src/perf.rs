@@ -487,67 +487,7 @@ const CTRL_LEN: u32 = 64;
 /// How long write-lat waits after its last message before closing (see `run`).
 const WRITE_LAT_LINGER: Duration = Duration::from_millis(500);
 
-/// perftest's `struct pingpong_dest` as it travels (56 octets; integers big endian, as
-/// perftest converts them; the 4 octets after `rkey` are the C struct's padding).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Dest {
-    /// LID (0 over iWARP).
-    pub lid: u32,
-    /// Outstanding reads.
-    pub out_reads: u32,
-    /// QP number.
-    pub qpn: u32,
-    /// Initial PSN (meaningless over iWARP; random as in perftest).
-    pub psn: u32,
-    /// The STag of the buffer (perftest's rkey).
-    pub rkey: u32,
-    /// The buffer's address (tagged offset).
-    pub vaddr: u64,
-    /// GID.
-    pub gid: [u8; 16],
-    /// SRQ number.
-    pub srqn: u32,
-    /// GID index.
-    pub gid_index: u32,
-}
-
-/// Length of a `pingpong_dest` on the wire.
-pub const DEST_LEN: usize = 56;
-
-impl Dest {
-    /// The wire form.
-    pub fn to_bytes(&self) -> [u8; DEST_LEN] {
-        let mut b = [0u8; DEST_LEN];
-        b[0..4].copy_from_slice(&self.lid.to_be_bytes());
-        b[4..8].copy_from_slice(&self.out_reads.to_be_bytes());
-        b[8..12].copy_from_slice(&self.qpn.to_be_bytes());
-        b[12..16].copy_from_slice(&self.psn.to_be_bytes());
-        b[16..20].copy_from_slice(&self.rkey.to_be_bytes());
-        b[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
-        b[32..48].copy_from_slice(&self.gid);
-        b[48..52].copy_from_slice(&self.srqn.to_be_bytes());
-        b[52..56].copy_from_slice(&self.gid_index.to_be_bytes());
-        b
-    }
-
-    /// Parses the wire form (`None` when shorter than 56 octets).
-    pub fn parse(b: &[u8]) -> Option<Dest> {
-        let u32_at = |i: usize| -> Option<u32> {
-            Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?))
-        };
-        Some(Dest {
-            lid: u32_at(0)?,
-            out_reads: u32_at(4)?,
-            qpn: u32_at(8)?,
-            psn: u32_at(12)?,
-            rkey: u32_at(16)?,
-            vaddr: u64::from_be_bytes(b.get(24..32)?.try_into().ok()?),
-            gid: b.get(32..48)?.try_into().ok()?,
-            srqn: u32_at(48)?,
-            gid_index: u32_at(52)?,
-        })
-    }
-}
+pub use conform::wire::{DEST_LEN, Dest};
 
 /// One bandwidth result as perftest exchanges it (`bw_report_data`).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1840,7 +1780,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
         .next_multiple_of(u64::from(CACHE_LINE));
     let len = usize::try_from(area.saturating_mul(2))
         .map_err(|_| PerfError::Usage("size too large".into()))?;
-    let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let access = buffer_access(test);
 
     // 2. The test connections (one per QP, -q), between two zero exchanges.
     comm.hand_shake(&rnic, &Dest::default())?;
@@ -1965,6 +1905,21 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     out.flush()?;
     teardown(test, &plan, &rnic, &comm, &ds);
     Ok(())
+}
+
+/// The rights of a test's data buffer, as perftest registers it over iWARP: local write, and
+/// remote write for the Write tests; remote read for the Read tests, with remote write too
+/// (an iWARP Read Response is placed like a Write, so the Read's sink needs it); the Send
+/// tests' buffer no remote right (their credit word is registered apart). A conformance
+/// runner's Read Request of a write-bw server's buffer must then be refused.
+fn buffer_access(test: Test) -> Access {
+    match test {
+        Test::WriteBw | Test::WriteLat => Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        Test::ReadBw | Test::ReadLat => {
+            Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
+        }
+        Test::SendBw | Test::SendLat => Access::LOCAL_WRITE,
+    }
 }
 
 /// The control connection (connected, or the first client whose connection and control
@@ -3252,6 +3207,21 @@ mod tests {
         // And back, octet for octet.
         assert_eq!(d.to_bytes().to_vec(), b);
         assert!(Dest::parse(&b[..55]).is_none());
+    }
+
+    /// The data buffer's rights follow perftest's registration over iWARP: a Read test's
+    /// buffer takes remote reads and writes, a Write test's remote writes only, a Send
+    /// test's none.
+    #[test]
+    fn buffer_rights_by_verb_as_perftest_registers_them() {
+        let w = buffer_access(Test::WriteBw);
+        assert!(w.contains(Access::REMOTE_WRITE) && !w.contains(Access::REMOTE_READ));
+        assert_eq!(buffer_access(Test::WriteLat), w);
+        let r = buffer_access(Test::ReadBw);
+        assert!(r.contains(Access::REMOTE_READ | Access::REMOTE_WRITE));
+        assert_eq!(buffer_access(Test::ReadLat), r);
+        let s = buffer_access(Test::SendBw);
+        assert!(!s.contains(Access::REMOTE_READ) && !s.contains(Access::REMOTE_WRITE));
     }
 
     #[test]

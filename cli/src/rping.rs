@@ -220,6 +220,8 @@ pub enum FaultArg {
     SctpWrongPpid,
     /// Over SCTP: send the Session Accept with DDP-SSN 1 instead of 0.
     SctpAcceptSsn,
+    /// After a Terminate, keep the stream open and go on placing inbound segments.
+    PlaceAfterTerminate,
 }
 
 impl From<FaultArg> for stack::Fault {
@@ -233,6 +235,7 @@ impl From<FaultArg> for stack::Fault {
             FaultArg::RtrStagZero => stack::Fault::RtrStagZero,
             FaultArg::SctpWrongPpid => stack::Fault::SctpWrongPpid,
             FaultArg::SctpAcceptSsn => stack::Fault::SctpAcceptSsn,
+            FaultArg::PlaceAfterTerminate => stack::Fault::PlaceAfterTerminate,
         }
     }
 }

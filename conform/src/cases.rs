@@ -10,7 +10,7 @@ use ddp::{DdpCode, TaggedCode, UntaggedCode};
 use mpa::{ConnFrame, EnhancedData, FrameKind, RtrSet, RtrType};
 use rdmap::{Header, Message, OperationCode, ProtectionCode, RdmapCode, ReadRequest, TermCause};
 
-use crate::wire::{Conn, ReplyOutcome, RxFpdu, RxOutcome};
+use crate::wire::{Conn, DEST_LEN, Dest, ReplyOutcome, RxFpdu, RxOutcome};
 use crate::{Case, Ctx, Outcome, PeerApp, Verdict};
 use decode::terminate::{self as term, Layout, PeerTerminate};
 
@@ -34,6 +34,8 @@ const FAR: u64 = 1 << 20;
 pub(crate) const STAG_FLIP: u32 = 0x0080_0000;
 /// What the peer did when it closed and sent nothing else.
 const CLOSED_WITHOUT_TERMINATE: &str = "closed the connection without a Terminate";
+/// How often a refused connection to a perftest server is tried again.
+const PERF_CONNECT_RETRY: Duration = Duration::from_millis(100);
 /// How long "the peer stays quiet" is watched.
 const QUIET: Duration = Duration::from_millis(400);
 
@@ -114,8 +116,15 @@ pub(crate) enum Open {
     /// A connection for any application ([`live_any`]); the builder gets the peer's buffer
     /// when the peer is an rping server.
     Any(fn(&mut Live, Option<&ReadRequest>) -> Segment),
-    /// An rping connection after its opening; the builder gets the peer's buffer.
+    /// An rping connection after its opening, or a perftest test connection after the
+    /// `-R` opening; the builder gets the peer's buffer.
     Rping(fn(&mut Live, &ReadRequest) -> Segment),
+    /// As [`Open::Rping`], for a segment that lands in a posted receive: rping only (a
+    /// perftest `-R` server posts none on its test connection).
+    Receive(fn(&mut Live, &ReadRequest) -> Segment),
+    /// As [`Open::Rping`], for a Read Request of the peer's buffer, which must grant remote
+    /// read (not a perftest write-bw server's).
+    Readable(fn(&mut Live, &ReadRequest) -> Segment),
     /// Two rping connections ([`two_rping`]): the segment is sent on the second, built with
     /// the buffer of the first, which stays open until the Terminate is judged.
     Second(fn(&mut Live, &ReadRequest) -> Segment),
@@ -471,7 +480,7 @@ static CATALOGUE: &[Case] = &[
         "RFC 5041 §7.1, §7.2",
         "a 64-octet Send into a 16-octet receive: Terminate DDP Untagged 'Message too long' (0x1/0x2/0x05), header copied",
         terminate(
-            Open::Rping(|live, _| {
+            Open::Receive(|live, _| {
                 let msn = live.next_send_msn();
                 Segment::new(
                     format!("Send MSN {msn} of 64 octets"),
@@ -559,7 +568,7 @@ static CATALOGUE: &[Case] = &[
         "RFC 5041 §7.1, §7.2",
         "a Send segment at MO 4096 of a 16-octet receive: Terminate DDP Untagged 'Invalid MO' (0x1/0x2/0x04), header copied",
         terminate(
-            Open::Rping(|live, _| {
+            Open::Receive(|live, _| {
                 let msn = live.next_send_msn();
                 let u = Header::Send {
                     solicited_event: false,
@@ -578,8 +587,8 @@ static CATALOGUE: &[Case] = &[
     ),
     case!(
         "ddp-access",
-        "RFC 5040 §4.8 (Access rights violation)",
-        "an access the STag's rights do not grant: Terminate RDMAP Remote Protection 'Access rights violation' (0x0/0x1/0x02)",
+        "RFC 5040 §4.8 (Access rights violation), §7.1",
+        "a Read Request of a buffer without remote read rights (a write-bw server's): Terminate RDMAP Remote Protection 'Access rights violation' (0x0/0x1/0x02), DDP and Read Request headers copied",
         Script(ddp_access)
     ),
     case!(
@@ -646,7 +655,7 @@ static CATALOGUE: &[Case] = &[
         "RFC 5040 §4.8, §7.1",
         "a Read Request past the buffer: Terminate RDMAP Remote Protection 'Base or bounds violation' (0x0/0x1/0x01), headers copied",
         terminate(
-            Open::Rping(|live, peer| {
+            Open::Readable(|live, peer| {
                 let msn = live.next_read_msn();
                 let req = read_of(peer.sink_stag, peer.sink_to.wrapping_add(FAR), 16);
                 Segment::read(
@@ -689,6 +698,12 @@ static CATALOGUE: &[Case] = &[
         Script(rdmap_atomic_access)
     ),
     case!(
+        "rdmap-immediate",
+        "RFC 7306 §6 (Immediate Data)",
+        "an Immediate Data message (opcode 0x8, QN 0, 8 octets into the posted receive): taken without a Terminate",
+        Script(rdmap_immediate)
+    ),
+    case!(
         "rdmap-invalidate",
         "RFC 5040 §5.3 (Send with Invalidate)",
         "a Send with Invalidate of the peer's buffer STag, then an RDMA Write to it: Terminate DDP Tagged 'Invalid STag' (0x1/0x1/0x00)",
@@ -699,7 +714,7 @@ static CATALOGUE: &[Case] = &[
         "RFC 5040 §5.3, §7.2",
         "a Send with Invalidate of an STag never advertised: Terminate RDMAP 'STag cannot be Invalidated' (0x0/0x2/0x09 or 0x0/0x1/0x09), header copied",
         terminate(
-            Open::Rping(|live, peer| {
+            Open::Receive(|live, peer| {
                 let msn = live.next_send_msn();
                 let stag = peer.sink_stag ^ STAG_FLIP;
                 Segment::new(
@@ -969,10 +984,26 @@ pub(crate) fn describe_ulpdu(u: &[u8]) -> String {
 
 impl Ctx<'_> {
     fn connect(&mut self) -> Result<Conn, Outcome> {
-        Conn::connect(self.case, self.cfg.peer, self.cfg.step).map_err(|e| {
-            Outcome::new(Fail, "TCP SYN", format!("no connection: {e}"))
-                .because("the peer must be listening")
-        })
+        // A perftest -R server serves one test and is started again for the next (and
+        // listens for its test connection only after the control exchange): a refused
+        // connection is tried again for one step, as perftest's client retries.
+        let start = std::time::Instant::now();
+        loop {
+            match Conn::connect(self.case, self.cfg.peer, self.cfg.step) {
+                Ok(c) => return Ok(c),
+                Err(e)
+                    if self.cfg.app.is_perftest()
+                        && e.kind() == std::io::ErrorKind::ConnectionRefused
+                        && start.elapsed() < self.cfg.step =>
+                {
+                    std::thread::sleep(PERF_CONNECT_RETRY);
+                }
+                Err(e) => {
+                    return Err(Outcome::new(Fail, "TCP SYN", format!("no connection: {e}"))
+                        .because("the peer must be listening"));
+                }
+            }
+        }
     }
 
     /// A Request with rping's settings (revision 2, H, IRD/ORD `ird`/`ord`, P2P offering
@@ -989,11 +1020,43 @@ impl Ctx<'_> {
 
     fn needs_rping(&self) -> Result<(), Outcome> {
         match self.cfg.app {
-            PeerApp::RpingServer => Ok(()),
+            PeerApp::RpingServer | PeerApp::WriteBwServer | PeerApp::ReadBwServer => Ok(()),
             PeerApp::RpingClient | PeerApp::Bare => Err(Outcome::new(NA, "-", "-").because(
-                "needs a peer application that posts receives and exposes a buffer (run with --app rping-server)",
+                "needs a peer application that exposes a buffer (run with --app rping-server, write-bw-server or read-bw-server)",
             )),
         }
+    }
+
+    /// The case's segment lands in a posted receive of the test connection: a perftest
+    /// `-R` server posts none there.
+    fn needs_receive(&self) -> Result<(), Outcome> {
+        if self.cfg.app.is_perftest() {
+            return Err(Outcome::new(NA, "-", "-").because(
+                "needs a receive posted on the connection: a perftest -R server posts none on its test connection (only its control connection takes Sends)",
+            ));
+        }
+        self.needs_rping()
+    }
+
+    /// The case reads the peer's buffer: a perftest write-bw server's grants no remote read.
+    fn needs_remote_read(&self) -> Result<(), Outcome> {
+        if self.cfg.app == PeerApp::WriteBwServer {
+            return Err(Outcome::new(NA, "-", "-").because(
+                "needs a buffer with remote read rights: a write-bw server's grants remote write only (ddp-access checks that its Read is refused)",
+            ));
+        }
+        self.needs_rping()
+    }
+
+    /// The case opens two connections in full operation: a perftest `-R` server takes one
+    /// test connection.
+    fn needs_two_connections(&self) -> Result<(), Outcome> {
+        if self.cfg.app.is_perftest() {
+            return Err(Outcome::new(NA, "-", "-").because(
+                "needs two connections to the application: a perftest -R server takes one test connection",
+            ));
+        }
+        self.needs_rping()
     }
 
     /// Connects, sends `request` and waits for the answer.
@@ -1139,9 +1202,15 @@ fn rping_start(live: &mut Live, step: Duration) -> Result<ReadRequest, String> {
     }
 }
 
-/// Opens a live rping connection (rping's Request) and runs the opening.
+/// Opens a live connection to the peer's application and runs its opening: rping's
+/// Request and start advertisement, or perftest's `-R` opening ([`perf_live`]). The peer's
+/// buffer comes as the sink STag and TO of the returned Read Request (rping's own Read
+/// Request; for perftest, the server's `pingpong_dest` in that form).
 fn rping_live(ctx: &mut Ctx<'_>) -> Result<(Live, ReadRequest), Outcome> {
     ctx.needs_rping()?;
+    if ctx.cfg.app.is_perftest() {
+        return perf_live(ctx);
+    }
     let mut live = open_live(ctx, &ctx.request(1, 1, None))?;
     match rping_start(&mut live, ctx.cfg.step) {
         Ok(r) => Ok((live, r)),
@@ -1152,6 +1221,148 @@ fn rping_live(ctx: &mut Ctx<'_>) -> Result<(Live, ReadRequest), Outcome> {
             ctx.keep(live.c);
             Err(o)
         }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// perftest's -R opening
+// ------------------------------------------------------------------------------------------
+
+/// The version the runner announces as a perftest client (servers refuse below 5.70).
+const PERF_VERSION: &[u8] = b"6.06";
+/// perftest's version field: NUL padded to 16 octets.
+const PERF_VERSION_LEN: usize = 16;
+/// The cycle buffer (the page size) and cache line size the runner announces.
+const PERF_CYCLE: u32 = 4096;
+const PERF_CACHE_LINE: u32 = 64;
+/// The MTU: the ASCII digit of the verbs MTU enum (3: 1024) and a NUL.
+const PERF_MTU: [u8; 2] = [b'3', 0];
+
+/// One control exchange of perftest's `-R` protocol: the runner's Send on the control
+/// connection, then the server's Send, whose payload is returned.
+fn perf_xchg(ctrl: &mut Live, what: &str, mine: &[u8], step: Duration) -> Result<Vec<u8>, String> {
+    let msn = ctrl.next_send_msn();
+    ctrl.send(format!("Send MSN {msn} ({what})"), &send_ulpdu(msn, mine));
+    match ctrl.c.recv(step) {
+        RxOutcome::Fpdu(f) => match Message::parse(&f.ulpdu) {
+            Ok(Message {
+                header: Header::Send { .. },
+                payload,
+            }) => Ok(payload.to_vec()),
+            _ => Err(format!(
+                "answered the {what} with {}",
+                describe_ulpdu(&f.ulpdu)
+            )),
+        },
+        RxOutcome::Framing(e) => Err(format!("after the {what}: framing error: {e}")),
+        RxOutcome::Closed => Err(format!("closed the control connection after the {what}")),
+        RxOutcome::Timeout => Err(format!("no answer to the {what} in time")),
+    }
+}
+
+/// perftest's `-R` opening, as its client plays it (see [`PeerApp::WriteBwServer`]): the
+/// control connection and its exchanges, the test connection (the runner's Request has
+/// rping's IRD/ORD 1/1, so that Read and Atomic Requests are not beyond any IRD it
+/// negotiates itself), then the `pingpong_dest` exchanges; the server's last one names its
+/// buffer. The control connection stays open until the case is over; the test connection
+/// is returned with the server's buffer as the sink of a Read Request.
+fn perf_live(ctx: &mut Ctx<'_>) -> Result<(Live, ReadRequest), Outcome> {
+    let step = ctx.cfg.step;
+    let mut ctrl = open_live(ctx, &ctx.request(0, 0, None))?;
+    let mut version = [0u8; PERF_VERSION_LEN];
+    version[..PERF_VERSION.len()].copy_from_slice(PERF_VERSION);
+    let opening: [(&str, Vec<u8>); 5] = [
+        ("version 6.06", version.to_vec()),
+        ("cycle buffer 4096", PERF_CYCLE.to_be_bytes().to_vec()),
+        ("cache line 64", PERF_CACHE_LINE.to_be_bytes().to_vec()),
+        ("MTU 1024", PERF_MTU.to_vec()),
+        ("zero pingpong_dest", Dest::default().to_bytes().to_vec()),
+    ];
+    let fail = |ctx: &mut Ctx<'_>, ctrl: Live, e: String| {
+        let o = Outcome::new(Fail, ctrl.sent(), e).because(
+            "a perftest -R server answers each control message of its client with one Send",
+        );
+        ctx.keep(ctrl.c);
+        o
+    };
+    for (what, mine) in &opening {
+        if let Err(e) = perf_xchg(&mut ctrl, what, mine, step) {
+            return Err(fail(ctx, ctrl, e));
+        }
+    }
+    let test_req = ctx.request(1, 1, None);
+    let mut test = match open_live(ctx, &test_req) {
+        Ok(l) => l,
+        Err(o) => {
+            ctx.keep(ctrl.c);
+            return Err(o);
+        }
+    };
+    let mine = Dest {
+        out_reads: 1,
+        qpn: 1,
+        rkey: RUNNER_STAG,
+        vaddr: RUNNER_TO,
+        ..Dest::default()
+    };
+    let mut theirs = None;
+    let dests = [
+        ("zero pingpong_dest", Dest::default()),
+        ("pingpong_dest 1", mine),
+        ("pingpong_dest 2", mine),
+        ("pingpong_dest 3", mine),
+    ];
+    for (what, d) in dests {
+        match perf_xchg(&mut ctrl, what, &d.to_bytes(), step) {
+            Ok(v) => match Dest::parse(&v) {
+                Some(d) => theirs = Some(d),
+                None => {
+                    let e = format!("a pingpong_dest of {} octets, not {DEST_LEN}", v.len());
+                    ctx.keep(test.c);
+                    return Err(fail(ctx, ctrl, e));
+                }
+            },
+            Err(e) => {
+                ctx.keep(test.c);
+                return Err(fail(ctx, ctrl, e));
+            }
+        }
+    }
+    let theirs = theirs.unwrap_or_default();
+    test.sent.insert(
+        0,
+        format!(
+            "the perftest -R opening on a control connection (Request IRD/ORD 0/0; version, cycle buffer, cache line, MTU and 4 pingpong_dest exchanges; the server's buffer: STag {:#x} at {:#x}), and on the test connection",
+            theirs.rkey, theirs.vaddr
+        ),
+    );
+    ctx.held.push(ctrl.c);
+    Ok((
+        test,
+        ReadRequest {
+            sink_stag: theirs.rkey,
+            sink_to: theirs.vaddr,
+            size: 0,
+            source_stag: RUNNER_STAG,
+            source_to: RUNNER_TO,
+        },
+    ))
+}
+
+/// A connection on which the peer's Reply grants IRD 0 (a perftest write-bw server accepts
+/// its test connection with IRD/ORD 0/0) takes no Read or Atomic Request: whatever one names,
+/// it is beyond the IRD (RFC 5040 §6.1, RFC 6581 §7), and a peer may refuse it as such
+/// before it looks at the STag. Cases that judge what such a Request names are then N/A;
+/// the connection is closed.
+fn no_ird(ctx: &mut Ctx<'_>, live: Live) -> Result<Live, Outcome> {
+    match live.reply.enhanced {
+        Some(e) if e.ird == 0 => {
+            let o = Outcome::new(NA, live.sent(), describe_frame(&live.reply)).because(
+                "the peer's Reply grants IRD 0: a Read or Atomic Request is beyond its IRD whatever it names (a write-bw server given --ird 1 --ord 1, e.g. softrnic write-bw, takes them)",
+            );
+            Err(done(ctx, live.c, o))
+        }
+        _ => Ok(live),
     }
 }
 
@@ -1327,7 +1538,9 @@ const fn operation(c: OperationCode) -> TermCause {
 /// the opening runs first (so that the peer is in its steady state).
 fn live_any(ctx: &mut Ctx<'_>) -> Result<(Live, Option<ReadRequest>), Outcome> {
     match ctx.cfg.app {
-        PeerApp::RpingServer => rping_live(ctx).map(|(l, r)| (l, Some(r))),
+        PeerApp::RpingServer | PeerApp::WriteBwServer | PeerApp::ReadBwServer => {
+            rping_live(ctx).map(|(l, r)| (l, Some(r)))
+        }
         PeerApp::RpingClient | PeerApp::Bare => {
             open_live(ctx, &ctx.request(1, 1, None)).map(|l| (l, None))
         }
@@ -1382,6 +1595,20 @@ fn run_segment(ctx: &mut Ctx<'_>, p: SegmentProbe) -> Outcome {
             }
             Err(o) => return o,
         },
+        Open::Receive(build) => match ctx.needs_receive().and_then(|()| rping_live(ctx)) {
+            Ok((mut live, read)) => {
+                let s = build(&mut live, &read);
+                (live, None, s)
+            }
+            Err(o) => return o,
+        },
+        Open::Readable(build) => match ctx.needs_remote_read().and_then(|()| rping_live(ctx)) {
+            Ok((mut live, read)) => {
+                let s = build(&mut live, &read);
+                (live, None, s)
+            }
+            Err(o) => return o,
+        },
         Open::Second(build) => match two_rping(ctx) {
             Ok((first, mut live, theirs)) => {
                 let s = build(&mut live, &theirs);
@@ -1389,6 +1616,19 @@ fn run_segment(ctx: &mut Ctx<'_>, p: SegmentProbe) -> Outcome {
             }
             Err(o) => return o,
         },
+    };
+    let live = if s.read.is_some() {
+        match no_ird(ctx, live) {
+            Ok(l) => l,
+            Err(o) => {
+                return match first {
+                    Some(first) => done(ctx, first.c, o),
+                    None => o,
+                };
+            }
+        }
+    } else {
+        live
     };
     let o = expect_terminate(
         ctx,
@@ -1920,17 +2160,30 @@ fn ddp_no_buffer(ctx: &mut Ctx<'_>) -> Outcome {
         Ok(x) => x,
         Err(o) => return o,
     };
-    // The server keeps one receive posted: the first Send takes it, the second has none.
-    let m1 = live.next_send_msn();
-    let m2 = live.next_send_msn();
-    let first = send_ulpdu(m1, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE));
-    let second = send_ulpdu(m2, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE));
-    let mut both = Vec::new();
-    live.c.frame(&first, &mut both);
-    live.c.frame(&second, &mut both);
-    let _ = live.c.send_raw(&both);
-    live.sent
-        .push(format!("Send MSN {m1} and Send MSN {m2} in one segment"));
+    let second = if ctx.cfg.app.is_perftest() {
+        // A perftest -R server posts no receive on its test connection: the first Send
+        // has none.
+        let m = live.next_send_msn();
+        let u = send_ulpdu(m, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE));
+        live.send(
+            format!("Send MSN {m} of 16 octets on the test connection (no receive posted)"),
+            &u,
+        );
+        u
+    } else {
+        // The server keeps one receive posted: the first Send takes it, the second has none.
+        let m1 = live.next_send_msn();
+        let m2 = live.next_send_msn();
+        let first = send_ulpdu(m1, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE));
+        let second = send_ulpdu(m2, &rping_info(RUNNER_TO, RUNNER_STAG, ADV_SIZE));
+        let mut both = Vec::new();
+        live.c.frame(&first, &mut both);
+        live.c.frame(&second, &mut both);
+        let _ = live.c.send_raw(&both);
+        live.sent
+            .push(format!("Send MSN {m1} and Send MSN {m2} in one segment"));
+        second
+    };
     let o = match await_terminate(&mut live, ctx.cfg.step) {
         Ok(t) => {
             let (v, why) = judge(
@@ -1952,6 +2205,7 @@ fn ddp_no_buffer(ctx: &mut Ctx<'_>) -> Outcome {
 /// Two rping connections: the buffer the first reveals is used on the second. The first is
 /// returned too, to stay open (and its buffer registered) until the case is over.
 fn two_rping(ctx: &mut Ctx<'_>) -> Result<(Live, Live, ReadRequest), Outcome> {
+    ctx.needs_two_connections()?;
     let (first, theirs) = rping_live(ctx)?;
     let (mut live, _) = match rping_live(ctx) {
         Ok(x) => x,
@@ -1972,10 +2226,42 @@ fn two_rping(ctx: &mut Ctx<'_>) -> Result<(Live, Live, ReadRequest), Outcome> {
 
 fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
     match ctx.cfg.app {
-        PeerApp::RpingServer | PeerApp::RpingClient | PeerApp::Bare => Outcome::new(NA, "-", "-").because(
-            "the application exposes no STag that lacks a remote right (rping's buffer grants read and write)",
+        PeerApp::WriteBwServer => {}
+        PeerApp::ReadBwServer => return Outcome::new(NA, "-", "-").because(
+            "the application exposes no STag that lacks a remote right (read-bw's buffer grants read and write; atomics are rdmap-atomic-access)",
+        ),
+        PeerApp::RpingServer | PeerApp::RpingClient | PeerApp::Bare => return Outcome::new(NA, "-", "-").because(
+            "the application exposes no STag that lacks a remote right (rping's buffer grants read and write; run with --app write-bw-server)",
         ),
     }
+    let (live, peer) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let mut live = match no_ird(ctx, live) {
+        Ok(l) => l,
+        Err(o) => return o,
+    };
+    let msn = live.next_read_msn();
+    let req = read_of(peer.sink_stag, peer.sink_to, 16);
+    let u = read_request_ulpdu(msn, req);
+    live.send(
+        format!(
+            "Read Request MSN {msn}: 16 octets of the write-bw server's buffer STag {:#x} TO {:#x} (remote write rights only)",
+            peer.sink_stag, peer.sink_to
+        ),
+        &u,
+    );
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) => {
+            let allowed = [protection(ProtectionCode::AccessRights)];
+            let (v, why) = judge(&t, &allowed, &u, Copy::Required, Some(&req));
+            Outcome::new(v, live.sent(), t.describe()).because(why)
+        }
+        Err(e) => Outcome::new(Fail, live.sent(), e)
+            .because("a Read of a buffer without remote read rights must be refused"),
+    };
+    done(ctx, live.c, o)
 }
 
 pub(crate) fn read_of(source_stag: u32, source_to: u64, size: u32) -> ReadRequest {
@@ -1989,6 +2275,9 @@ pub(crate) fn read_of(source_stag: u32, source_to: u64, size: u32) -> ReadReques
 }
 
 fn rdmap_read(ctx: &mut Ctx<'_>) -> Outcome {
+    if let Err(o) = ctx.needs_remote_read() {
+        return o;
+    }
     let (mut live, peer) = match rping_live(ctx) {
         Ok(x) => x,
         Err(o) => return o,
@@ -2027,8 +2316,12 @@ fn rdmap_read(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
-    let (mut live, peer) = match rping_live(ctx) {
+    let (live, peer) = match rping_live(ctx) {
         Ok(x) => x,
+        Err(o) => return o,
+    };
+    let mut live = match no_ird(ctx, live) {
+        Ok(l) => l,
         Err(o) => return o,
     };
     let msn = live.next_read_msn();
@@ -2059,6 +2352,44 @@ fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
     done(ctx, live.c, o)
 }
 
+fn rdmap_immediate(ctx: &mut Ctx<'_>) -> Outcome {
+    if let Err(o) = ctx.needs_receive() {
+        return o;
+    }
+    let (mut live, _) = match rping_live(ctx) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    // The rping server reposted its receive when the start advertisement arrived (it now
+    // waits for the Read Response): the Immediate Data lands in it.
+    let msn = live.next_send_msn();
+    let u = Header::ImmediateData {
+        solicited_event: false,
+        msn,
+        data: *b"softrnic",
+    }
+    .to_vec()
+    .unwrap_or_default();
+    live.send(
+        format!("Immediate Data MSN {msn} (8 octets) on QN 0, a receive posted"),
+        &u,
+    );
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) if cause_matches(&t, &[operation(OperationCode::UnexpectedOpcode)]) => {
+            Outcome::new(NA, live.sent(), t.describe())
+                .because("the peer does not speak RFC 7306 Immediate Data")
+        }
+        Ok(t) => Outcome::new(Fail, live.sent(), t.describe())
+            .because("an Immediate Data message into a posted receive is valid"),
+        Err(e) if e.contains(CLOSED_WITHOUT_TERMINATE) => Outcome::new(NA, live.sent(), e)
+            .because(
+                "the connection was closed without a Terminate: rping's application takes an Immediate Data completion as bogus data and disconnects, so the RNIC's handling cannot be told from the application's",
+            ),
+        Err(e) => Outcome::new(Pass, live.sent(), e),
+    };
+    done(ctx, live.c, o)
+}
+
 /// The causes of a refused Send with Invalidate (RFC 5040 §7.2 names the code in both Error
 /// Types).
 const CANNOT_INVALIDATE: [TermCause; 2] = [
@@ -2080,6 +2411,9 @@ fn send_invalidate_ulpdu(msn: u32, stag: u32) -> Vec<u8> {
 }
 
 fn rdmap_invalidate(ctx: &mut Ctx<'_>) -> Outcome {
+    if let Err(o) = ctx.needs_receive() {
+        return o;
+    }
     let (mut live, peer) = match rping_live(ctx) {
         Ok(x) => x,
         Err(o) => return o,
@@ -2121,6 +2455,9 @@ fn rdmap_invalidate(ctx: &mut Ctx<'_>) -> Outcome {
 const IRD_EXCESS: u16 = 2;
 
 fn rdmap_ird(ctx: &mut Ctx<'_>) -> Outcome {
+    if let Err(o) = ctx.needs_remote_read() {
+        return o;
+    }
     let (mut live, peer) = match rping_live(ctx) {
         Ok(x) => x,
         Err(o) => return o,

@@ -97,6 +97,19 @@ pub enum PeerApp {
     /// runner once per case: its Request has IRD/ORD 1/1 and no private data, and its first
     /// FPDU (after any peer-to-peer RTR) is a Send of 16 octets advertising its start buffer.
     RpingClient,
+    /// A perftest `-R` (rdma_cm) server of RDMA Write bandwidth (`ib_write_bw -R`, `softrnic
+    /// write-bw`), serving one test: the runner plays the client's side of the protocol (a
+    /// control connection with IRD/ORD 0/0 and its exchanges by Send — version, cycle
+    /// buffer, cache line, MTU, a zero `pingpong_dest` —, the test connection, a zero
+    /// `pingpong_dest`, then three giving the server's STag and buffer address, see
+    /// [`wire::Dest`]) and then sends its segments on the test connection. The server posts
+    /// no receive on the test connection, and registers its buffer with local and remote
+    /// write rights only (no remote read).
+    WriteBwServer,
+    /// A perftest `-R` server of RDMA Read bandwidth (`ib_read_bw -R`, `softrnic read-bw`),
+    /// driven as [`PeerApp::WriteBwServer`]; its buffer grants remote read and (as iWARP needs
+    /// for a Read's sink) remote write.
+    ReadBwServer,
     /// Nothing is known about the application: only connection setup cases run.
     Bare,
 }
@@ -107,8 +120,15 @@ impl PeerApp {
         match self {
             PeerApp::RpingServer => "rping-server",
             PeerApp::RpingClient => "rping-client",
+            PeerApp::WriteBwServer => "write-bw-server",
+            PeerApp::ReadBwServer => "read-bw-server",
             PeerApp::Bare => "bare",
         }
+    }
+
+    /// A perftest `-R` server (the runner plays perftest's client).
+    pub fn is_perftest(self) -> bool {
+        matches!(self, PeerApp::WriteBwServer | PeerApp::ReadBwServer)
     }
 }
 
@@ -322,6 +342,8 @@ pub struct Ctx<'a> {
     listener: Option<&'a TcpListener>,
     case: &'static str,
     conns: Vec<ConnRecord>,
+    /// Connections that stay open until the case is over (a perftest control connection).
+    held: Vec<wire::Conn>,
     associations: usize,
 }
 
@@ -376,9 +398,13 @@ fn run_inner(
             listener,
             case: case.id,
             conns: Vec::new(),
+            held: Vec::new(),
             associations: 0,
         };
         let o = cases::drive(case.run, &mut ctx);
+        for c in std::mem::take(&mut ctx.held) {
+            ctx.conns.push(c.close());
+        }
         tracing::info!(verdict = %o.verdict, "case done");
         let r = CaseResult {
             id: case.id.to_string(),

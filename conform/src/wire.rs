@@ -310,3 +310,69 @@ impl Conn {
         self.record
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// perftest's -R exchange
+// ------------------------------------------------------------------------------------------
+
+/// perftest's `struct pingpong_dest` as it travels (56 octets; integers big endian, as
+/// perftest converts them; the 4 octets after `rkey` are the C struct's padding).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dest {
+    /// LID (0 over iWARP).
+    pub lid: u32,
+    /// Outstanding reads.
+    pub out_reads: u32,
+    /// QP number.
+    pub qpn: u32,
+    /// Initial PSN (meaningless over iWARP; random as in perftest).
+    pub psn: u32,
+    /// The STag of the buffer (perftest's rkey).
+    pub rkey: u32,
+    /// The buffer's address (tagged offset).
+    pub vaddr: u64,
+    /// GID.
+    pub gid: [u8; 16],
+    /// SRQ number.
+    pub srqn: u32,
+    /// GID index.
+    pub gid_index: u32,
+}
+
+/// Length of a `pingpong_dest` on the wire.
+pub const DEST_LEN: usize = 56;
+
+impl Dest {
+    /// The wire form.
+    pub fn to_bytes(&self) -> [u8; DEST_LEN] {
+        let mut b = [0u8; DEST_LEN];
+        b[0..4].copy_from_slice(&self.lid.to_be_bytes());
+        b[4..8].copy_from_slice(&self.out_reads.to_be_bytes());
+        b[8..12].copy_from_slice(&self.qpn.to_be_bytes());
+        b[12..16].copy_from_slice(&self.psn.to_be_bytes());
+        b[16..20].copy_from_slice(&self.rkey.to_be_bytes());
+        b[24..32].copy_from_slice(&self.vaddr.to_be_bytes());
+        b[32..48].copy_from_slice(&self.gid);
+        b[48..52].copy_from_slice(&self.srqn.to_be_bytes());
+        b[52..56].copy_from_slice(&self.gid_index.to_be_bytes());
+        b
+    }
+
+    /// Parses the wire form (`None` when shorter than 56 octets).
+    pub fn parse(b: &[u8]) -> Option<Dest> {
+        let u32_at = |i: usize| -> Option<u32> {
+            Some(u32::from_be_bytes(b.get(i..i + 4)?.try_into().ok()?))
+        };
+        Some(Dest {
+            lid: u32_at(0)?,
+            out_reads: u32_at(4)?,
+            qpn: u32_at(8)?,
+            psn: u32_at(12)?,
+            rkey: u32_at(16)?,
+            vaddr: u64::from_be_bytes(b.get(24..32)?.try_into().ok()?),
+            gid: b.get(32..48)?.try_into().ok()?,
+            srqn: u32_at(48)?,
+            gid_index: u32_at(52)?,
+        })
+    }
+}

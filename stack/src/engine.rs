@@ -477,6 +477,8 @@ pub struct QpEngine {
 
     term_end: Option<u64>,
     term_done: bool,
+    /// With [`crate::Fault::PlaceAfterTerminate`]: the one Terminate went out.
+    fault_term_sent: bool,
     rx_stopped: bool,
     close_transport: bool,
     pending_fatal: bool,
@@ -585,6 +587,7 @@ impl QpEngine {
             rtr_expect: None,
             term_end: None,
             term_done: false,
+            fault_term_sent: false,
             rx_stopped: false,
             close_transport: false,
             pending_fatal: false,
@@ -1235,6 +1238,22 @@ impl QpEngine {
     /// Queues a Terminate as the last FPDU of the stream and stops everything else.
     fn send_terminate(&mut self, term: Terminate) {
         if self.term_end.is_some() || matches!(self.state, QpState::Terminate | QpState::Error) {
+            return;
+        }
+        if self.cfg.fault == Some(crate::Fault::PlaceAfterTerminate) {
+            // The fault: the Terminate goes out, but the stream stays open and inbound
+            // segments go on being placed and answered (RFC 5040 §7.1 forbids both).
+            if !self.fault_term_sent && self.llp.can_send() {
+                self.fault_term_sent = true;
+                let header = Header::Terminate {
+                    msn: self.msn_tx[qn::TERMINATE as usize],
+                    terminate: term,
+                };
+                self.msn_tx[qn::TERMINATE as usize] =
+                    ddp::next_msn(self.msn_tx[qn::TERMINATE as usize]);
+                self.llp.send(&header, &[]);
+                tracing::warn!(qp = self.cfg.qp.0, cause = %term.cause, "Terminate sent (fault: the stream goes on)");
+            }
             return;
         }
         self.rx_stopped = true;

@@ -148,6 +148,9 @@ pub enum Fault {
     /// DDP over SCTP: the Session Accept carries DDP-SSN 1 instead of the first DDP-SSN of
     /// the session, 0 (RFC 5043 §5.2.1, §6.2).
     SctpAcceptSsn,
+    /// After sending a Terminate the QP keeps the stream open and goes on placing and
+    /// answering inbound segments (RFC 5040 §7.1: the Terminate is the last message).
+    PlaceAfterTerminate,
 }
 
 impl QpAttr {

@@ -48,7 +48,7 @@ fn rping_port(line: &str) -> Option<u16> {
 }
 
 /// The perftest-style servers: the port of "Waiting for client to connect on port PORT".
-fn perf_port(line: &str) -> Option<u16> {
+pub fn perf_port(line: &str) -> Option<u16> {
     line.trim()
         .strip_prefix("Waiting for client to connect on port ")
         .and_then(|p| p.parse().ok())

@@ -171,7 +171,7 @@ class ConformExpectations(unittest.TestCase):
         self.assertIn("stock.json", names)
         for n in names:
             e = check_conform.load(os.path.join(d, n))
-            self.assertEqual(len(e["responder"]) + len(e["initiator"]), 50, n)
+            self.assertEqual(len(e["responder"]) + len(e["initiator"]), 51, n)
             for mode in check_conform.MODES:
                 for cid, x in e[mode].items():
                     self.assertIn(x["verdict"], check_conform.VERDICTS, (n, cid))
