@@ -75,7 +75,8 @@ pub struct ConformArgs {
     #[arg(long, value_name = "SECS", default_value_t = 30,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub accept_timeout: u64,
-    /// Run only cases whose id or RFC clause contains PATTERN (repeatable, case-insensitive).
+    /// Run only cases whose id or RFC clause contains PATTERN (repeatable, case-insensitive);
+    /// `=ID` runs the case ID alone (e.g. --case =mpa-crc, not mpa-crc-error).
     #[arg(long = "case", value_name = "PATTERN")]
     pub cases: Vec<String>,
     /// Leave out cases whose id or RFC clause contains PATTERN (repeatable).

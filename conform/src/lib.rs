@@ -235,8 +235,13 @@ impl std::fmt::Debug for Case {
 }
 
 impl Case {
-    /// Whether `pattern` selects this case (a substring of its id or clause, ignoring case).
+    /// Whether `pattern` selects this case: a substring of its id or clause, ignoring case;
+    /// `=ID` selects the case whose id is ID and no other (one case per run, e.g. against a
+    /// peer application restarted for every case).
     pub fn matches(&self, pattern: &str) -> bool {
+        if let Some(id) = pattern.strip_prefix('=') {
+            return self.id.eq_ignore_ascii_case(id);
+        }
         let p = pattern.to_ascii_lowercase();
         self.id.to_ascii_lowercase().contains(&p) || self.clause.to_ascii_lowercase().contains(&p)
     }

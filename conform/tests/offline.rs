@@ -151,7 +151,8 @@ fn reports_agree() {
     assert!(!xml.contains("a & b"), "{xml}");
 }
 
-/// --case and --skip: substrings of ids or clauses, case-insensitive, catalogue order kept.
+/// --case and --skip: substrings of ids or clauses, case-insensitive, catalogue order kept;
+/// `=ID` an id exactly.
 #[test]
 fn selection_by_id_and_clause() {
     let mut cfg = Config::new("127.0.0.1:7174".parse().unwrap());
@@ -187,6 +188,16 @@ fn selection_by_id_and_clause() {
     assert!(rest.iter().all(|c| !c.id.contains("rtr")));
     assert!(rest.len() < p2p.len());
     cfg.select = vec!["no-such-case".into()];
+    assert!(conform::selected(&cfg).is_empty());
+    // `=ID`: that case alone ("mpa-crc" as a substring also selects mpa-crc-error and
+    // mpa-crc-not-requested).
+    cfg.skip.clear();
+    cfg.select = vec!["mpa-crc".into()];
+    assert!(conform::selected(&cfg).len() >= 3);
+    cfg.select = vec!["=MPA-CRC".into()];
+    let one: Vec<_> = conform::selected(&cfg).iter().map(|c| c.id).collect();
+    assert_eq!(one, ["mpa-crc"]);
+    cfg.select = vec!["=mpa-cr".into()];
     assert!(conform::selected(&cfg).is_empty());
     // Ids are unique and every case names an RFC clause.
     let mut ids: Vec<_> = conform::catalogue().iter().map(|c| c.id).collect();
