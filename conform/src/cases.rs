@@ -2275,10 +2275,7 @@ pub(crate) fn read_of(source_stag: u32, source_to: u64, size: u32) -> ReadReques
 }
 
 fn rdmap_read(ctx: &mut Ctx<'_>) -> Outcome {
-    if let Err(o) = ctx.needs_remote_read() {
-        return o;
-    }
-    let (mut live, peer) = match rping_live(ctx) {
+    let (mut live, peer) = match ctx.needs_remote_read().and_then(|()| rping_live(ctx)) {
         Ok(x) => x,
         Err(o) => return o,
     };
@@ -2353,10 +2350,7 @@ fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn rdmap_immediate(ctx: &mut Ctx<'_>) -> Outcome {
-    if let Err(o) = ctx.needs_receive() {
-        return o;
-    }
-    let (mut live, _) = match rping_live(ctx) {
+    let (mut live, _) = match ctx.needs_receive().and_then(|()| rping_live(ctx)) {
         Ok(x) => x,
         Err(o) => return o,
     };
@@ -2411,10 +2405,7 @@ fn send_invalidate_ulpdu(msn: u32, stag: u32) -> Vec<u8> {
 }
 
 fn rdmap_invalidate(ctx: &mut Ctx<'_>) -> Outcome {
-    if let Err(o) = ctx.needs_receive() {
-        return o;
-    }
-    let (mut live, peer) = match rping_live(ctx) {
+    let (mut live, peer) = match ctx.needs_receive().and_then(|()| rping_live(ctx)) {
         Ok(x) => x,
         Err(o) => return o,
     };
@@ -2455,10 +2446,7 @@ fn rdmap_invalidate(ctx: &mut Ctx<'_>) -> Outcome {
 const IRD_EXCESS: u16 = 2;
 
 fn rdmap_ird(ctx: &mut Ctx<'_>) -> Outcome {
-    if let Err(o) = ctx.needs_remote_read() {
-        return o;
-    }
-    let (mut live, peer) = match rping_live(ctx) {
+    let (mut live, peer) = match ctx.needs_remote_read().and_then(|()| rping_live(ctx)) {
         Ok(x) => x,
         Err(o) => return o,
     };

@@ -14,22 +14,39 @@ use common::netns::{Capture, Netns, check_capture};
 use common::node::{Node, connect_pair, every_operation};
 use stack::ProgressMode;
 
-fn tap_against_kernel(mtu: usize) {
-    let ns = Netns::new(if mtu > 1500 { "tj" } else { "tp" });
+/// A namespace `tag` holding the TAP device srtap0 with the kernel's address 10.213.0.1,
+/// up, at `mtu` (the device's default when `None`).
+fn tap_netns(tag: &str, mtu: Option<usize>) -> Netns {
+    let ns = Netns::new(tag);
     ns.ip(&["tuntap", "add", "srtap0", "mode", "tap"]);
-    ns.ip(&["link", "set", "srtap0", "mtu", &mtu.to_string()]);
+    if let Some(mtu) = mtu {
+        ns.ip(&["link", "set", "srtap0", "mtu", &mtu.to_string()]);
+    }
     ns.ip(&["addr", "add", "10.213.0.1/24", "dev", "srtap0"]);
     ns.ip(&["link", "set", "srtap0", "up"]);
+    ns
+}
+
+/// In the namespace of [`tap_netns`]: an RNIC on the TAP device as 10.213.0.2 (at `mtu` when
+/// given) connected to an RNIC on the kernel's TCP; (TAP side, kernel side).
+fn tap_connected_to_kernel(mtu: Option<usize>) -> (Node, Node) {
+    let tap = Node::new(ProgressMode::Thread);
+    let kernel = Node::new(ProgressMode::Thread);
+    let mtu = mtu.map(|m| format!("&mtu={m}")).unwrap_or_default();
+    connect_pair(&tap, &kernel, "tcp://10.213.0.1:0", |p| {
+        format!("tap://srtap0/10.213.0.1:{p}?local=10.213.0.2{mtu}")
+    });
+    (tap, kernel)
+}
+
+fn tap_against_kernel(mtu: usize) {
+    let ns = tap_netns(if mtu > 1500 { "tj" } else { "tp" }, Some(mtu));
     let cap = Capture::start_if_available(&ns, "srtap0", &format!("softrnic-tap-{mtu}"));
     let name = ns.0.clone();
     let body = std::thread::spawn(move || {
         common::netns::enter(&name);
         // The TAP side connects to the kernel side.
-        let tap = Node::new(ProgressMode::Thread);
-        let kernel = Node::new(ProgressMode::Thread);
-        connect_pair(&tap, &kernel, "tcp://10.213.0.1:0", |p| {
-            format!("tap://srtap0/10.213.0.1:{p}?local=10.213.0.2&mtu={mtu}")
-        });
+        let (tap, kernel) = tap_connected_to_kernel(Some(mtu));
         every_operation(&tap, &kernel, 1 << 20);
         let s = tap.rnic.device_stats("srtap0").unwrap();
         assert!(s.rx_frames > 100 && s.tx_frames > 100, "{s:?}");
@@ -76,18 +93,11 @@ fn a_removed_tap_device_goes_down() {
     use common::node::wait_event;
     use stack::{CloseReason, Event, SendWr};
     use std::time::{Duration, Instant};
-    let ns = Netns::new("td");
-    ns.ip(&["tuntap", "add", "srtap0", "mode", "tap"]);
-    ns.ip(&["addr", "add", "10.213.0.1/24", "dev", "srtap0"]);
-    ns.ip(&["link", "set", "srtap0", "up"]);
+    let ns = tap_netns("td", None);
     let name = ns.0.clone();
     let body = std::thread::spawn(move || {
         common::netns::enter(&name);
-        let tap = Node::new(ProgressMode::Thread);
-        let kernel = Node::new(ProgressMode::Thread);
-        connect_pair(&tap, &kernel, "tcp://10.213.0.1:0", |p| {
-            format!("tap://srtap0/10.213.0.1:{p}?local=10.213.0.2")
-        });
+        let (tap, kernel) = tap_connected_to_kernel(None);
         let src = tap.mr(8);
         common::netns::ip(&["-n", &name, "link", "del", "srtap0"]);
         let deadline = Instant::now() + Duration::from_secs(20);

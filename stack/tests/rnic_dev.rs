@@ -235,28 +235,23 @@ fn rfc5044_7_1_2_reject_and_refused_over_a_device_cable() {
         Event::Rejected { private_data, .. } => assert_eq!(private_data, b"busy"),
         other => panic!("{other:?}"),
     }
-    let qp2 = a
+    let e = connect_fails(n, &a, "dev://cable0/10.9.0.2:9");
+    assert!(matches!(e, CmError::Tcp(_)), "{e:?}");
+}
+
+/// A new QP of `a` connects to `to` and must fail: the connection error.
+fn connect_fails(n: &[&Node], a: &Node, to: &str) -> CmError {
+    let qp = a
         .rnic
         .create_qp(QpAttr::new(a.pd, a.scq.clone(), a.rcq.clone()))
         .unwrap();
     a.rnic
-        .connect_to(
-            &qp2,
-            &"dev://cable0/10.9.0.2:9".parse().unwrap(),
-            mpa::Config::default(),
-        )
+        .connect_to(&qp, &to.parse().unwrap(), mpa::Config::default())
         .unwrap();
-    let e = wait_event(n, &a, |e| matches!(e, Event::ConnectFailed { .. }));
-    assert!(
-        matches!(
-            e,
-            Event::ConnectFailed {
-                error: CmError::Tcp(_),
-                ..
-            }
-        ),
-        "{e:?}"
-    );
+    match wait_event(n, a, |e| matches!(e, Event::ConnectFailed { .. })) {
+        Event::ConnectFailed { error, .. } => error,
+        _ => unreachable!(),
+    }
 }
 
 /// Device addresses that cannot work are refused with a reason.
@@ -617,22 +612,8 @@ fn a_cable_closed_under_the_device_takes_it_down() {
         "{e:?}"
     );
     // A device that is down takes no new connection, and says which device and why.
-    let qp2 = a
-        .rnic
-        .create_qp(QpAttr::new(a.pd, a.scq.clone(), a.rcq.clone()))
-        .unwrap();
-    a.rnic
-        .connect_to(
-            &qp2,
-            &"dev://cable0/10.9.0.2:7174".parse().unwrap(),
-            mpa::Config::default(),
-        )
-        .unwrap();
-    match wait_event(n, &a, |e| matches!(e, Event::ConnectFailed { .. })) {
-        Event::ConnectFailed {
-            error: CmError::Tcp(why),
-            ..
-        } => assert!(why.contains("device cable0 is down"), "{why}"),
+    match connect_fails(n, &a, "dev://cable0/10.9.0.2:7174") {
+        CmError::Tcp(why) => assert!(why.contains("device cable0 is down"), "{why}"),
         other => panic!("{other:?}"),
     }
     // Down, the device no longer touches its link: no more errors pile up.

@@ -408,10 +408,8 @@ struct LinkHealth {
 impl LinkHealth {
     /// The link read or sent a frame.
     fn ok(&mut self) {
-        if self.streak != 0 || self.reported {
-            self.streak = 0;
-            self.reported = false;
-        }
+        self.streak = 0;
+        self.reported = false;
     }
 
     /// The link failed with `e` (not a full or empty queue).
