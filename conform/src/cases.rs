@@ -1366,6 +1366,13 @@ fn no_ird(ctx: &mut Ctx<'_>, live: Live) -> Result<Live, Outcome> {
     }
 }
 
+/// The application's session ([`rping_live`]) for a case that sends a Read or Atomic
+/// Request: N/A (the connection closed) when the peer's Reply grants IRD 0 ([`no_ird`]).
+fn request_live(ctx: &mut Ctx<'_>) -> Result<(Live, ReadRequest), Outcome> {
+    let (live, peer) = rping_live(ctx)?;
+    Ok((no_ird(ctx, live)?, peer))
+}
+
 /// Waits for the peer's Terminate (skipping other FPDUs, which are listed).
 fn await_terminate(live: &mut Live, step: Duration) -> Result<PeerTerminate, String> {
     let mut seen = Vec::new();
@@ -2234,12 +2241,8 @@ fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
             "the application exposes no STag that lacks a remote right (rping's buffer grants read and write; run with --app write-bw-server)",
         ),
     }
-    let (live, peer) = match rping_live(ctx) {
+    let (mut live, peer) = match request_live(ctx) {
         Ok(x) => x,
-        Err(o) => return o,
-    };
-    let mut live = match no_ird(ctx, live) {
-        Ok(l) => l,
         Err(o) => return o,
     };
     let msn = live.next_read_msn();
@@ -2313,12 +2316,8 @@ fn rdmap_read(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
-    let (live, peer) = match rping_live(ctx) {
+    let (mut live, peer) = match request_live(ctx) {
         Ok(x) => x,
-        Err(o) => return o,
-    };
-    let mut live = match no_ird(ctx, live) {
-        Ok(l) => l,
         Err(o) => return o,
     };
     let msn = live.next_read_msn();
