@@ -34,6 +34,14 @@ pub enum AppArg {
     /// read-bw`; port 18515), started again for every case; its buffer grants remote read
     /// and write.
     ReadBwServer,
+    /// A perftest Atomic bandwidth server speaking `-R` (`ib_atomic_bw -R`, `softrnic
+    /// atomic-bw`; port 18515), started again for every case; its buffer grants remote atomic
+    /// access only, so the RFC 7306 Atomic cases (rdmap-atomic, rdmap-atomic-alignment) are
+    /// judged on it.
+    AtomicBwServer,
+    /// A perftest `-R` client connecting once per case (with --listen), e.g. `while
+    /// ib_write_bw -R -p PORT RUNNER; do :; done`: its first FPDU must be its version string.
+    PerftestClient,
     /// Unknown application: connection setup cases and those that need no buffers only.
     Bare,
 }
@@ -52,7 +60,7 @@ pub enum LlpArg {
 #[derive(Args, Clone, Debug)]
 pub struct ConformArgs {
     /// The peer, listening: ADDR or ADDR:PORT (when omitted, port 7174, rping's, or 18515,
-    /// perftest's, with --app write-bw-server or read-bw-server).
+    /// perftest's, with --app write-bw-server, read-bw-server or atomic-bw-server).
     #[arg(value_name = "ADDR[:PORT]", required_unless_present_any = ["list", "listen"],
           conflicts_with = "listen")]
     pub peer: Option<String>,
@@ -68,7 +76,9 @@ pub struct ConformArgs {
     #[arg(long = "udp-port", value_name = "PORT", default_value_t = sctp_io::SCTP_UDP_PORT)]
     pub udp_port: u16,
     /// What the peer's application does (what DDP/RDMAP cases may rely on) [default:
-    /// rping-server, with --listen rping-client].
+    /// rping-server, with --listen rping-client]. With --listen: rping-client,
+    /// perftest-client or bare; without: rping-server, write-bw-server, read-bw-server,
+    /// atomic-bw-server or bare.
     #[arg(long, value_enum)]
     pub app: Option<AppArg>,
     /// With --listen: seconds each case waits for the peer to connect (1-3600).
@@ -187,7 +197,9 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
         (None, Some(p)) => match resolve(
             p,
             match a.app {
-                Some(AppArg::WriteBwServer | AppArg::ReadBwServer) => PERFTEST_PORT,
+                Some(AppArg::WriteBwServer | AppArg::ReadBwServer | AppArg::AtomicBwServer) => {
+                    PERFTEST_PORT
+                }
                 _ => DEFAULT_PORT,
             },
         ) {
@@ -216,10 +228,24 @@ pub fn run_command(a: &ConformArgs, out: &mut dyn Write) -> ExitCode {
         Some(AppArg::RpingClient) => PeerApp::RpingClient,
         Some(AppArg::WriteBwServer) => PeerApp::WriteBwServer,
         Some(AppArg::ReadBwServer) => PeerApp::ReadBwServer,
+        Some(AppArg::AtomicBwServer) => PeerApp::AtomicBwServer,
+        Some(AppArg::PerftestClient) => PeerApp::PerftestClient,
         Some(AppArg::Bare) => PeerApp::Bare,
         None if cfg.listen => PeerApp::RpingClient,
         None => PeerApp::RpingServer,
     };
+    if cfg.app != PeerApp::Bare && cfg.app.initiates() != cfg.listen {
+        eprintln!(
+            "softrnic conform: --app {} is {}",
+            cfg.app.name(),
+            if cfg.listen {
+                "a responder; with --listen the peer initiates (--app rping-client, perftest-client or bare)"
+            } else {
+                "an initiator: give --listen [ADDR:]PORT and let it connect"
+            }
+        );
+        return ExitCode::from(2);
+    }
     cfg.step = Duration::from_secs(a.step_timeout);
     cfg.request_timeout = Duration::from_secs(a.request_timeout);
     cfg.first_fpdu_delay = Duration::from_millis(a.first_fpdu_delay_ms);

@@ -125,6 +125,10 @@ pub(crate) enum Open {
     /// As [`Open::Rping`], for a Read Request of the peer's buffer, which must grant remote
     /// read (not a perftest write-bw server's).
     Readable(fn(&mut Live, &ReadRequest) -> Segment),
+    /// As [`Open::Rping`], for an RDMA Write into the peer's buffer judged on a check other
+    /// than the access right: the buffer must grant remote write (not a perftest atomic-bw
+    /// server's).
+    Writable(fn(&mut Live, &ReadRequest) -> Segment),
     /// Two rping connections ([`two_rping`]): the segment is sent on the second, built with
     /// the buffer of the first, which stays open until the Terminate is judged.
     Second(fn(&mut Live, &ReadRequest) -> Segment),
@@ -512,7 +516,7 @@ static CATALOGUE: &[Case] = &[
         "RFC 5041 §7.1, §7.2",
         "an RDMA Write past the advertised buffer: Terminate DDP Tagged 'Base or bounds violation' (0x1/0x1/0x01), header copied",
         terminate(
-            Open::Rping(|_, read| {
+            Open::Writable(|_, read| {
                 let to = read.sink_to.wrapping_add(FAR);
                 Segment::new(
                     format!(
@@ -531,7 +535,7 @@ static CATALOGUE: &[Case] = &[
         "RFC 5041 §7.1, §7.2",
         "an RDMA Write whose TO + length wraps 64 bits: Terminate DDP Tagged 'TO wrap' (0x1/0x1/0x03), header copied",
         terminate(
-            Open::Rping(|_, read| {
+            Open::Writable(|_, read| {
                 let to = u64::MAX - 7;
                 Segment::new(
                     format!(
@@ -696,6 +700,18 @@ static CATALOGUE: &[Case] = &[
         "RFC 7306 §5.1, RFC 5040 §4.8",
         "a Fetch and Add on a buffer without remote atomic rights: Terminate RDMAP Remote Protection 'Access rights violation' (0x0/0x1/0x02), header copied",
         Script(rdmap_atomic_access)
+    ),
+    case!(
+        "rdmap-atomic",
+        "RFC 7306 §5.2.1, §5.2.2",
+        "a Fetch and Add of 1 on the buffer's first 64-bit word, which grants remote atomic access: an Atomic Response (QN 3, MSN 1, L) with the Request Identifier and the word's original value",
+        Script(rdmap_atomic)
+    ),
+    case!(
+        "rdmap-atomic-alignment",
+        "RFC 7306 §5.2.1, §8.2",
+        "a Fetch and Add at a Tagged Offset 4 octets into the buffer (in bounds, not 64-bit aligned): Terminate RDMAP Remote Operation 'Catastrophic error, localized to RDMAP Stream' (0x0/0x2/0x00), header copied; no Atomic Response",
+        Script(rdmap_atomic_alignment)
     ),
     case!(
         "rdmap-immediate",
@@ -1020,9 +1036,12 @@ impl Ctx<'_> {
 
     fn needs_rping(&self) -> Result<(), Outcome> {
         match self.cfg.app {
-            PeerApp::RpingServer | PeerApp::WriteBwServer | PeerApp::ReadBwServer => Ok(()),
-            PeerApp::RpingClient | PeerApp::Bare => Err(Outcome::new(NA, "-", "-").because(
-                "needs a peer application that exposes a buffer (run with --app rping-server, write-bw-server or read-bw-server)",
+            PeerApp::RpingServer
+            | PeerApp::WriteBwServer
+            | PeerApp::ReadBwServer
+            | PeerApp::AtomicBwServer => Ok(()),
+            PeerApp::RpingClient | PeerApp::PerftestClient | PeerApp::Bare => Err(Outcome::new(NA, "-", "-").because(
+                "needs a peer application that exposes a buffer (run with --app rping-server, write-bw-server, read-bw-server or atomic-bw-server)",
             )),
         }
     }
@@ -1038,14 +1057,41 @@ impl Ctx<'_> {
         self.needs_rping()
     }
 
-    /// The case reads the peer's buffer: a perftest write-bw server's grants no remote read.
+    /// The case reads the peer's buffer: a perftest write-bw server's grants no remote read,
+    /// an atomic-bw server's remote atomic access only.
     fn needs_remote_read(&self) -> Result<(), Outcome> {
-        if self.cfg.app == PeerApp::WriteBwServer {
-            return Err(Outcome::new(NA, "-", "-").because(
+        match self.cfg.app {
+            PeerApp::WriteBwServer => Err(Outcome::new(NA, "-", "-").because(
                 "needs a buffer with remote read rights: a write-bw server's grants remote write only (ddp-access checks that its Read is refused)",
+            )),
+            PeerApp::AtomicBwServer => Err(Outcome::new(NA, "-", "-").because(
+                "needs a buffer with remote read rights: an atomic-bw server's grants remote atomic access only (ddp-access checks that its Read is refused)",
+            )),
+            _ => self.needs_rping(),
+        }
+    }
+
+    /// The case writes into the peer's buffer and judges a DDP check other than the access
+    /// right: an atomic-bw server's buffer grants no remote write, and a peer may check the
+    /// right first (RFC 5041 §7.2 orders no checks).
+    fn needs_remote_write(&self) -> Result<(), Outcome> {
+        if self.cfg.app == PeerApp::AtomicBwServer {
+            return Err(Outcome::new(NA, "-", "-").because(
+                "needs a buffer with remote write rights: an atomic-bw server's grants remote atomic access only",
             ));
         }
         self.needs_rping()
+    }
+
+    /// The case sends an Atomic Request the peer must carry out: its application's buffer
+    /// must grant remote atomic access (perftest's atomic-bw server's does).
+    fn needs_remote_atomic(&self) -> Result<(), Outcome> {
+        if self.cfg.app != PeerApp::AtomicBwServer {
+            return Err(Outcome::new(NA, "-", "-").because(
+                "needs a buffer with remote atomic rights: only a perftest atomic-bw server exposes one (run with --app atomic-bw-server)",
+            ));
+        }
+        Ok(())
     }
 
     /// The case opens two connections in full operation: a perftest `-R` server takes one
@@ -1156,14 +1202,27 @@ fn send_rtr(c: &mut Conn, chosen: RtrSet, msn: &mut [u32; 2]) -> Option<String> 
     Some(what)
 }
 
+/// The settings of one of the runner's Requests, as a refusal names them: "IRD/ORD 1/1"
+/// (perftest's control connection: "IRD/ORD 0/0"), or the revision when it has none.
+fn describe_request_settings(request: &ConnFrame) -> String {
+    match request.enhanced {
+        Some(e) => format!("IRD/ORD {}/{}", e.ird, e.ord),
+        None => format!("revision {} without IRD/ORD", request.revision),
+    }
+}
+
 /// Opens a connection in full operation with `request` (which the peer must accept).
 fn open_live(ctx: &mut Ctx<'_>, request: &ConnFrame) -> Result<Live, Outcome> {
     let (mut c, r) = ctx.negotiate(&bytes_of(request))?;
     let reply = match r {
         ReplyOutcome::Frame(f) if f.kind == FrameKind::Reply && !f.reject => f,
         other => {
-            let o = Outcome::new(Fail, describe_frame(request), describe_reply(&other))
-                .because("the peer refused a Request with rping's settings (IRD/ORD 1/1)");
+            let o = Outcome::new(Fail, describe_frame(request), describe_reply(&other)).because(
+                format!(
+                    "the peer refused a Request with {}",
+                    describe_request_settings(request)
+                ),
+            );
             ctx.keep(c);
             return Err(o);
         }
@@ -1545,10 +1604,11 @@ const fn operation(c: OperationCode) -> TermCause {
 /// the opening runs first (so that the peer is in its steady state).
 fn live_any(ctx: &mut Ctx<'_>) -> Result<(Live, Option<ReadRequest>), Outcome> {
     match ctx.cfg.app {
-        PeerApp::RpingServer | PeerApp::WriteBwServer | PeerApp::ReadBwServer => {
-            rping_live(ctx).map(|(l, r)| (l, Some(r)))
-        }
-        PeerApp::RpingClient | PeerApp::Bare => {
+        PeerApp::RpingServer
+        | PeerApp::WriteBwServer
+        | PeerApp::ReadBwServer
+        | PeerApp::AtomicBwServer => rping_live(ctx).map(|(l, r)| (l, Some(r))),
+        PeerApp::RpingClient | PeerApp::PerftestClient | PeerApp::Bare => {
             open_live(ctx, &ctx.request(1, 1, None)).map(|l| (l, None))
         }
     }
@@ -1610,6 +1670,13 @@ fn run_segment(ctx: &mut Ctx<'_>, p: SegmentProbe) -> Outcome {
             Err(o) => return o,
         },
         Open::Readable(build) => match ctx.needs_remote_read().and_then(|()| rping_live(ctx)) {
+            Ok((mut live, read)) => {
+                let s = build(&mut live, &read);
+                (live, None, s)
+            }
+            Err(o) => return o,
+        },
+        Open::Writable(build) => match ctx.needs_remote_write().and_then(|()| rping_live(ctx)) {
             Ok((mut live, read)) => {
                 let s = build(&mut live, &read);
                 (live, None, s)
@@ -2233,11 +2300,11 @@ fn two_rping(ctx: &mut Ctx<'_>) -> Result<(Live, Live, ReadRequest), Outcome> {
 
 fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
     match ctx.cfg.app {
-        PeerApp::WriteBwServer => {}
+        PeerApp::WriteBwServer | PeerApp::AtomicBwServer => {}
         PeerApp::ReadBwServer => return Outcome::new(NA, "-", "-").because(
             "the application exposes no STag that lacks a remote right (read-bw's buffer grants read and write; atomics are rdmap-atomic-access)",
         ),
-        PeerApp::RpingServer | PeerApp::RpingClient | PeerApp::Bare => return Outcome::new(NA, "-", "-").because(
+        PeerApp::RpingServer | PeerApp::RpingClient | PeerApp::PerftestClient | PeerApp::Bare => return Outcome::new(NA, "-", "-").because(
             "the application exposes no STag that lacks a remote right (rping's buffer grants read and write; run with --app write-bw-server)",
         ),
     }
@@ -2250,8 +2317,11 @@ fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
     let u = read_request_ulpdu(msn, req);
     live.send(
         format!(
-            "Read Request MSN {msn}: 16 octets of the write-bw server's buffer STag {:#x} TO {:#x} (remote write rights only)",
-            peer.sink_stag, peer.sink_to
+            "Read Request MSN {msn}: 16 octets of the {} server's buffer STag {:#x} TO {:#x} (remote {} rights only)",
+            ctx.cfg.app.name().trim_end_matches("-server"),
+            peer.sink_stag,
+            peer.sink_to,
+            if ctx.cfg.app == PeerApp::AtomicBwServer { "atomic" } else { "write" },
         ),
         &u,
     );
@@ -2316,6 +2386,11 @@ fn rdmap_read(ctx: &mut Ctx<'_>) -> Outcome {
 }
 
 fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
+    if ctx.cfg.app == PeerApp::AtomicBwServer {
+        return Outcome::new(NA, "-", "-").because(
+            "the application's buffer grants remote atomic access (rdmap-atomic and rdmap-atomic-alignment use it)",
+        );
+    }
     let (mut live, peer) = match request_live(ctx) {
         Ok(x) => x,
         Err(o) => return o,
@@ -2344,6 +2419,94 @@ fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
         }
         Err(e) => Outcome::new(Fail, live.sent(), e)
             .because("no Terminate for an access the STag does not grant"),
+    };
+    done(ctx, live.c, o)
+}
+
+/// The Request Identifier of the runner's Atomic Requests.
+const ATOMIC_REQUEST_ID: u32 = 0x5af7_0001;
+
+/// The application's session for a case whose Atomic Request the peer must carry out
+/// ([`Ctx::needs_remote_atomic`], then [`request_live`]), and the Atomic Request (MSN and
+/// ULPDU) of a Fetch and Add of 1 at `offset` octets into the peer's buffer.
+fn atomic_live(ctx: &mut Ctx<'_>, offset: u64) -> Result<(Live, Vec<u8>), Outcome> {
+    let (mut live, peer) = ctx.needs_remote_atomic().and_then(|()| request_live(ctx))?;
+    let msn = live.next_read_msn();
+    let to = peer.sink_to.wrapping_add(offset);
+    let request = rdmap::AtomicRequest::fetch_add(ATOMIC_REQUEST_ID, peer.sink_stag, to, 1, 0);
+    let u = Header::AtomicRequest { msn, request }
+        .to_vec()
+        .unwrap_or_default();
+    live.send(
+        format!(
+            "Atomic Request MSN {msn}: Fetch and Add 1 at the peer's buffer STag {:#x} TO {to:#x} ({offset} octets in)",
+            peer.sink_stag
+        ),
+        &u,
+    );
+    Ok((live, u))
+}
+
+fn rdmap_atomic(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, _) = match atomic_live(ctx, 0) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let o = match live.c.recv(ctx.cfg.step) {
+        RxOutcome::Fpdu(f) => {
+            let seen = describe_ulpdu(&f.ulpdu);
+            match Message::parse(&f.ulpdu) {
+                Ok(Message {
+                    header: Header::AtomicResponse { msn, response },
+                    ..
+                }) => {
+                    let seen = format!(
+                        "{seen} (Request Identifier {:#x}, original value {:#x})",
+                        response.request_id, response.original_value
+                    );
+                    if msn == 1 && response.request_id == ATOMIC_REQUEST_ID {
+                        Outcome::new(Pass, live.sent(), seen)
+                    } else {
+                        Outcome::new(Fail, live.sent(), seen).because(
+                            "the first Atomic Response has MSN 1 and the Request Identifier of its Request",
+                        )
+                    }
+                }
+                _ => match term::read(&f.ulpdu) {
+                    Some(t) if cause_matches(&t, &[operation(OperationCode::UnexpectedOpcode)]) => {
+                        Outcome::new(NA, live.sent(), t.describe())
+                            .because("the peer does not speak RFC 7306 Atomic Operations")
+                    }
+                    _ => Outcome::new(Fail, live.sent(), seen).because(
+                        "an Atomic Request the STag grants is answered by an Atomic Response",
+                    ),
+                },
+            }
+        }
+        other => {
+            Outcome::new(Fail, live.sent(), format!("{other:?}")).because("no Atomic Response")
+        }
+    };
+    done(ctx, live.c, o)
+}
+
+fn rdmap_atomic_alignment(ctx: &mut Ctx<'_>) -> Outcome {
+    let (mut live, u) = match atomic_live(ctx, 4) {
+        Ok(x) => x,
+        Err(o) => return o,
+    };
+    let o = match await_terminate(&mut live, ctx.cfg.step) {
+        Ok(t) if cause_matches(&t, &[operation(OperationCode::UnexpectedOpcode)]) => {
+            Outcome::new(NA, live.sent(), t.describe())
+                .because("the peer does not speak RFC 7306 Atomic Operations")
+        }
+        Ok(t) => {
+            let allowed = [operation(OperationCode::CatastrophicStream)];
+            let (v, why) = judge(&t, &allowed, &u, Copy::Required, None);
+            Outcome::new(v, live.sent(), t.describe()).because(why)
+        }
+        Err(e) => Outcome::new(Fail, live.sent(), e)
+            .because("an Atomic Request whose address is not 64-bit aligned must be refused"),
     };
     done(ctx, live.c, o)
 }

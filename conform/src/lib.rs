@@ -110,6 +110,15 @@ pub enum PeerApp {
     /// driven as [`PeerApp::WriteBwServer`]; its buffer grants remote read and (as iWARP needs
     /// for a Read's sink) remote write.
     ReadBwServer,
+    /// A perftest `-R` server of Atomic bandwidth (`ib_atomic_bw -R`, `softrnic atomic-bw`),
+    /// driven as [`PeerApp::WriteBwServer`]; its buffer grants remote atomic access only (no
+    /// remote read or write), so the RFC 7306 Atomic cases are judged on it.
+    AtomicBwServer,
+    /// A perftest `-R` client (`ib_write_bw -R ADDR`, any of perftest's `-R` tools, `softrnic
+    /// write-bw ADDR -R`), started once per case: its first connection is the control
+    /// connection, with no private data, and its first FPDU there (after any peer-to-peer
+    /// RTR) is a Send, MSN 1, of its 16-octet version string.
+    PerftestClient,
     /// Nothing is known about the application: only connection setup cases run.
     Bare,
 }
@@ -122,13 +131,23 @@ impl PeerApp {
             PeerApp::RpingClient => "rping-client",
             PeerApp::WriteBwServer => "write-bw-server",
             PeerApp::ReadBwServer => "read-bw-server",
+            PeerApp::AtomicBwServer => "atomic-bw-server",
+            PeerApp::PerftestClient => "perftest-client",
             PeerApp::Bare => "bare",
         }
     }
 
     /// A perftest `-R` server (the runner plays perftest's client).
     pub fn is_perftest(self) -> bool {
-        matches!(self, PeerApp::WriteBwServer | PeerApp::ReadBwServer)
+        matches!(
+            self,
+            PeerApp::WriteBwServer | PeerApp::ReadBwServer | PeerApp::AtomicBwServer
+        )
+    }
+
+    /// An application that initiates (the runner listens: `--listen`).
+    pub fn initiates(self) -> bool {
+        matches!(self, PeerApp::RpingClient | PeerApp::PerftestClient)
     }
 }
 

@@ -242,19 +242,9 @@ pub(super) fn init_first_fpdu(ctx: &mut Ctx<'_>) -> Outcome {
                 if is_rtr {
                     continue;
                 }
-                let rping_ok = match Message::parse(&f.ulpdu) {
-                    Ok(Message {
-                        header: Header::Send { msn: 1, .. },
-                        payload,
-                    }) => payload.len() == RPING_RECV_LEN,
-                    _ => false,
-                };
-                verdict = Some(match ctx.cfg.app {
-                    PeerApp::RpingClient if !rping_ok => (
-                        Fail,
-                        "an rping client's first message is a 16-octet Send, MSN 1",
-                    ),
-                    _ => (Pass, ""),
+                verdict = Some(match first_message_wrong(ctx.cfg.app, &f.ulpdu) {
+                    Some(why) => (Fail, why),
+                    None => (Pass, ""),
                 });
                 break;
             }
@@ -268,6 +258,28 @@ pub(super) fn init_first_fpdu(ctx: &mut Ctx<'_>) -> Outcome {
     let (v, why) = verdict.unwrap_or((Fail, "no message after the RTR"));
     let o = Outcome::new(v, live.sent(), seen.join("; ")).because(why);
     done(ctx, live.c, o)
+}
+
+/// What is wrong with the first message (after any RTR) of an initiating application, by
+/// what that application sends first: an rping client its 16-octet start advertisement, a
+/// perftest `-R` client its 16-octet version string, both as a Send with MSN 1.
+fn first_message_wrong(app: PeerApp, ulpdu: &[u8]) -> Option<&'static str> {
+    let len = match Message::parse(ulpdu) {
+        Ok(Message {
+            header: Header::Send { msn: 1, .. },
+            payload,
+        }) => Some(payload.len()),
+        _ => None,
+    };
+    match app {
+        PeerApp::RpingClient if len != Some(RPING_RECV_LEN) => {
+            Some("an rping client's first message is a 16-octet Send, MSN 1")
+        }
+        PeerApp::PerftestClient if len != Some(PERF_VERSION_LEN) => Some(
+            "a perftest -R client's first message is its version string, a 16-octet Send, MSN 1",
+        ),
+        _ => None,
+    }
 }
 
 /// The RTR type the runner selects among the peer's offer (Write, Read, Send in that order,
@@ -383,4 +395,32 @@ pub(super) fn init_after_terminate(ctx: &mut Ctx<'_>) -> Outcome {
         Outcome::new(Pass, live.sent(), seen)
     };
     done(ctx, live.c, o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An rping client's and a perftest `-R` client's first message: a Send, MSN 1, of 16
+    /// octets (the start advertisement; the version string). Anything else is named.
+    #[test]
+    fn first_message_of_each_initiating_application() {
+        let version = send_ulpdu(
+            1,
+            &[b'6', b'.', b'0', b'6', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        );
+        for app in [PeerApp::RpingClient, PeerApp::PerftestClient] {
+            assert_eq!(first_message_wrong(app, &version), None, "{app:?}");
+            assert!(first_message_wrong(app, &send_ulpdu(1, &[0; 12])).is_some());
+            assert!(first_message_wrong(app, &send_ulpdu(2, &[0; 16])).is_some());
+            assert!(first_message_wrong(app, &write_ulpdu(1, 0, &[0; 16])).is_some());
+        }
+        let why = first_message_wrong(PeerApp::PerftestClient, &send_ulpdu(1, &[0; 56]));
+        assert!(why.is_some_and(|w| w.contains("version string")), "{why:?}");
+        // Nothing is known of a bare peer's first message.
+        assert_eq!(
+            first_message_wrong(PeerApp::Bare, &send_ulpdu(7, &[0; 3])),
+            None
+        );
+    }
 }

@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Host side of conform-siw-perftest: for each responder case N of the catalogue, once g1's
-# fresh ib_write_bw server listens (flag srv.N.ready),
-# `softrnic conform $LAB_G1_IP:18515 --app write-bw-server --case =ID --first-fpdu-delay-ms 50`
-# (siw 6.1's accept race, see the lab README's Known quirks) -> case-N.{json,txt,pcap}, then
-# the flag srv.N.done; at the end the flag conform.done and the merged report responder.json.
+# Host side of conform-siw-perftest:
+#   1. siw as responder: for each responder case N of the catalogue, once g1's fresh
+#      ib_write_bw server listens (flag srv.N.ready),
+#      `softrnic conform $LAB_G1_IP:18515 --app write-bw-server --case =ID --first-fpdu-delay-ms 50`
+#      (siw 6.1's accept race, see the lab README's Known quirks) -> case-N.{json,txt,pcap},
+#      then the flag srv.N.done; at the end the flag responder.done and the merged report
+#      responder.json;
+#   2. siw as initiator: `softrnic conform --listen $LAB_HOST_IP:18516 --app perftest-client`,
+#      the flag conform.listening once it listens (g1 then runs one ib_write_bw -R client per
+#      case) -> initiator.{json,xml,txt,pcap}; then the flag conform.done.
 # Exit: 0 when every case produced its report (conform exits 0 or 1: the verdicts are judged
 # against the expectation file), else the first other status.
 set -uo pipefail
-: "${LAB_SOFTRNIC:?}" "${LAB_FLAGS:?}" "${LAB_TOOLS:?}" "${LAB_G1_IP:?}"
+: "${LAB_SOFTRNIC:?}" "${LAB_FLAGS:?}" "${LAB_TOOLS:?}" "${LAB_G1_IP:?}" "${LAB_HOST_IP:?}"
 flag() { printf 'host\n' >"$LAB_FLAGS/$1.tmp" && mv "$LAB_FLAGS/$1.tmp" "$LAB_FLAGS/$1"; }
 rc=0
 n=0
@@ -26,7 +31,7 @@ for id in $("$LAB_SOFTRNIC" conform --list | awk '$2 == "responder" { print $1 }
         [[ $rc -ne 0 ]] || rc=$r
     fi
 done
-flag conform.done
+flag responder.done
 python3 - responder.json case-*.json <<'PY'
 import json
 import sys
@@ -44,5 +49,19 @@ for r in results:
 print("%d cases: %d PASS, %d FAIL, %d DEVIATION, %d N/A" % (
     len(results), count["PASS"], count["FAIL"], count["DEVIATION"], count["N/A"]))
 PY
-echo "[conform-host] $n cases, $((SECONDS - t0)) s"
+echo "[conform-host] responder: $n cases, $((SECONDS - t0)) s"
+
+t0=$SECONDS
+timeout 300 "$LAB_SOFTRNIC" conform --listen "$LAB_HOST_IP:18516" --app perftest-client \
+    --accept-timeout 30 --json initiator.json --junit initiator.xml --pcap initiator.pcap \
+    >initiator.txt 2>initiator.err &
+pid=$!
+"$LAB_TOOLS/wait-listen" 18516 "$pid" 10 || true
+flag conform.listening
+i=0
+wait "$pid" || i=$?
+flag conform.done
+cat initiator.txt
+echo "[conform-host] initiator run: exit status $i, $((SECONDS - t0)) s"
+[[ $i -le 1 || $rc -ne 0 ]] || rc=$i
 exit "$rc"
