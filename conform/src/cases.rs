@@ -2407,20 +2407,38 @@ fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
         ),
         &u,
     );
-    let o = match await_terminate(&mut live, ctx.cfg.step) {
+    let allowed = [protection(ProtectionCode::AccessRights)];
+    let o = atomic_terminate(
+        ctx,
+        &mut live,
+        &u,
+        &allowed,
+        "no Terminate for an access the STag does not grant",
+    );
+    done(ctx, live.c, o)
+}
+
+/// Judges the peer's Terminate for the Atomic Request `u` against the causes `allowed`
+/// (header copied): N/A when it is 'Unexpected OpCode' (no RFC 7306 on the wire), FAIL with
+/// `missing` when none comes.
+fn atomic_terminate(
+    ctx: &Ctx<'_>,
+    live: &mut Live,
+    u: &[u8],
+    allowed: &[TermCause],
+    missing: &str,
+) -> Outcome {
+    match await_terminate(live, ctx.cfg.step) {
         Ok(t) if cause_matches(&t, &[operation(OperationCode::UnexpectedOpcode)]) => {
             Outcome::new(NA, live.sent(), t.describe())
                 .because("the peer does not speak RFC 7306 Atomic Operations")
         }
         Ok(t) => {
-            let allowed = [protection(ProtectionCode::AccessRights)];
-            let (v, why) = judge(&t, &allowed, &u, Copy::Required, None);
+            let (v, why) = judge(&t, allowed, u, Copy::Required, None);
             Outcome::new(v, live.sent(), t.describe()).because(why)
         }
-        Err(e) => Outcome::new(Fail, live.sent(), e)
-            .because("no Terminate for an access the STag does not grant"),
-    };
-    done(ctx, live.c, o)
+        Err(e) => Outcome::new(Fail, live.sent(), e).because(missing),
+    }
 }
 
 /// The Request Identifier of the runner's Atomic Requests.
@@ -2495,19 +2513,14 @@ fn rdmap_atomic_alignment(ctx: &mut Ctx<'_>) -> Outcome {
         Ok(x) => x,
         Err(o) => return o,
     };
-    let o = match await_terminate(&mut live, ctx.cfg.step) {
-        Ok(t) if cause_matches(&t, &[operation(OperationCode::UnexpectedOpcode)]) => {
-            Outcome::new(NA, live.sent(), t.describe())
-                .because("the peer does not speak RFC 7306 Atomic Operations")
-        }
-        Ok(t) => {
-            let allowed = [operation(OperationCode::CatastrophicStream)];
-            let (v, why) = judge(&t, &allowed, &u, Copy::Required, None);
-            Outcome::new(v, live.sent(), t.describe()).because(why)
-        }
-        Err(e) => Outcome::new(Fail, live.sent(), e)
-            .because("an Atomic Request whose address is not 64-bit aligned must be refused"),
-    };
+    let allowed = [operation(OperationCode::CatastrophicStream)];
+    let o = atomic_terminate(
+        ctx,
+        &mut live,
+        &u,
+        &allowed,
+        "an Atomic Request whose address is not 64-bit aligned must be refused",
+    );
     done(ctx, live.c, o)
 }
 

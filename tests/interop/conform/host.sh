@@ -5,9 +5,9 @@
 #      `softrnic conform $LAB_G1_IP:7174 --app rping-server --first-fpdu-delay-ms 50`
 #      (siw 6.1's accept race, see the lab README's Known quirks) -> responder.{json,xml,txt,pcap};
 #      then the flag conform.responder.done;
-#   2. siw as initiator: `softrnic conform --listen $LAB_HOST_IP:7175 --app rping-client`,
-#      the flag conform.listening once it listens (g1 then runs rping -c once per case) ->
-#      initiator.{json,xml,txt,pcap}; then the flag conform.done.
+#   2. siw as initiator: `softrnic conform --listen $LAB_HOST_IP:7175 --app rping-client`
+#      (listen-run.sh: the flag conform.listening once it listens, g1 then runs rping -c once
+#      per case -> initiator.{json,xml,txt,pcap}; then the flag conform.done).
 # Usage: host.sh [--opts 'EXTRA CONFORM OPTIONS']
 # Exit: 0 when both runs produced their report (conform exits 0 or 1: the verdicts are judged
 # by check.py against the expectation file), else the first other status.
@@ -20,7 +20,7 @@ while [[ $# -gt 0 ]]; do
     esac
     shift
 done
-: "${LAB_SOFTRNIC:?}" "${LAB_FLAGS:?}" "${LAB_TOOLS:?}" "${LAB_G1_IP:?}" "${LAB_HOST_IP:?}"
+: "${LAB_SOFTRNIC:?}" "${LAB_FLAGS:?}" "${LAB_TOOLS:?}" "${LAB_G1_IP:?}" "${LAB_HOST_IP:?}" "${LAB_ROOT:?}"
 log() { echo "[conform-host $(date +%T)] $*"; }
 flag() { printf 'host\n' >"$LAB_FLAGS/$1.tmp" && mv "$LAB_FLAGS/$1.tmp" "$LAB_FLAGS/$1"; }
 rc=0
@@ -38,19 +38,8 @@ log "responder run: exit status $r, $((SECONDS - t0)) s"
 [[ $r -le 1 ]] || rc=$r
 flag conform.responder.done
 
-t0=$SECONDS
-log "softrnic conform --listen $LAB_HOST_IP:7175 (siw initiates) $opts"
-# shellcheck disable=SC2086
-timeout 300 "$LAB_SOFTRNIC" conform --listen "$LAB_HOST_IP:7175" --app rping-client \
-    --accept-timeout 20 --json initiator.json --junit initiator.xml --pcap initiator.pcap \
-    $opts >initiator.txt 2>initiator.err &
-pid=$!
-"$LAB_TOOLS/wait-listen" 7175 "$pid" 10 || true
-flag conform.listening
 i=0
-wait "$pid" || i=$?
-flag conform.done
-cat initiator.txt
-log "initiator run: exit status $i, $((SECONDS - t0)) s"
+# shellcheck disable=SC2086 # options are words
+"$LAB_ROOT/conform/listen-run.sh" 7175 rping-client $opts || i=$?
 [[ $i -le 1 || $rc -ne 0 ]] || rc=$i
 exit "$rc"

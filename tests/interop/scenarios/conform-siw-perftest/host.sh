@@ -6,13 +6,14 @@
 #      (siw 6.1's accept race, see the lab README's Known quirks) -> case-N.{json,txt,pcap},
 #      then the flag srv.N.done; at the end the flag responder.done and the merged report
 #      responder.json;
-#   2. siw as initiator: `softrnic conform --listen $LAB_HOST_IP:18516 --app perftest-client`,
-#      the flag conform.listening once it listens (g1 then runs one ib_write_bw -R client per
-#      case) -> initiator.{json,xml,txt,pcap}; then the flag conform.done.
+#   2. siw as initiator: `softrnic conform --listen $LAB_HOST_IP:18516 --app perftest-client`
+#      (conform/listen-run.sh: the flag conform.listening once it listens, g1 then runs one
+#      ib_write_bw -R client per case -> initiator.{json,xml,txt,pcap}; then the flag
+#      conform.done).
 # Exit: 0 when every case produced its report (conform exits 0 or 1: the verdicts are judged
 # against the expectation file), else the first other status.
 set -uo pipefail
-: "${LAB_SOFTRNIC:?}" "${LAB_FLAGS:?}" "${LAB_TOOLS:?}" "${LAB_G1_IP:?}" "${LAB_HOST_IP:?}"
+: "${LAB_SOFTRNIC:?}" "${LAB_FLAGS:?}" "${LAB_TOOLS:?}" "${LAB_G1_IP:?}" "${LAB_HOST_IP:?}" "${LAB_ROOT:?}"
 flag() { printf 'host\n' >"$LAB_FLAGS/$1.tmp" && mv "$LAB_FLAGS/$1.tmp" "$LAB_FLAGS/$1"; }
 rc=0
 n=0
@@ -51,17 +52,7 @@ print("%d cases: %d PASS, %d FAIL, %d DEVIATION, %d N/A" % (
 PY
 echo "[conform-host] responder: $n cases, $((SECONDS - t0)) s"
 
-t0=$SECONDS
-timeout 300 "$LAB_SOFTRNIC" conform --listen "$LAB_HOST_IP:18516" --app perftest-client \
-    --accept-timeout 30 --json initiator.json --junit initiator.xml --pcap initiator.pcap \
-    >initiator.txt 2>initiator.err &
-pid=$!
-"$LAB_TOOLS/wait-listen" 18516 "$pid" 10 || true
-flag conform.listening
 i=0
-wait "$pid" || i=$?
-flag conform.done
-cat initiator.txt
-echo "[conform-host] initiator run: exit status $i, $((SECONDS - t0)) s"
+"$LAB_ROOT/conform/listen-run.sh" 18516 perftest-client || i=$?
 [[ $i -le 1 || $rc -ne 0 ]] || rc=$i
 exit "$rc"
