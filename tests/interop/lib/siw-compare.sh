@@ -4,11 +4,13 @@
 # output, the plain TCP stream that is the floor, and the ratio table. In the guest as
 # /lab/lib/siw-compare.sh (lab.sh puts it there). Results are "NAME VALUE" lines:
 # softrnic_KEY (progress thread), softrnic_manual_KEY (--manual-progress) and siw_KEY for KEY in
-# write_bw_64k write_bw_4k (MB/s) write_lat_2 send_lat_2 (µs, median), and tcp_stream_64k.
+# write_bw_64k write_bw_4k (MB/s) write_lat_2 send_lat_2 (µs, median), tcp_stream_64k, and
+# icmp_half_rtt (µs, median): half an ICMP echo round trip, answered by the kernel alone, the
+# floor under any RNIC's latency on the same path.
 
 # The names every comparison must have produced a number for (siw_write_lat_2 may be missing:
 # see cmp_missing_ok).
-CMP_NAMES="tcp_stream_64k softrnic_write_bw_64k softrnic_write_bw_4k softrnic_write_lat_2
+CMP_NAMES="tcp_stream_64k icmp_half_rtt softrnic_write_bw_64k softrnic_write_bw_4k softrnic_write_lat_2
 softrnic_send_lat_2 softrnic_manual_write_bw_64k softrnic_manual_write_bw_4k
 softrnic_manual_write_lat_2 softrnic_manual_send_lat_2 siw_write_bw_64k siw_write_bw_4k
 siw_send_lat_2"
@@ -67,6 +69,17 @@ else:
 PY
 }
 
+# cmp_icmp_floor ADDR: 200 ICMP echoes to ADDR 10 ms apart; appends "icmp_half_rtt US" (half
+# the median round trip) to perf-results.txt. Non-zero when no echo came back.
+cmp_icmp_floor() {
+    local v
+    ping -n -c 200 -i 0.01 "$1" >icmp.txt 2>&1
+    v=$(sed -n 's/.* time=\([0-9.]*\) ms.*/\1/p' icmp.txt | sort -g |
+        awk '{ a[NR] = $1 } END { if (NR) printf "%.1f", 1000 * a[int((NR + 1) / 2)] / 2 }')
+    [[ -n $v ]] || { tail -n 3 icmp.txt; return 1; }
+    echo "icmp_half_rtt $v" >>perf-results.txt
+}
+
 # cmp_table RESULTS TITLE: the ratio table (Markdown) of a results file.
 cmp_table() {
     python3 - "$1" "$2" <<'PY'
@@ -89,7 +102,12 @@ for label, key in [("RDMA Write 64 KiB, MB/s", "write_bw_64k"), ("RDMA Write 4 K
 print("| TCP stream 64 KiB writes (floor), MB/s | %s | | | %s of it | %s of it |" % (
     val("tcp_stream_64k"), ratio("softrnic_write_bw_64k", "tcp_stream_64k"),
     ratio("softrnic_manual_write_bw_64k", "tcp_stream_64k")))
+print("| ICMP echo, half round trip (latency floor), us (median) | %s | | | %s of it | %s of it |" % (
+    val("icmp_half_rtt"), ratio("softrnic_write_lat_2", "icmp_half_rtt"),
+    ratio("softrnic_manual_write_lat_2", "icmp_half_rtt")))
 print("siw 64 KiB bandwidth / TCP stream: %s" % ratio("siw_write_bw_64k", "tcp_stream_64k"))
+print("siw 2 B Write / Send latency / ICMP floor: %s / %s" % (
+    ratio("siw_write_lat_2", "icmp_half_rtt"), ratio("siw_send_lat_2", "icmp_half_rtt")))
 PY
 }
 

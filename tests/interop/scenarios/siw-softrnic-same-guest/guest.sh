@@ -82,6 +82,8 @@ lab_step tcp_stream_64k python3 tcp_stream.py client "$A" 18521 || rc=1
 wait "$pid" || rc=1
 v=$(tcp_rate tcp.server.txt)
 if [[ -n $v ]]; then echo "tcp_stream_64k $v" >>perf-results.txt; else cat tcp.server.txt; rc=1; fi
+# The latency floor: ICMP echoes to the guest's own address, answered by its kernel.
+cmp_icmp_floor "$A" || rc=1
 
 cat perf-results.txt
 cmp_table perf-results.txt "one guest, one vCPU" >perf-table.txt

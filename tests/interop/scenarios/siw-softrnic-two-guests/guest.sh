@@ -101,7 +101,9 @@ cmp_tcp_stream .
 run tcp_stream_64k 18521 tcp_rate server python3 tcp_stream.py server "$SRV" 18521 -- \
     python3 tcp_stream.py client "$SRV" 18521
 
+# The latency floor: ICMP echoes g2 -> g1, answered by g1's kernel.
 if [[ $LAB_NAME == g2 ]]; then
+    cmp_icmp_floor "$SRV" || rc=1
     cat perf-results.txt
     cmp_table perf-results.txt "two guests, one vCPU each" >perf-table.txt
     cat perf-missing.txt >>perf-table.txt
