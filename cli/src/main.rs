@@ -141,6 +141,9 @@ enum Command {
     /// words its peer's atomics hit (the Fetch and Adds executed, or 0 after Compare and
     /// Swaps).
     AtomicBw(softrnic_cli::perf::PerfArgs),
+    /// Atomic latency (perftest's `ib_atomic_lat -R`): read-lat's exchanges with one 8-octet
+    /// atomic at a time (-A as atomic-bw), all on the server's first word.
+    AtomicLat(softrnic_cli::perf::PerfArgs),
     /// rdma_cm ping-pong, wire-compatible with librdmacm's rping (-s server, -c client).
     ///
     /// The client advertises its start buffer, the server RDMA-Reads it, the client
@@ -256,6 +259,7 @@ fn main() -> ExitCode {
         Command::SendBw(a) => perf(Test::SendBw, &a),
         Command::SendLat(a) => perf(Test::SendLat, &a),
         Command::AtomicBw(a) => perf(Test::AtomicBw, &a),
+        Command::AtomicLat(a) => perf(Test::AtomicLat, &a),
         Command::Rping(a) => softrnic_cli::rping::run_command(&a, &mut std::io::stdout()),
         Command::Conform(a) => softrnic_cli::conform::run_command(&a, &mut std::io::stdout()),
     }
@@ -265,7 +269,7 @@ fn main() -> ExitCode {
 /// (clap would call it an unexpected argument).
 fn perftest_refusal(e: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ErrorKind};
-    const TOOLS: [&str; 7] = [
+    const TOOLS: [&str; 8] = [
         "write-bw",
         "write-lat",
         "read-bw",
@@ -273,6 +277,7 @@ fn perftest_refusal(e: &clap::Error) -> Option<String> {
         "send-bw",
         "send-lat",
         "atomic-bw",
+        "atomic-lat",
     ];
     if e.kind() != ErrorKind::UnknownArgument {
         return None;

@@ -1,5 +1,5 @@
 //! perftest-style tools: `softrnic write-bw`, `write-lat`, `read-bw`, `read-lat`, `send-bw`,
-//! `send-lat`, `atomic-bw`, speaking perftest's `-R` (rdma_cm) protocol, so each interoperates with
+//! `send-lat`, `atomic-bw`, `atomic-lat`, speaking perftest's `-R` (rdma_cm) protocol, so each interoperates with
 //! perftest's `ib_write_bw -R`, `ib_write_lat -R`, ... in either role.
 //!
 //! Like perftest, each tool is a server when given no address and a client when given the
@@ -66,7 +66,8 @@
 //!   start of cache line `i` mod (cycle buffer / 64) of the peer's buffer (with `-l`, the
 //!   `j`-th request of every post list line `j`). `atomic-bw` exchanges what `read-bw`
 //!   does; its buffer grants remote atomic access only, and its `pingpong_dest` lines
-//!   show no OUT, RKey or VAddr (as perftest prints them for atomics).
+//!   show no OUT, RKey or VAddr (as perftest prints them for atomics). `atomic-lat` is
+//!   `read-lat` with one atomic at a time, all at the peer's advertised address.
 //!
 //! # Measurements
 //!
@@ -131,6 +132,8 @@ pub enum Test {
     SendLat,
     /// Atomic (RFC 7306 Fetch and Add or Compare and Swap) bandwidth.
     AtomicBw,
+    /// Atomic latency (one atomic at a time, as read-lat).
+    AtomicLat,
 }
 
 /// perftest's `-A`: which atomic operation the atomic tools run.
@@ -170,7 +173,21 @@ impl Test {
             Test::WriteBw | Test::WriteLat => "RDMA_Write",
             Test::ReadBw | Test::ReadLat => "RDMA_Read",
             Test::SendBw | Test::SendLat => "Send",
-            Test::AtomicBw => "Atomic",
+            Test::AtomicBw | Test::AtomicLat => "Atomic",
+        }
+    }
+
+    /// The tool's command name.
+    fn name(self) -> &'static str {
+        match self {
+            Test::WriteBw => "write-bw",
+            Test::WriteLat => "write-lat",
+            Test::ReadBw => "read-bw",
+            Test::ReadLat => "read-lat",
+            Test::SendBw => "send-bw",
+            Test::SendLat => "send-lat",
+            Test::AtomicBw => "atomic-bw",
+            Test::AtomicLat => "atomic-lat",
         }
     }
 
@@ -182,7 +199,7 @@ impl Test {
     }
 
     fn atomics(self) -> bool {
-        matches!(self, Test::AtomicBw)
+        matches!(self, Test::AtomicBw | Test::AtomicLat)
     }
 
     /// Read-like tests: every request draws a response, up to the outstanding reads
@@ -884,8 +901,8 @@ impl Plan {
         if !test.atomics() {
             return match a.atomic_type {
                 Some(_) => Err(PerfError::Usage(
-                    "-A: the atomic operation is chosen only in the atomic tests (atomic-bw), \
-                     as perftest"
+                    "-A: the atomic operation is chosen only in the atomic tests (atomic-bw, \
+                     atomic-lat), as perftest"
                         .into(),
                 )),
                 None => Ok(AtomicType::default()),
@@ -1306,12 +1323,10 @@ impl Data {
     }
 
     /// The atomic tests' `i`-th request (perftest's): Fetch and Add of 1 or Compare and Swap
-    /// of 0 with 0 on the 8 octets at the start of a cache line of the peer's cycle buffer,
-    /// the next line with each request and back to the first after the last; the original
-    /// value lands in the same line of our local area. Within a post list (`-l`) the
-    /// requests take the lines in order from the first, the same for every list.
-    fn atomic_wr(&self, i: u64, plan: &Plan) -> SendWr {
-        let off = atomic_offset(i, plan.post_list, self.area);
+    /// of 0 with 0 on the 8 octets at `off` in the peer's buffer (atomic-bw: see
+    /// [`atomic_offset`]; atomic-lat: always 0); the original value lands at `off` in our
+    /// local area.
+    fn atomic_wr(&self, i: u64, plan: &Plan, off: u64) -> SendWr {
         let remote_stag = self.remote.rkey;
         let remote_to = self.remote.vaddr.wrapping_add(off);
         let op = match plan.atomic {
@@ -2038,7 +2053,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
                 first(&mut ds, &comm)?;
             }
         }
-        Test::WriteLat | Test::ReadLat => {
+        Test::WriteLat | Test::ReadLat | Test::AtomicLat => {
             for _ in 0..4 {
                 first(&mut ds, &comm)?;
             }
@@ -2071,7 +2086,7 @@ fn buffer_access(test: Test) -> Access {
         Test::SendBw | Test::SendLat => Access::LOCAL_WRITE,
         // Remote atomic access only, beside local write (perftest's IBV_ACCESS_REMOTE_ATOMIC):
         // an RDMA Read or Write of the buffer is refused, an aligned atomic accepted.
-        Test::AtomicBw => Access::LOCAL_WRITE | Access::REMOTE_ATOMIC,
+        Test::AtomicBw | Test::AtomicLat => Access::LOCAL_WRITE | Access::REMOTE_ATOMIC,
     }
 }
 
@@ -2193,7 +2208,7 @@ fn measure(
         }
         Test::WriteBw | Test::ReadBw | Test::AtomicBw => measure_bw(plan, rnic, comm, ds, out),
         Test::SendBw => measure_send_bw(plan, rnic, comm, ds, out),
-        Test::WriteLat | Test::SendLat | Test::ReadLat => {
+        Test::WriteLat | Test::SendLat | Test::ReadLat | Test::AtomicLat => {
             measure_latency(test, plan, rnic, comm, &mut ds[0], out)
         }
     }
@@ -2393,7 +2408,7 @@ fn measure_latency(
             rule(out, plan)?;
             comm.hand_shake(rnic, &d.local)?;
         }
-        Test::ReadLat => {
+        Test::ReadLat | Test::AtomicLat => {
             if plan.client {
                 for s in sizes(plan.all, plan.size) {
                     let run = read_lat(rnic, d, plan, s)?;
@@ -2402,6 +2417,10 @@ fn measure_latency(
             }
             rule(out, plan)?;
             comm.hand_shake(rnic, &d.local)?;
+            // The client's closing exchange follows its last completion.
+            if !plan.client {
+                atomic_target(out, plan, std::slice::from_ref(d))?;
+            }
         }
         Test::WriteBw | Test::ReadBw | Test::SendBw | Test::AtomicBw => {
             return fail("not a latency test");
@@ -2531,7 +2550,9 @@ fn bw_client(
                     Test::ReadBw => {
                         SendWr::read(i, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
                     }
-                    Test::AtomicBw => d.atomic_wr(i, plan),
+                    Test::AtomicBw => {
+                        d.atomic_wr(i, plan, atomic_offset(i, plan.post_list, d.area))
+                    }
                     _ => SendWr::send(i, vec![d.src(size)]),
                 };
                 if signaled(i, plan.cq_mod, iters) {
@@ -3328,7 +3349,8 @@ fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun,
     Ok(run)
 }
 
-/// read-lat: one RDMA Read at a time from the peer's buffer.
+/// read-lat: one RDMA Read at a time from the peer's buffer (atomic-lat: one atomic at a time
+/// on its first word).
 fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun, PerfError> {
     let (iters, clock) = lat_bounds(plan);
     let counted = clock.is_none();
@@ -3343,13 +3365,14 @@ fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun,
         if counted {
             run.posts.push(Instant::now());
         }
-        d.qp.post_send(SendWr::read(
-            i,
-            vec![d.src(size)],
-            d.remote.rkey,
-            d.remote.vaddr,
-        ))?;
-        d.wait(rnic, &d.scq, "read-lat")?;
+        let wr = if plan.test.atomics() {
+            // Latency tests keep to one target (perftest steps addresses in BW tests only).
+            d.atomic_wr(i, plan, 0)
+        } else {
+            SendWr::read(i, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+        };
+        d.qp.post_send(wr)?;
+        d.wait(rnic, &d.scq, plan.test.name())?;
         if clock.is_some() && phase_of(clock.as_ref()) == Phase::Sample {
             run.sampled += 1;
         }
@@ -3407,6 +3430,10 @@ mod tests {
         assert_eq!(
             buffer_access(Test::AtomicBw),
             Access::LOCAL_WRITE | Access::REMOTE_ATOMIC
+        );
+        assert_eq!(
+            buffer_access(Test::AtomicLat),
+            buffer_access(Test::AtomicBw)
         );
     }
 

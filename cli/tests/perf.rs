@@ -1271,3 +1271,38 @@ fn atomic_bw_buffer_refuses_reads() {
     );
     assert!(!exit.status.success(), "{}", exit.text());
 }
+
+/// atomic-lat (perftest's ib_atomic_lat): read-lat's exchanges with one RFC 7306 atomic at a
+/// time on the server's first word; the client prints the latency table, the server the
+/// word: N Fetch and Adds of 1 make it N, Compare and Swap of 0 with 0 leaves it 0.
+#[test]
+fn atomic_lat_both_types() {
+    let (client, server) = perf_pair("atomic-lat", &["-n", "300"]);
+    assert!(
+        client.contains("Atomic FETCH_AND_ADD Latency Test"),
+        "{client}"
+    );
+    assert!(client.contains("t_typical[usec]"), "{client}");
+    let rows = result_rows(&client);
+    assert_eq!(rows.len(), 1, "{client}");
+    let r = &rows[0];
+    assert_eq!((r[0], r[1]), (8.0, 300.0), "{client}");
+    assert!(r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3], "{client}");
+    assert!(result_rows(&server).is_empty(), "{server}");
+    assert_eq!(atomic_target(&server), Some((64, 300)), "{server}");
+
+    let (client, server) = perf_pair("atomic-lat", &["-A", "CMP_AND_SWAP", "-n", "100"]);
+    assert!(
+        client.contains("Atomic CMP_AND_SWAP Latency Test"),
+        "{client}"
+    );
+    assert_eq!(result_rows(&client)[0][1], 100.0, "{client}");
+    assert_eq!(atomic_target(&server), Some((64, 0)), "{server}");
+
+    let out = bin()
+        .args(["atomic-lat", "127.0.0.1", "-p", "1", "-s", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-s 2: the message size"));
+}
