@@ -1396,6 +1396,14 @@ impl Data {
     /// (completions come when the data was handed to the socket).
     fn drain(&self, rnic: &Rnic) -> Result<(), PerfError> {
         rnic.wait_tx_acked(&self.qp, TIMEOUT).map_err(|e| {
+            if matches!(self.qp.state(), QpState::Error | QpState::Terminate) {
+                // Completions came when the data was handed to TCP; the peer may have
+                // refused it since (e.g. a Terminate for an access its buffer does not grant).
+                return PerfError::Failed(format!(
+                    "the test connection broke before the peer acknowledged its data \
+                     (RUST_LOG=warn shows a Terminate the peer sent): {e}"
+                ));
+            }
             PerfError::Failed(format!(
                 "the peer did not acknowledge the test connection's data within {} s: {e}",
                 TIMEOUT.as_secs()

@@ -1253,9 +1253,28 @@ fn atomic_bw_options_are_checked() {
 
 /// The atomic-bw server's buffer grants remote atomic access only, as perftest registers
 /// it: an RDMA Read of it is refused by the RNIC with a Remote Protection Error Terminate
-/// (RFC 5040 §7.4.1, access rights violation), which the client reports.
+/// (RFC 5040 §7.4.1, access rights violation), which the client reports; an RDMA Write is
+/// refused too: the Writes complete locally when handed to TCP, and the Terminate then
+/// breaks the connection (the client fails on whatever comes next; its log names the
+/// Terminate it received).
 #[test]
-fn atomic_bw_buffer_refuses_reads() {
+fn atomic_bw_buffer_refuses_reads_and_writes() {
+    let server = Server::perf("atomic-bw", &[]);
+    let out = bin()
+        .env("RUST_LOG", "warn")
+        .args(["write-bw", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-s", "8", "-n", "10"])
+        .output()
+        .unwrap();
+    let exit = server.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("Terminate received") && err.contains("Access rights violation"),
+        "{err}"
+    );
+    assert!(!exit.status.success(), "{}", exit.text());
+
     let server = Server::perf("atomic-bw", &[]);
     let out = bin()
         .args(["read-bw", "127.0.0.1", "-p", &server.port.to_string()])
