@@ -113,7 +113,7 @@ enum Command {
     /// RDMA Write bandwidth, interoperating with perftest's `ib_write_bw -R`.
     ///
     /// Server without an address, client with one; give both ends the same test options,
-    /// as with perftest. The six perftest-style tools speak perftest's rdma_cm (-R)
+    /// as with perftest. The perftest-style tools speak perftest's rdma_cm (-R)
     /// protocol: a control connection carrying the parameter and result exchanges as
     /// Sends, then the test connection, both to the same port; either end may be perftest.
     /// perftest options without a meaning over iWARP are accepted and ignored (each says so
@@ -130,6 +130,20 @@ enum Command {
     SendBw(softrnic_cli::perf::PerfArgs),
     /// Send latency, ping-pong (perftest's `ib_send_lat -R`).
     SendLat(softrnic_cli::perf::PerfArgs),
+    /// Atomic bandwidth: RFC 7306 Fetch and Add or Compare and Swap (perftest's
+    /// `ib_atomic_bw -R`).
+    ///
+    /// As read-bw, with 8-octet atomics instead of Reads: -A FETCH_AND_ADD (default, adds 1)
+    /// or CMP_AND_SWAP (compare 0, swap 0); the size is 8 (-s 8 only, no -a); -o sets the
+    /// outstanding atomics (IRD/ORD). Each request targets the next cache line of the
+    /// server's cycle buffer, as perftest; the server's buffer grants remote atomic access
+    /// only (an RDMA Read or Write of it is refused). The target side prints the sum of the
+    /// words its peer's atomics hit (the Fetch and Adds executed, or 0 after Compare and
+    /// Swaps).
+    AtomicBw(softrnic_cli::perf::PerfArgs),
+    /// Atomic latency (perftest's `ib_atomic_lat -R`): read-lat's exchanges with one 8-octet
+    /// atomic at a time (-A as atomic-bw), all on the server's first word.
+    AtomicLat(softrnic_cli::perf::PerfArgs),
     /// rdma_cm ping-pong, wire-compatible with librdmacm's rping (-s server, -c client).
     ///
     /// The client advertises its start buffer, the server RDMA-Reads it, the client
@@ -244,6 +258,8 @@ fn main() -> ExitCode {
         Command::ReadLat(a) => perf(Test::ReadLat, &a),
         Command::SendBw(a) => perf(Test::SendBw, &a),
         Command::SendLat(a) => perf(Test::SendLat, &a),
+        Command::AtomicBw(a) => perf(Test::AtomicBw, &a),
+        Command::AtomicLat(a) => perf(Test::AtomicLat, &a),
         Command::Rping(a) => softrnic_cli::rping::run_command(&a, &mut std::io::stdout()),
         Command::Conform(a) => softrnic_cli::conform::run_command(&a, &mut std::io::stdout()),
     }
@@ -253,13 +269,15 @@ fn main() -> ExitCode {
 /// (clap would call it an unexpected argument).
 fn perftest_refusal(e: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ErrorKind};
-    const TOOLS: [&str; 6] = [
+    const TOOLS: [&str; 8] = [
         "write-bw",
         "write-lat",
         "read-bw",
         "read-lat",
         "send-bw",
         "send-lat",
+        "atomic-bw",
+        "atomic-lat",
     ];
     if e.kind() != ErrorKind::UnknownArgument {
         return None;

@@ -1,12 +1,12 @@
 //! perftest-style tools: `softrnic write-bw`, `write-lat`, `read-bw`, `read-lat`, `send-bw`,
-//! `send-lat`, speaking perftest's `-R` (rdma_cm) protocol, so each interoperates with
+//! `send-lat`, `atomic-bw`, `atomic-lat`, speaking perftest's `-R` (rdma_cm) protocol, so each interoperates with
 //! perftest's `ib_write_bw -R`, `ib_write_lat -R`, ... in either role.
 //!
 //! Like perftest, each tool is a server when given no address and a client when given the
 //! server's address, and both ends must be given the same test options (`-s`/`-a`, `-n`,
 //! ...): nothing about the test itself is negotiated. The tools take perftest's options
 //! (`-s`, `-a`, `-n`, `-p`, `-t`, `-r`, `-o`, `-Q`, `-e`, `-D`, `-f`, `--run_infinitely`,
-//! `-l`, `-b`, `-q`, `-N`, `-C`, `-H`, `-U`, `--output`, `--report_gbits`, `-V`), the MPA options
+//! `-l`, `-b`, `-q`, `-N`, `-C`, `-H`, `-U`, `-A`, `--output`, `--report_gbits`, `-V`), the MPA options
 //! of the connections (`--mpa-rev`, `--crc`, `--markers`, `--p2p --rtr`, `--ird/--ord`), and
 //! print perftest's tables. perftest options with no meaning here are accepted and change
 //! nothing, each saying so in `--help`: `-R` and `-z` (always so), `-F`, `-d`, `-i`, `-x`,
@@ -61,7 +61,13 @@
 //!   the server `--p2p` and enable P2P on the client (siw: `peer_to_peer`).
 //! * `send-lat`: the client sends first; each side answers a received Send with a Send.
 //! * `read-lat`, `read-bw`, `write-bw`: only the client posts; the server waits.
-//! * The peer's buffer is addressed at its advertised address (all messages land there).
+//! * The peer's buffer is addressed at its advertised address (all messages land there),
+//!   except by `atomic-bw`: as perftest, its `i`-th request targets the 8 octets at the
+//!   start of cache line `i` mod (cycle buffer / 64) of the peer's buffer (with `-l`, the
+//!   `j`-th request of every post list line `j`). `atomic-bw` exchanges what `read-bw`
+//!   does; its buffer grants remote atomic access only, and its `pingpong_dest` lines
+//!   show no OUT, RKey or VAddr (as perftest prints them for atomics). `atomic-lat` is
+//!   `read-lat` with one atomic at a time, all at the peer's advertised address.
 //!
 //! # Measurements
 //!
@@ -106,7 +112,7 @@ use crate::mpa_args::MpaArgs;
 use stack::addr::TransportAddr;
 use stack::{
     Access, Arm, CompletionChannel, Cq, MemoryRegion, MrOptions, ProgressMode, Qp, QpAttr, QpState,
-    RecvWr, Rnic, RnicConfig, SendWr, Wc,
+    RecvWr, Rnic, RnicConfig, SendOp, SendWr, Wc,
 };
 
 /// Which tool.
@@ -124,7 +130,42 @@ pub enum Test {
     SendBw,
     /// Send latency (ping-pong).
     SendLat,
+    /// Atomic (RFC 7306 Fetch and Add or Compare and Swap) bandwidth.
+    AtomicBw,
+    /// Atomic latency (one atomic at a time, as read-lat).
+    AtomicLat,
 }
+
+/// perftest's `-A`: which atomic operation the atomic tools run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum AtomicType {
+    /// Compare and Swap: compare 0, swap 0 (perftest's values: every swap succeeds on the
+    /// zeroed target and leaves it 0).
+    #[value(name = "CMP_AND_SWAP")]
+    CmpAndSwap,
+    /// Fetch and Add of 1 (perftest's `ATOMIC_ADD_VALUE`).
+    #[default]
+    #[value(name = "FETCH_AND_ADD")]
+    FetchAndAdd,
+}
+
+impl AtomicType {
+    /// perftest's name of the operation.
+    fn name(self) -> &'static str {
+        match self {
+            AtomicType::CmpAndSwap => "CMP_AND_SWAP",
+            AtomicType::FetchAndAdd => "FETCH_AND_ADD",
+        }
+    }
+}
+
+/// The value perftest's Fetch and Add adds.
+const ATOMIC_ADD_VALUE: u64 = 1;
+/// The values of perftest's Compare and Swap.
+const ATOMIC_COMPARE_VALUE: u64 = 0;
+const ATOMIC_SWAP_VALUE: u64 = 0;
+/// The only message size of the atomic tests (an atomic operates on 8 octets).
+const ATOMIC_SIZE: u64 = 8;
 
 impl Test {
     fn verb(self) -> &'static str {
@@ -132,11 +173,39 @@ impl Test {
             Test::WriteBw | Test::WriteLat => "RDMA_Write",
             Test::ReadBw | Test::ReadLat => "RDMA_Read",
             Test::SendBw | Test::SendLat => "Send",
+            Test::AtomicBw | Test::AtomicLat => "Atomic",
+        }
+    }
+
+    /// The tool's command name.
+    fn name(self) -> &'static str {
+        match self {
+            Test::WriteBw => "write-bw",
+            Test::WriteLat => "write-lat",
+            Test::ReadBw => "read-bw",
+            Test::ReadLat => "read-lat",
+            Test::SendBw => "send-bw",
+            Test::SendLat => "send-lat",
+            Test::AtomicBw => "atomic-bw",
+            Test::AtomicLat => "atomic-lat",
         }
     }
 
     fn is_bw(self) -> bool {
-        matches!(self, Test::WriteBw | Test::ReadBw | Test::SendBw)
+        matches!(
+            self,
+            Test::WriteBw | Test::ReadBw | Test::SendBw | Test::AtomicBw
+        )
+    }
+
+    fn atomics(self) -> bool {
+        matches!(self, Test::AtomicBw | Test::AtomicLat)
+    }
+
+    /// Read-like tests: every request draws a response, up to the outstanding reads
+    /// (`-o`) advertised as IRD/ORD (RDMA Reads and atomics, RFC 6581, RFC 7306).
+    fn outstanding(self) -> bool {
+        self.reads() || self.atomics()
     }
 
     fn reads(self) -> bool {
@@ -195,6 +264,10 @@ pub struct PerfArgs {
     /// mode are given.
     #[arg(short = 'o', long = "outs")]
     pub outs: Option<u16>,
+    /// Atomic tests: the operation, CMP_AND_SWAP (compare 0, swap 0) or FETCH_AND_ADD (add
+    /// 1), as perftest's -A (default FETCH_AND_ADD; the other tools refuse it).
+    #[arg(short = 'A', long = "atomic_type", value_name = "TYPE")]
+    pub atomic_type: Option<AtomicType>,
     /// MPA connection options.
     #[command(flatten)]
     pub mpa: MpaArgs,
@@ -335,7 +408,6 @@ const NOT_IMPLEMENTED: &[(&str, &str, &str)] = &[
     ("-M", "--MGID", "multicast (UD only)"),
     ("-X", "--vector", "completion vectors"),
     ("-O", "--dualport", "dual-port devices"),
-    ("-A", "--atomic_type", "atomic tests"),
     ("-w", "--limit_bw", "bandwidth limits"),
     ("-y", "--limit_msgrate", "message rate limits"),
     ("-W", "--report-counters", "device counters"),
@@ -604,6 +676,8 @@ struct Plan {
     duplex: bool,
     /// `-q`: QPs (test connections) of the run.
     qps: u64,
+    /// `-A`: the atomic tests' operation.
+    atomic: AtomicType,
 }
 
 /// How long a run lasts.
@@ -710,7 +784,12 @@ impl Plan {
                 a.connection
             )));
         }
-        let size = a.size.unwrap_or(if test.is_bw() { 65536 } else { 2 });
+        let atomic = Plan::atomic(test, a)?;
+        let size = if test.atomics() {
+            ATOMIC_SIZE
+        } else {
+            a.size.unwrap_or(if test.is_bw() { 65536 } else { 2 })
+        };
         if size == 0 || size > u64::from(u32::MAX) {
             return Err(PerfError::Usage(format!(
                 "-s {size}: the message size must be 1 .. 4294967295 bytes (a DDP message is shorter than 2^32)"
@@ -812,7 +891,37 @@ impl Plan {
             post_list,
             duplex: Plan::duplex(test, a)?,
             qps: Plan::qps(test, a, mode)?,
+            atomic,
         })
+    }
+
+    /// `-A`, and the atomic tests' fixed size: 8 octets, so neither another `-s` nor `-a`
+    /// (as perftest); `-A` only for the atomic tests (as perftest).
+    fn atomic(test: Test, a: &PerfArgs) -> Result<AtomicType, PerfError> {
+        if !test.atomics() {
+            return match a.atomic_type {
+                Some(_) => Err(PerfError::Usage(
+                    "-A: the atomic operation is chosen only in the atomic tests (atomic-bw, \
+                     atomic-lat), as perftest"
+                        .into(),
+                )),
+                None => Ok(AtomicType::default()),
+            };
+        }
+        if let Some(s) = a.size
+            && s != ATOMIC_SIZE
+        {
+            return Err(PerfError::Usage(format!(
+                "-s {s}: the message size of the atomic tests is {ATOMIC_SIZE} and cannot be \
+                 changed (RFC 7306 atomics operate on 8 octets; as perftest)"
+            )));
+        }
+        if a.all {
+            return Err(PerfError::Usage(format!(
+                "-a: the atomic tests run only {ATOMIC_SIZE}-octet messages (as perftest)"
+            )));
+        }
+        Ok(a.atomic_type.unwrap_or_default())
     }
 
     /// `-q`: bandwidth tests only, 1 .. 16384 QPs (as perftest, which refuses -q in the
@@ -975,7 +1084,7 @@ fn cm_config(a: &PerfArgs, plan: &Plan, test_conn: bool) -> stack::mpa::Config {
         stack::mpa::Role::Responder
     };
     let mut c = a.mpa.config_for(role, Vec::new());
-    if test_conn && plan.test.reads() {
+    if test_conn && plan.test.outstanding() {
         if a.outs.is_some() || !a.mpa.ird_ord_given() {
             c.ird = plan.outs;
             c.ord = plan.outs;
@@ -1213,6 +1322,45 @@ impl Data {
         Ok(())
     }
 
+    /// The atomic tests' `i`-th request (perftest's): Fetch and Add of 1 or Compare and Swap
+    /// of 0 with 0 on the 8 octets at `off` in the peer's buffer (atomic-bw: see
+    /// [`atomic_offset`]; atomic-lat: always 0); the original value lands at `off` in our
+    /// local area.
+    fn atomic_wr(&self, i: u64, plan: &Plan, off: u64) -> SendWr {
+        let remote_stag = self.remote.rkey;
+        let remote_to = self.remote.vaddr.wrapping_add(off);
+        let op = match plan.atomic {
+            AtomicType::FetchAndAdd => SendOp::FetchAdd {
+                remote_stag,
+                remote_to,
+                add: ATOMIC_ADD_VALUE,
+                add_mask: 0,
+            },
+            AtomicType::CmpAndSwap => SendOp::CmpSwap {
+                remote_stag,
+                remote_to,
+                compare: ATOMIC_COMPARE_VALUE,
+                compare_mask: u64::MAX,
+                swap: ATOMIC_SWAP_VALUE,
+                swap_mask: u64::MAX,
+            },
+        };
+        SendWr::new(i, op, vec![self.buf.sge(off, ATOMIC_SIZE as u32)])
+    }
+
+    /// The sum of the 8-octet words at the start of every cache line of the area the peer
+    /// accesses (wrapping): what the peer's Fetch and Adds added to the zeroed buffer.
+    fn atomic_sum(&self) -> Result<u64, PerfError> {
+        let mut sum = 0u64;
+        let mut w = [0u8; 8];
+        for line in 0..self.area / u64::from(CACHE_LINE) {
+            let off = self.area + line * u64::from(CACHE_LINE);
+            self.buf.buf().read_at(off as usize, &mut w)?;
+            sum = sum.wrapping_add(u64::from_ne_bytes(w));
+        }
+        Ok(sum)
+    }
+
     fn kick(&self, rnic: &Rnic) {
         if self.manual {
             let _ = rnic.advance(Duration::ZERO);
@@ -1248,6 +1396,14 @@ impl Data {
     /// (completions come when the data was handed to the socket).
     fn drain(&self, rnic: &Rnic) -> Result<(), PerfError> {
         rnic.wait_tx_acked(&self.qp, TIMEOUT).map_err(|e| {
+            if matches!(self.qp.state(), QpState::Error | QpState::Terminate) {
+                // Completions came when the data was handed to TCP; the peer may have
+                // refused it since (e.g. a Terminate for an access its buffer does not grant).
+                return PerfError::Failed(format!(
+                    "the test connection broke before the peer acknowledged its data \
+                     (RUST_LOG=warn shows a Terminate the peer sent): {e}"
+                ));
+            }
             PerfError::Failed(format!(
                 "the peer did not acknowledge the test connection's data within {} s: {e}",
                 TIMEOUT.as_secs()
@@ -1266,6 +1422,17 @@ impl Data {
             what,
         )
     }
+}
+
+/// The offset in the cycle buffer of `area` octets of the atomic tests' `i`-th request, as
+/// perftest steps it: one cache line per request (an 8-octet message rounds up to a line),
+/// back to the start after the last line; with post lists of `post_list` requests, the
+/// `j`-th request of every list takes line `j`.
+fn atomic_offset(i: u64, post_list: u64, area: u64) -> u64 {
+    let line = u64::from(CACHE_LINE);
+    let lines = (area / line).max(1);
+    let k = if post_list > 1 { i % post_list } else { i };
+    (k % lines) * line
 }
 
 fn psn() -> u32 {
@@ -1320,7 +1487,8 @@ fn print_dest(out: &mut dyn Write, side: &str, test: Test, d: &Dest) -> Result<(
     if test.reads() {
         write!(out, " OUT {}", c_hex(u64::from(d.out_reads), 4))?;
     }
-    if !test.sends() {
+    // perftest prints the buffer for Writes and Reads only (not for atomics).
+    if !test.sends() && !test.atomics() {
         write!(
             out,
             " RKey {} VAddr {}",
@@ -1360,7 +1528,12 @@ fn header(
     } else {
         "Latency".to_owned()
     };
-    writeln!(out, "                    {} {kind} Test", test.verb())?;
+    let verb = if test.atomics() {
+        format!("{} {}", test.verb(), plan.atomic.name())
+    } else {
+        test.verb().to_owned()
+    };
+    writeln!(out, "                    {verb} {kind} Test")?;
     writeln!(out, " Dual-port       : OFF\t\tDevice         : softrnic")?;
     writeln!(
         out,
@@ -1394,7 +1567,7 @@ fn header(
     }
     writeln!(out, " Mtu             : 1024[B]")?;
     writeln!(out, " Link type       : Ethernet")?;
-    if test.reads() {
+    if test.outstanding() {
         writeln!(out, " Outstand reads  : {}", plan.outs)?;
     } else {
         writeln!(out, " Max inline data : 0[B]")?;
@@ -1827,7 +2000,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
             MrOptions::new(Access::LOCAL_WRITE | Access::REMOTE_WRITE),
         )?;
         let mut local = Dest {
-            out_reads: if test.reads() {
+            out_reads: if test.outstanding() {
                 u32::from(plan.outs)
             } else {
                 1
@@ -1873,7 +2046,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
         Ok(())
     };
     match test {
-        Test::WriteBw | Test::ReadBw => {
+        Test::WriteBw | Test::ReadBw | Test::AtomicBw => {
             round(&mut ds, &comm)?;
             round(&mut ds, &comm)?;
             first(&mut ds, &comm)?;
@@ -1888,7 +2061,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
                 first(&mut ds, &comm)?;
             }
         }
-        Test::WriteLat | Test::ReadLat => {
+        Test::WriteLat | Test::ReadLat | Test::AtomicLat => {
             for _ in 0..4 {
                 first(&mut ds, &comm)?;
             }
@@ -1919,6 +2092,9 @@ fn buffer_access(test: Test) -> Access {
             Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE
         }
         Test::SendBw | Test::SendLat => Access::LOCAL_WRITE,
+        // Remote atomic access only, beside local write (perftest's IBV_ACCESS_REMOTE_ATOMIC):
+        // an RDMA Read or Write of the buffer is refused, an aligned atomic accepted.
+        Test::AtomicBw | Test::AtomicLat => Access::LOCAL_WRITE | Access::REMOTE_ATOMIC,
     }
 }
 
@@ -2035,12 +2211,12 @@ fn measure(
         return fail("no test connection");
     }
     match test {
-        Test::WriteBw | Test::ReadBw if plan.duplex => {
+        Test::WriteBw | Test::ReadBw | Test::AtomicBw if plan.duplex => {
             measure_bw_both_ways(plan, rnic, comm, ds, out)
         }
-        Test::WriteBw | Test::ReadBw => measure_bw(plan, rnic, comm, ds, out),
+        Test::WriteBw | Test::ReadBw | Test::AtomicBw => measure_bw(plan, rnic, comm, ds, out),
         Test::SendBw => measure_send_bw(plan, rnic, comm, ds, out),
-        Test::WriteLat | Test::SendLat | Test::ReadLat => {
+        Test::WriteLat | Test::SendLat | Test::ReadLat | Test::AtomicLat => {
             measure_latency(test, plan, rnic, comm, &mut ds[0], out)
         }
     }
@@ -2076,7 +2252,30 @@ fn measure_bw_both_ways(
         out.flush()?;
     }
     rule(out, plan)?;
+    atomic_target(out, plan, ds)?;
     comm.hand_shake(rnic, &ds[0].local)?;
+    Ok(())
+}
+
+/// The atomic tests' target (the side whose buffer the peer's atomics hit, at full
+/// verbosity): the sum of the words at the start of every cache line of every QP's buffer.
+/// The buffers start zeroed, so after the peer's last completion this is the number of
+/// Fetch and Adds executed here (each adds 1), and 0 after Compare and Swaps (0 for 0).
+fn atomic_target(out: &mut dyn Write, plan: &Plan, ds: &[Data]) -> Result<(), PerfError> {
+    if !plan.test.atomics() || plan.output.is_some() {
+        return Ok(());
+    }
+    let mut sum = 0u64;
+    let mut words = 0u64;
+    for d in ds {
+        sum = sum.wrapping_add(d.atomic_sum()?);
+        words += d.area / u64::from(CACHE_LINE);
+    }
+    writeln!(
+        out,
+        " Atomic target   : {words} words (one per cache line), sum {sum}"
+    )?;
+    out.flush()?;
     Ok(())
 }
 
@@ -2116,6 +2315,7 @@ fn measure_bw(
         let r = xchg_report(rnic, comm, &zero)?;
         bw_line(out, plan, &r)?;
         rule(out, plan)?;
+        atomic_target(out, plan, ds)?;
     }
     comm.hand_shake(rnic, &ds[0].local)?;
     Ok(())
@@ -2216,7 +2416,7 @@ fn measure_latency(
             rule(out, plan)?;
             comm.hand_shake(rnic, &d.local)?;
         }
-        Test::ReadLat => {
+        Test::ReadLat | Test::AtomicLat => {
             if plan.client {
                 for s in sizes(plan.all, plan.size) {
                     let run = read_lat(rnic, d, plan, s)?;
@@ -2225,8 +2425,14 @@ fn measure_latency(
             }
             rule(out, plan)?;
             comm.hand_shake(rnic, &d.local)?;
+            // The client's closing exchange follows its last completion.
+            if !plan.client {
+                atomic_target(out, plan, std::slice::from_ref(d))?;
+            }
         }
-        Test::WriteBw | Test::ReadBw | Test::SendBw => return fail("not a latency test"),
+        Test::WriteBw | Test::ReadBw | Test::SendBw | Test::AtomicBw => {
+            return fail("not a latency test");
+        }
     }
     Ok(())
 }
@@ -2351,6 +2557,9 @@ fn bw_client(
                     }
                     Test::ReadBw => {
                         SendWr::read(i, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+                    }
+                    Test::AtomicBw => {
+                        d.atomic_wr(i, plan, atomic_offset(i, plan.post_list, d.area))
                     }
                     _ => SendWr::send(i, vec![d.src(size)]),
                 };
@@ -3148,7 +3357,8 @@ fn send_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun,
     Ok(run)
 }
 
-/// read-lat: one RDMA Read at a time from the peer's buffer.
+/// read-lat: one RDMA Read at a time from the peer's buffer (atomic-lat: one atomic at a time
+/// on its first word).
 fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun, PerfError> {
     let (iters, clock) = lat_bounds(plan);
     let counted = clock.is_none();
@@ -3163,13 +3373,14 @@ fn read_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun,
         if counted {
             run.posts.push(Instant::now());
         }
-        d.qp.post_send(SendWr::read(
-            i,
-            vec![d.src(size)],
-            d.remote.rkey,
-            d.remote.vaddr,
-        ))?;
-        d.wait(rnic, &d.scq, "read-lat")?;
+        let wr = if plan.test.atomics() {
+            // Latency tests keep to one target (perftest steps addresses in BW tests only).
+            d.atomic_wr(i, plan, 0)
+        } else {
+            SendWr::read(i, vec![d.src(size)], d.remote.rkey, d.remote.vaddr)
+        };
+        d.qp.post_send(wr)?;
+        d.wait(rnic, &d.scq, plan.test.name())?;
         if clock.is_some() && phase_of(clock.as_ref()) == Phase::Sample {
             run.sampled += 1;
         }
@@ -3222,6 +3433,16 @@ mod tests {
         assert_eq!(buffer_access(Test::ReadLat), r);
         let s = buffer_access(Test::SendBw);
         assert!(!s.contains(Access::REMOTE_READ) && !s.contains(Access::REMOTE_WRITE));
+        // Atomics: remote atomic access only, beside local write (RFC 7306 §5: the
+        // responder checks the STag grants atomic access).
+        assert_eq!(
+            buffer_access(Test::AtomicBw),
+            Access::LOCAL_WRITE | Access::REMOTE_ATOMIC
+        );
+        assert_eq!(
+            buffer_access(Test::AtomicLat),
+            buffer_access(Test::AtomicBw)
+        );
     }
 
     #[test]

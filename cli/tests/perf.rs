@@ -1165,3 +1165,163 @@ fn several_qps_refused_where_not_available() {
         assert!(err.contains(needle), "{tool} {args:?}: {err}");
     }
 }
+
+/// The target line atomic-bw prints on the side whose buffer the peer's atomics hit.
+fn atomic_target(text: &str) -> Option<(u64, u64)> {
+    let l = text
+        .lines()
+        .find_map(|l| l.strip_prefix(" Atomic target   : "))?;
+    let (words, rest) = l.split_once(" words (one per cache line), sum ")?;
+    Some((words.parse().ok()?, rest.trim().parse().ok()?))
+}
+
+/// atomic-bw (perftest's ib_atomic_bw): RFC 7306 §5.1 Fetch and Add and Compare and Swap
+/// through perftest's read-bw exchanges. Every completion succeeded (the client exits 0
+/// only then), the server prints the client's counters, and the server's buffer shows
+/// what the atomics did: N Fetch and Adds of 1 spread over the cycle buffer's 64 cache
+/// lines sum to N; Compare and Swap of 0 with 0 leaves the zeroed buffer 0.
+#[test]
+fn atomic_bw_fetch_and_add_and_compare_and_swap() {
+    let (client, server) = perf_pair("atomic-bw", &["-n", "1000", "-t", "16", "-o", "8"]);
+    assert!(client.contains("Atomic FETCH_AND_ADD BW Test"), "{client}");
+    assert!(client.contains(BW_HEAD), "{client}");
+    // Atomics are Read-like: the outstanding atomics are the IRD/ORD (RFC 6581, RFC 7306).
+    assert!(client.contains("IRD / ORD       : 8 / 8"), "{client}");
+    assert!(client.contains(" Outstand reads  : 8"), "{client}");
+    // perftest prints no OUT, RKey or VAddr in an atomic test's address lines.
+    assert!(
+        client.contains(" local address: LID 0000 QPN ") && !client.contains("RKey"),
+        "{client}"
+    );
+    let rows = result_rows(&client);
+    assert_eq!(rows.len(), 1, "{client}");
+    assert_eq!((rows[0][0], rows[0][1]), (8.0, 1000.0));
+    assert!(rows[0][3] > 0.0 && rows[0][4] > 0.0, "{client}");
+    assert_eq!(result_rows(&server), rows, "{server}");
+    assert_eq!(atomic_target(&server), Some((64, 1000)), "{server}");
+    assert_eq!(atomic_target(&client), None, "{client}");
+
+    let (client, server) = perf_pair("atomic-bw", &["-A", "CMP_AND_SWAP", "-n", "300"]);
+    assert!(client.contains("Atomic CMP_AND_SWAP BW Test"), "{client}");
+    assert!(server.contains("Atomic CMP_AND_SWAP BW Test"), "{server}");
+    let rows = result_rows(&client);
+    assert_eq!((rows[0][0], rows[0][1]), (8.0, 300.0), "{client}");
+    assert_eq!(result_rows(&server), rows, "{server}");
+    assert_eq!(atomic_target(&server), Some((64, 0)), "{server}");
+
+    // Several QPs, each with its own buffer: the server's sum covers them all.
+    let (client, server) = perf_pair(
+        "atomic-bw",
+        &["-q", "2", "-n", "200", "--report_gbits", "-F"],
+    );
+    assert!(client.contains("BW average[Gb/sec]"), "{client}");
+    assert_eq!(result_rows(&client)[0][1], 400.0, "{client}");
+    assert_eq!(atomic_target(&server), Some((128, 400)), "{server}");
+
+    // Bidirectional: each side's buffer takes the other's Fetch and Adds.
+    let (client, server) = perf_pair("atomic-bw", &["-b", "-n", "100"]);
+    assert_eq!(atomic_target(&client), Some((64, 100)), "{client}");
+    assert_eq!(atomic_target(&server), Some((64, 100)), "{server}");
+}
+
+/// The atomic tests' message size is 8 (RFC 7306 atomics operate on 64-bit values):
+/// another -s and -a are refused, as perftest; -A belongs to the atomic tests only.
+#[test]
+fn atomic_bw_options_are_checked() {
+    for (tool, args, needle) in [
+        ("atomic-bw", &["-s", "16"][..], "-s 16: the message size"),
+        ("atomic-bw", &["-a"][..], "-a: the atomic tests"),
+        ("read-bw", &["-A", "CMP_AND_SWAP"][..], "-A: the atomic"),
+        ("atomic-bw", &["-A", "SWAP"][..], "invalid value 'SWAP'"),
+    ] {
+        let out = bin()
+            .args([tool, "127.0.0.1", "-p", "1"])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{tool} {args:?}: {err}");
+        assert!(err.contains(needle), "{tool} {args:?}: {err}");
+    }
+    let out = bin().args(["atomic-bw", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("ib_atomic_bw") && help.contains("CMP_AND_SWAP"),
+        "{help}"
+    );
+}
+
+/// The atomic-bw server's buffer grants remote atomic access only, as perftest registers
+/// it: an RDMA Read of it is refused by the RNIC with a Remote Protection Error Terminate
+/// (RFC 5040 §7.4.1, access rights violation), which the client reports; an RDMA Write is
+/// refused too: the Writes complete locally when handed to TCP, and the Terminate then
+/// breaks the connection (the client fails on whatever comes next; its log names the
+/// Terminate it received).
+#[test]
+fn atomic_bw_buffer_refuses_reads_and_writes() {
+    let server = Server::perf("atomic-bw", &[]);
+    let out = bin()
+        .env("RUST_LOG", "warn")
+        .args(["write-bw", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-s", "8", "-n", "10"])
+        .output()
+        .unwrap();
+    let exit = server.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("Terminate received") && err.contains("Access rights violation"),
+        "{err}"
+    );
+    assert!(!exit.status.success(), "{}", exit.text());
+
+    let server = Server::perf("atomic-bw", &[]);
+    let out = bin()
+        .args(["read-bw", "127.0.0.1", "-p", &server.port.to_string()])
+        .args(["-s", "8", "-n", "10"])
+        .output()
+        .unwrap();
+    let exit = server.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("remote access error") && err.contains("Access rights violation"),
+        "{err}"
+    );
+    assert!(!exit.status.success(), "{}", exit.text());
+}
+
+/// atomic-lat (perftest's ib_atomic_lat): read-lat's exchanges with one RFC 7306 atomic at a
+/// time on the server's first word; the client prints the latency table, the server the
+/// word: N Fetch and Adds of 1 make it N, Compare and Swap of 0 with 0 leaves it 0.
+#[test]
+fn atomic_lat_both_types() {
+    let (client, server) = perf_pair("atomic-lat", &["-n", "300"]);
+    assert!(
+        client.contains("Atomic FETCH_AND_ADD Latency Test"),
+        "{client}"
+    );
+    assert!(client.contains("t_typical[usec]"), "{client}");
+    let rows = result_rows(&client);
+    assert_eq!(rows.len(), 1, "{client}");
+    let r = &rows[0];
+    assert_eq!((r[0], r[1]), (8.0, 300.0), "{client}");
+    assert!(r[2] > 0.0 && r[2] <= r[4] && r[4] <= r[3], "{client}");
+    assert!(result_rows(&server).is_empty(), "{server}");
+    assert_eq!(atomic_target(&server), Some((64, 300)), "{server}");
+
+    let (client, server) = perf_pair("atomic-lat", &["-A", "CMP_AND_SWAP", "-n", "100"]);
+    assert!(
+        client.contains("Atomic CMP_AND_SWAP Latency Test"),
+        "{client}"
+    );
+    assert_eq!(result_rows(&client)[0][1], 100.0, "{client}");
+    assert_eq!(atomic_target(&server), Some((64, 0)), "{server}");
+
+    let out = bin()
+        .args(["atomic-lat", "127.0.0.1", "-p", "1", "-s", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("-s 2: the message size"));
+}
