@@ -820,3 +820,56 @@ fn rfc5040_7_1_place_after_terminate_is_found_by_the_after_terminate_case() {
     assert_eq!(failed, map(&[("rdmap-after-terminate", "FAIL")]), "{out}");
     assert_eq!(code, Some(1), "{out}");
 }
+
+/// RFC 7306 §5.2.1, §5.2.2, §8.2: against `softrnic atomic-bw` (its buffer grants remote atomic
+/// access only, as perftest registers it) the Atomic cases are judged and pass: a Fetch and Add
+/// on the buffer's first word draws an Atomic Response (MSN 1, the Request Identifier), one 4
+/// octets in draws 'Catastrophic error, localized to RDMAP Stream' with the header copied. A
+/// Read of the buffer is refused (ddp-access); the cases that need remote read or write rights
+/// are N/A, and so is rdmap-atomic-access (the buffer grants atomics).
+#[test]
+fn rfc7306_5_2_1_atomic_bw_server_passes_the_atomic_cases() {
+    let srv = PerfLoop::start("atomic-bw", &[]);
+    let (out, report, v) = conform_json(
+        srv.port,
+        "atomic-bw",
+        &["--app", "atomic-bw-server", "--skip", "request-timeout"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(report["app"], "atomic-bw-server", "{report}");
+    for passes in [
+        "rdmap-atomic",
+        "rdmap-atomic-alignment",
+        "ddp-access",
+        "ddp-no-buffer",
+        "rdmap-read-invalid-stag",
+    ] {
+        assert_eq!(v[passes], "PASS", "{passes}: {}", text(&out));
+    }
+    let mut na: Vec<&str> = PERFTEST_NA
+        .iter()
+        .copied()
+        .filter(|id| !id.starts_with("rdmap-atomic"))
+        .collect();
+    na.extend([
+        "rdmap-atomic-access",
+        "rdmap-read",
+        "rdmap-read-bounds",
+        "rdmap-ird",
+        "ddp-bounds",
+        "ddp-to-wrap",
+    ]);
+    let expected: BTreeMap<&str, &str> = na.iter().map(|id| (*id, "N/A")).collect();
+    assert_eq!(not_passed(&v), expected, "{}", text(&out));
+    let alignment = report["results"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["id"] == "rdmap-atomic-alignment"))
+        .expect("rdmap-atomic-alignment");
+    assert!(
+        alignment["observed"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Catastrophic error, localized to RDMAP Stream"),
+        "{alignment}"
+    );
+}

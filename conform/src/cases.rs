@@ -710,7 +710,7 @@ static CATALOGUE: &[Case] = &[
     case!(
         "rdmap-atomic-alignment",
         "RFC 7306 §5.2.1, §8.2",
-        "a Fetch and Add at a Tagged Offset 4 octets into the buffer (in bounds, not 64-bit aligned): Terminate RDMAP Remote Operation 'Catastrophic error, localized to RDMAP Stream' (0x0/0x2/0x00), header copied; no Atomic Response",
+        "a Fetch and Add at a Tagged Offset 4 octets into the buffer (in bounds, not 64-bit aligned): Terminate RDMAP Remote Operation 'Catastrophic error, localized to RDMAP Stream' (0x0/0x2/0x07), header copied; no Atomic Response",
         Script(rdmap_atomic_alignment)
     ),
     case!(
