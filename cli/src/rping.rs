@@ -552,6 +552,33 @@ fn guarded_region(rnic: &Rnic, conn_pd: stack::Pd, len: usize) -> Result<MemoryR
         .map_err(|e| format!("rdma buffer registration failed: {e}"))
 }
 
+/// The state of a [`guarded_region`] of `len` bytes that nothing may have written yet (its
+/// RDMA Read never completed): "untouched", or where it differs from zeros and the guard.
+fn unread_buffer_state(mr: &MemoryRegion, len: usize) -> String {
+    let now = mr.buf().to_vec();
+    let differs = now
+        .iter()
+        .enumerate()
+        .filter(|&(i, &b)| b != if i < len { 0 } else { GUARD_BYTE })
+        .map(|(i, _)| i)
+        .collect::<Vec<_>>();
+    match differs.first() {
+        None => format!(
+            "rdma buffer untouched ({} bytes of region and guard compared)",
+            now.len()
+        ),
+        Some(first) => format!(
+            "rdma buffer MODIFIED although its RDMA Read did not complete: {} bytes differ, the first at offset {first} ({})",
+            differs.len(),
+            if *first < len {
+                "in the region"
+            } else {
+                "in the guard area"
+            }
+        ),
+    }
+}
+
 /// An STag near `stag` that names no registration here.
 fn unregistered_stag(rnic: &Rnic, stag: u32) -> u32 {
     let mut s = stag ^ 0x0080_0000;
@@ -1095,7 +1122,14 @@ fn serve(a: &RpingArgs, conn: Accepted<'_>, out: &mut dyn Write) -> Result<u8, S
             return server_injected(a, &mut c, out);
         }
         if let Err(e) = c.wait_for(WcOpcode::RdmaRead, "the RDMA Read") {
-            return Err(stop_msg(e, &c));
+            let mut m = stop_msg(e, &c);
+            if pings == 0 {
+                // Nothing but the Read's Response may write the rdma buffer, and it never
+                // came: the buffer (zeroed at registration) and its guard area must be as
+                // registered, whatever the peer sent.
+                m.push_str(&format!("; {}", unread_buffer_state(&rdma_mr, size)));
+            }
+            return Err(m);
         }
         let read_len = info.size as usize;
         let data = rdma_mr
@@ -1252,6 +1286,42 @@ fn server_injected(a: &RpingArgs, c: &mut Conn<'_>, out: &mut dyn Write) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The server's check of an rdma buffer whose RDMA Read never completed: untouched as
+    /// registered (zeros, then the guard area), or the first byte that differs, in the region
+    /// or in the guard.
+    #[test]
+    fn unread_buffer_state_names_what_changed() {
+        let rnic = Rnic::open(RnicConfig {
+            progress: stack::ProgressMode::Manual,
+            ..RnicConfig::default()
+        })
+        .expect("rnic");
+        let pd = rnic.alloc_pd();
+        let mr = guarded_region(&rnic, pd, 64).expect("region");
+        let state = unread_buffer_state(&mr, 64);
+        assert_eq!(
+            state,
+            format!(
+                "rdma buffer untouched ({} bytes of region and guard compared)",
+                64 + GUARD
+            )
+        );
+        mr.buf().write_at(3, &[1, 2]).unwrap();
+        let state = unread_buffer_state(&mr, 64);
+        assert!(state.contains("MODIFIED"), "{state}");
+        assert!(
+            state.contains("2 bytes differ, the first at offset 3 (in the region)"),
+            "{state}"
+        );
+        mr.buf().write_at(3, &[0, 0]).unwrap();
+        mr.buf().write_at(64 + 100, &[0]).unwrap();
+        let state = unread_buffer_state(&mr, 64);
+        assert!(
+            state.contains("first at offset 164 (in the guard area)"),
+            "{state}"
+        );
+    }
 
     /// The ping text follows rping's client loop: "rdma-ping-N: ", then letters from a
     /// start that advances per ping and wraps from 'z' to 'A', and a final NUL.

@@ -150,6 +150,17 @@ fn clean_softrnic_peer_passes_every_case() {
     // Every case that ran opened at least one connection (an N/A case opens none).
     assert!(opened as usize >= v.len() - na, "{report}");
     assert_eq!(summary["connections"].as_u64(), Some(opened), "{summary}");
+    // softrnic as the target: whatever the cases sent (Writes out of bounds, to another
+    // connection's buffer or to an invalidated STag, Atomics without the right), the rping
+    // server's rdma buffer, which only its own RDMA Read may fill and the runner never
+    // answers, is as registered when each connection ends — region and guard area alike.
+    let server = srv.kill().text();
+    let untouched = server.matches("rdma buffer untouched").count();
+    assert!(
+        untouched >= 20,
+        "{untouched} connections checked:\n{server}"
+    );
+    assert!(!server.contains("MODIFIED"), "{server}");
 }
 
 /// The cases an rping server cannot serve: it exposes no buffer without a remote right nor
