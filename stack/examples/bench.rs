@@ -2,10 +2,10 @@
 //! against plain kernel TCP doing the same job.
 //!
 //! `cargo run --release -p softrnic-stack --example bench [-- --secs S --rounds R --bw-only
-//! --crc-only --only TEXT --read-chunk BYTES --socket-buffer BYTES --progress-threads N
+//! --crc-only --only TEXT [--exact] --read-chunk BYTES --socket-buffer BYTES --progress-threads N
 //! --pin]` (`--only`: just the
 //! RDMA rows whose name contains TEXT, e.g. `--only "CRC on,  manual"`, handy under
-//! `perf record`; `--read-chunk` and `--socket-buffer` set the RNICs' `RnicConfig` fields
+//! `perf record`; with `--exact` only the row named exactly TEXT; `--read-chunk` and `--socket-buffer` set the RNICs' `RnicConfig` fields
 //! of those names, default 256 KiB and kernel autotuning, and `--progress-threads` the
 //! progress threads of the RNICs in the bandwidth runs (default 1; the one test QP runs on
 //! thread 0 whatever the number, so the rows show what idle extra threads cost); `--pin` runs the benchmark's
@@ -885,10 +885,14 @@ fn main() {
     ];
     let only_crc = std::env::args().any(|a| a == "--crc-only");
     let only: Option<String> = std::env::args().skip_while(|a| a != "--only").nth(1);
+    let exact = std::env::args().any(|a| a == "--exact");
     let configs: Vec<Row> = configs
         .into_iter()
         .filter(|c| !only_crc || c.crc || c.sctp_mtu.is_some())
-        .filter(|c| only.as_ref().is_none_or(|o| c.name.contains(o.as_str())))
+        .filter(|c| {
+            only.as_ref()
+                .is_none_or(|o| c.name.contains(o.as_str()) && (!exact || c.name == o))
+        })
         .collect();
     let n = configs.len() + 2;
     let (mut mbs, mut ratios, mut cpu, mut cpu_ratios, mut sleeps) = (

@@ -357,19 +357,17 @@ pub(crate) fn run_thread(shared: &Shared, lane: usize) {
     };
     let busy = shared.cfg.busy_poll;
     let mut last_work = std::time::Instant::now();
-    let mut idle_spins = 0u32;
     while !shared.stop.load(Ordering::SeqCst) {
         let done = core.turn(shared, Some(Duration::ZERO)).unwrap_or(0);
         if done > 0 {
             last_work = std::time::Instant::now();
-            idle_spins = 0;
             continue;
         }
-        idle_spins += 1;
-        // Spinning cannot speed up a socket that is full (we wait for the peer to read):
-        // sleep at once then, and leave the CPU to the peer.
-        let spin =
-            !core.write_blocked() && (!idle_spins.is_multiple_of(16) || last_work.elapsed() < busy);
+        // Nothing to do: poll on only while the busy-poll window lasts (with none, sleep at
+        // once — each idle pass is an `epoll_wait` and a `sched_yield`, CPU the peer thread
+        // or the application could use). Spinning cannot speed up a socket that is full
+        // (we wait for the peer to read): sleep at once then, and leave the CPU to the peer.
+        let spin = !busy.is_zero() && !core.write_blocked() && last_work.elapsed() < busy;
         if spin {
             // Busy polling yields: on a machine with fewer cores than spinning threads the
             // peer (or the application) gets the CPU at once.
