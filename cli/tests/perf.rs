@@ -1255,15 +1255,17 @@ fn atomic_bw_options_are_checked() {
 /// it: an RDMA Read of it is refused by the RNIC with a Remote Protection Error Terminate
 /// (RFC 5040 §7.4.1, access rights violation), which the client reports; an RDMA Write is
 /// refused too: the Writes complete locally when handed to TCP, and the Terminate then
-/// breaks the connection (the client fails on whatever comes next; its log names the
-/// Terminate it received).
+/// breaks the connection (the client, still writing, fails on whatever comes next; its log
+/// names the Terminate it received).
 #[test]
 fn atomic_bw_buffer_refuses_reads_and_writes() {
     let server = Server::perf("atomic-bw", &[]);
     let out = bin()
         .env("RUST_LOG", "warn")
         .args(["write-bw", "127.0.0.1", "-p", &server.port.to_string()])
-        .args(["-s", "8", "-n", "10"])
+        // Writing for 2 s: ten Writes could all be handed to TCP, and the closing exchange
+        // done on the control connection, before the server's Terminate comes back.
+        .args(["-s", "8", "-D", "2"])
         .output()
         .unwrap();
     let exit = server.wait();
