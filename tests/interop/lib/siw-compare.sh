@@ -5,8 +5,9 @@
 # /lab/lib/siw-compare.sh (lab.sh puts it there). Results are "NAME VALUE" lines:
 # softrnic_KEY (progress thread), softrnic_manual_KEY (--manual-progress) and siw_KEY for KEY in
 # write_bw_64k write_bw_4k (MB/s) write_lat_2 send_lat_2 (µs, median), tcp_stream_64k, and
-# icmp_half_rtt (µs, median): half an ICMP echo round trip, answered by the kernel alone, the
-# floor under any RNIC's latency on the same path.
+# icmp_half_rtt (µs, median): half an ICMP echo round trip, answered by the kernel alone, a
+# reference for latency on the same path (not a strict floor: the echoes, 10 ms apart, find
+# the vCPU idle, which a busy-polling ping-pong does not).
 
 # The names every comparison must have produced a number for (siw_write_lat_2 may be missing:
 # see cmp_missing_ok).
