@@ -288,6 +288,12 @@ pub struct PerfArgs {
     /// one thread per process in all (best latency on few cores).
     #[arg(long = "manual-progress")]
     pub manual_progress: bool,
+    /// Leave all progress to the progress thread: without this, while the progress thread
+    /// sleeps, a post transmits in the tool's thread and the latency tests' polling loops
+    /// run the thread's pass themselves (fewer wake-ups per message; see the stack's
+    /// `RnicConfig::inline_progress`).
+    #[arg(long = "no-inline-progress", conflicts_with = "manual_progress")]
+    pub no_inline_progress: bool,
     /// Sleep on completion events instead of polling the test connection's CQs, as
     /// perftest's -e: the CQs are armed and attached to a completion channel (an eventfd
     /// the tool waits on with poll(2)); nothing busy-polls in the tool.
@@ -516,6 +522,7 @@ fn rnic_config(a: &PerfArgs) -> RnicConfig {
         busy_poll: Duration::from_micros(a.busy_poll_us),
         max_emss: a.emss,
         progress_threads: a.progress_threads.into(),
+        inline_progress: !a.no_inline_progress,
         progress: if a.manual_progress {
             ProgressMode::Manual
         } else {
@@ -1121,6 +1128,10 @@ fn wait_wc(
         let spinning = events.is_none() && start.elapsed() < SPIN;
         if manual {
             let _ = rnic.advance(if spinning { Duration::ZERO } else { BLOCK });
+        } else if spinning {
+            // A sleeping progress thread's pass, run here: the answer is placed without
+            // a wake-up of that thread first.
+            rnic.assist();
         }
         if let Some(wc) = cq.poll_one() {
             if !wc.status.is_success() {
@@ -1139,6 +1150,8 @@ fn wait_wc(
             return fail(format!("{what}: nothing within {} s", timeout.as_secs()));
         }
         if !manual {
+            // No more polling here: the progress thread takes the sockets back.
+            rnic.end_assist();
             sleep_on(cq, events, BLOCK);
         }
     }
@@ -1364,6 +1377,17 @@ impl Data {
     fn kick(&self, rnic: &Rnic) {
         if self.manual {
             let _ = rnic.advance(Duration::ZERO);
+        }
+    }
+
+    /// A latency loop's spin: in manual mode a pass of the RNIC, with a progress thread the
+    /// pass of a sleeping thread run here ([`Rnic::assist`]), so the peer's message is
+    /// placed without waking that thread first.
+    fn assist(&self, rnic: &Rnic) {
+        if self.manual {
+            let _ = rnic.advance(Duration::ZERO);
+        } else {
+            rnic.assist();
         }
     }
 
@@ -1604,6 +1628,11 @@ fn header(
             out,
             " Busy poll       : {} usec",
             rnic.config().busy_poll.as_micros()
+        )?;
+        writeln!(
+            out,
+            " Inline progress : {}",
+            on(rnic.config().inline_progress)
         )?;
     }
     writeln!(out, "{DASHES}")?;
@@ -3209,7 +3238,7 @@ fn wait_or_end(
     }
     let start = Instant::now();
     loop {
-        d.kick(rnic);
+        d.assist(rnic);
         if let Some(wc) = cq.poll_one() {
             if !wc.status.is_success() {
                 return fail(format!("{what}: work request failed: {wc}"));
@@ -3253,7 +3282,7 @@ fn write_lat(rnic: &Rnic, d: &mut Data, plan: &Plan, size: u64) -> Result<LatRun
             let mut b = [0u8];
             let mut spins = 0u32;
             loop {
-                d.kick(rnic);
+                d.assist(rnic);
                 d.buf.buf().read_at(poll_at, &mut b)?;
                 if b[0] == want {
                     break;

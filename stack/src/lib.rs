@@ -109,7 +109,8 @@ pub use mem::{
 };
 pub use rnic::{
     AdoptRole, CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Fault, Listener,
-    ListenerId, PathChange, ProgressMode, Qp, QpAttr, Rnic, RnicConfig, RnicError, SctpRequest,
+    ListenerId, PathChange, ProgressMode, ProgressStats, Qp, QpAttr, Rnic, RnicConfig, RnicError,
+    SctpRequest,
 };
 pub use srq::{Srq, SrqId};
 pub use wr::{RecvWr, SendOp, SendWr, Sge};

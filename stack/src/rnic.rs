@@ -124,7 +124,7 @@ use crate::llp::Session;
 use crate::mem::{MemTable, Pd};
 pub use crate::shared::{
     CmError, ConnReqId, ConnectRequest, DEFAULT_READ_CHUNK, Event, Fault, ListenerId, PathChange,
-    ProgressMode, QpAttr, RnicConfig, RnicError, SctpRequest,
+    ProgressMode, ProgressStats, QpAttr, RnicConfig, RnicError, SctpRequest,
 };
 use crate::shared::{ConnStatus, QpShared, Ring, Slot};
 use crate::transport::Lane;
@@ -207,6 +207,7 @@ impl Rnic {
             next_qp: AtomicU32::new(1),
             next_listener: AtomicU32::new(1),
             next_req: AtomicU64::new(1),
+            stats: Default::default(),
         });
         let mut threads_started = Vec::new();
         if mode == ProgressMode::Thread {
@@ -935,6 +936,35 @@ impl Rnic {
         self.shared.advance(timeout)
     }
 
+    /// A polling application's share of progress, for its spin loops: in manual mode one
+    /// pass of [`Rnic::advance`] without waiting; with progress threads and
+    /// [`RnicConfig::inline_progress`], one pass of the work of every progress thread that
+    /// sleeps, in the calling thread, so that data the application is waiting for is placed
+    /// without waking the progress thread first (a thread at work is left to it). Never
+    /// waits. Returns how many pieces of work were done.
+    ///
+    /// While the application keeps calling it (at least once per
+    /// [`RnicConfig::assist_lease`], 1 ms by default), a sleeping
+    /// progress thread leaves the sockets to it instead of being woken by every arrival;
+    /// [`Rnic::end_assist`] hands them back before the application blocks.
+    pub fn assist(&self) -> usize {
+        self.shared.assist()
+    }
+
+    /// Where this RNIC's progress was made so far: by its progress threads, or by
+    /// application threads posting or polling ([`RnicConfig::inline_progress`]).
+    pub fn progress_stats(&self) -> ProgressStats {
+        self.shared.stats.snapshot()
+    }
+
+    /// Ends what [`Rnic::assist`] started: call it when the polling loop stops (before
+    /// blocking, say), so that a sleeping progress thread goes back to watching the sockets
+    /// at once; otherwise it does so [`RnicConfig::assist_lease`] (1 ms) after the last
+    /// `assist`.
+    pub fn end_assist(&self) {
+        self.shared.end_assist();
+    }
+
     /// In manual mode, make commands take effect at once (they are processed by the core).
     fn kick(&self) {
         if self.shared.manual() {
@@ -953,7 +983,7 @@ impl Drop for Rnic {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::SeqCst);
         for lane in self.shared.all_lanes() {
-            let _ = lane.waker.wake();
+            lane.wake();
         }
         let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
         for t in threads {

@@ -80,6 +80,22 @@ pub struct RnicConfig {
     /// [`crate::QpConfig::zero_copy_tx`]; off copies every payload into the transmit
     /// buffer first (the benchmark compares both).
     pub zero_copy_tx: bool,
+    /// Let application threads do the progress thread's work while it sleeps
+    /// ([`ProgressMode::Thread`]; default on). A post finding the thread of its QP asleep in
+    /// `epoll_wait` transmits in the posting thread instead of waking it, and
+    /// [`crate::Rnic::assist`] (called by a polling application: the verbs' `cq_poll`, the
+    /// perftest-style tools' spin loops) services ready connections in the calling thread.
+    /// Each saves a hand-over between threads, which costs a scheduler wake-up per message
+    /// (the larger part of a message's latency on one CPU). The progress thread still
+    /// serves everything nobody else is looking at (a blocked application, timers, a full
+    /// socket), so progress never depends on the application. Off: every piece of
+    /// progress is made by the progress thread, as with a hardware RNIC.
+    pub inline_progress: bool,
+    /// How long after its last [`crate::Rnic::assist`] an application thread is taken to be
+    /// still polling (default 1 ms): meanwhile a sleeping progress thread leaves the sockets
+    /// to it. An application that stops polling without [`crate::Rnic::end_assist`] delays
+    /// the progress thread's return to its sockets by at most this.
+    pub assist_lease: Duration,
 }
 
 impl Default for RnicConfig {
@@ -93,8 +109,26 @@ impl Default for RnicConfig {
             max_emss: None,
             mpa_request_timeout: mpa::negotiate::REQUEST_TIMEOUT,
             zero_copy_tx: true,
+            inline_progress: true,
+            assist_lease: Duration::from_millis(1),
         }
     }
+}
+
+/// Where an RNIC's progress was made, counted since it opened ([`crate::Rnic::progress_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgressStats {
+    /// Posts whose doorbell the posting thread served itself, the progress thread being
+    /// asleep ([`RnicConfig::inline_progress`]).
+    pub inline_posts: u64,
+    /// Pieces of work done by application threads' [`crate::Rnic::assist`] passes (in
+    /// manual mode, by `assist` only, not [`crate::Rnic::advance`]).
+    pub assisted_work: u64,
+    /// Times a progress thread went to sleep waiting on its sockets.
+    pub thread_sleeps: u64,
+    /// Times a progress thread went to sleep leaving its sockets to an application thread
+    /// polling with [`crate::Rnic::assist`].
+    pub thread_leased_sleeps: u64,
 }
 
 /// Attributes of a new QP.

@@ -349,15 +349,23 @@ pub(crate) const DEV_BACKLOG: usize = 4;
 const DEV_HANDSHAKE: Duration = Duration::from_secs(5);
 
 /// Runs progress thread `lane` until the RNIC stops.
+///
+/// With [`crate::RnicConfig::inline_progress`] the thread lets go of its core while it sleeps, so
+/// that an application thread may do the work meanwhile (a post transmits in the posting
+/// thread, [`Shared::assist`] services ready connections): it waits for readiness with
+/// `poll(2)` on the core's epoll fd, which reports pending events without taking them, and
+/// takes the core back to serve them (unless an application thread served them first).
 pub(crate) fn run_thread(shared: &Shared, lane: usize) {
     let lane = shared.lane(lane);
-    let mut guard = lane.core.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(core) = guard.as_mut() else {
-        return;
-    };
     let busy = shared.cfg.busy_poll;
+    let inline = shared.cfg.inline_progress;
     let mut last_work = std::time::Instant::now();
+    let _ = lane.thread.set(std::thread::current());
+    let mut guard = lane.core.lock().unwrap_or_else(|p| p.into_inner());
     while !shared.stop.load(Ordering::SeqCst) {
+        let Some(core) = guard.as_mut() else {
+            return;
+        };
         let done = core.turn(shared, Some(Duration::ZERO)).unwrap_or(0);
         if done > 0 {
             last_work = std::time::Instant::now();
@@ -367,7 +375,11 @@ pub(crate) fn run_thread(shared: &Shared, lane: usize) {
         // once — each idle pass is an `epoll_wait` and a `sched_yield`, CPU the peer thread
         // or the application could use). Spinning cannot speed up a socket that is full
         // (we wait for the peer to read): sleep at once then, and leave the CPU to the peer.
-        let spin = !busy.is_zero() && !core.write_blocked() && last_work.elapsed() < busy;
+        // Neither does spinning while an application thread polls the core itself.
+        let spin = !busy.is_zero()
+            && !core.write_blocked()
+            && last_work.elapsed() < busy
+            && (!inline || lane.lease_left().is_zero());
         if spin {
             // Busy polling yields: on a machine with fewer cores than spinning threads the
             // peer (or the application) gets the CPU at once.
@@ -379,10 +391,33 @@ pub(crate) fn run_thread(shared: &Shared, lane: usize) {
             lane.sleeping.store(false, Ordering::SeqCst);
             continue;
         }
-        let timeout = core.next_timeout();
-        let _ = core.turn(shared, Some(timeout.unwrap_or(Duration::from_secs(1))));
+        let timeout = core.next_timeout().unwrap_or(Duration::from_secs(1));
+        if inline {
+            // From here an application thread may take the core: a post rung now finds
+            // `sleeping` set and either transmits itself or wakes this thread.
+            drop(guard);
+            let lease = lane.lease_left();
+            if lease.is_zero() {
+                shared.stats.thread_sleeps.fetch_add(1, Ordering::Relaxed);
+                lane.wait_ready(timeout);
+                last_work = std::time::Instant::now();
+            } else {
+                // An application thread polls the core ([`Shared::assist`]): leave the
+                // sockets to it rather than be woken by every arrival, and take over
+                // when it stops (its lease runs out or it ends it) or the doorbell rings.
+                shared
+                    .stats
+                    .thread_leased_sleeps
+                    .fetch_add(1, Ordering::Relaxed);
+                std::thread::park_timeout(lease.min(timeout));
+            }
+            guard = lane.core.lock().unwrap_or_else(|p| p.into_inner());
+        } else {
+            shared.stats.thread_sleeps.fetch_add(1, Ordering::Relaxed);
+            let _ = core.turn(shared, Some(timeout));
+            last_work = std::time::Instant::now();
+        }
         lane.sleeping.store(false, Ordering::SeqCst);
-        last_work = std::time::Instant::now();
     }
 }
 
@@ -1923,6 +1958,17 @@ pub(crate) struct Lane {
     pub(crate) sleeping: AtomicBool,
     pub(crate) waker: mio::Waker,
     pub(crate) core: Mutex<Option<Core>>,
+    /// The core's epoll set (its own descriptor), which the lane's thread waits on while
+    /// it leaves the core to application threads ([`crate::RnicConfig::inline_progress`]).
+    ready_fd: mio::Registry,
+    /// The lane's progress thread (unparked by the doorbell while an application thread
+    /// holds the lease below).
+    thread: std::sync::OnceLock<std::thread::Thread>,
+    /// Until when (nanoseconds after `start`) an application thread polling the core
+    /// ([`Shared::assist`]) serves its sockets: the lane's thread, when idle, does not wait
+    /// on them meanwhile.
+    lease_until: AtomicU64,
+    start: std::time::Instant,
     /// Established data connections placed on this lane (for least-loaded placement).
     pub(crate) load: Arc<AtomicUsize>,
 }
@@ -1936,6 +1982,7 @@ impl Lane {
     ) -> io::Result<Lane> {
         let poll = mio::Poll::new()?;
         let waker = mio::Waker::new(poll.registry(), WAKER)?;
+        let ready_fd = poll.registry().try_clone()?;
         Ok(Lane {
             cmds: Mutex::new(VecDeque::new()),
             rung: AtomicBool::new(false),
@@ -1943,16 +1990,55 @@ impl Lane {
             sleeping: AtomicBool::new(false),
             waker,
             core: Mutex::new(Some(Core::new(poll, read_chunk, start, index))),
+            ready_fd,
+            thread: std::sync::OnceLock::new(),
+            lease_until: AtomicU64::new(0),
+            start,
             load: Arc::new(AtomicUsize::new(0)),
         })
+    }
+
+    /// Waits up to `timeout` until the core's epoll set has events pending (or its waker
+    /// was rung); the events stay pending for whoever runs the core next.
+    fn wait_ready(&self, timeout: Duration) {
+        use rustix::event::{PollFd, PollFlags, Timespec};
+        let ts = Timespec {
+            tv_sec: timeout.as_secs().try_into().unwrap_or(i64::MAX),
+            tv_nsec: timeout.subsec_nanos().into(),
+        };
+        let mut fds = [PollFd::new(&self.ready_fd, PollFlags::IN)];
+        // EINTR or a failure: the caller looks at the core and comes back.
+        let _ = rustix::event::poll(&mut fds, Some(&ts));
     }
 
     /// Rings the lane's doorbell: wake its thread if it sleeps.
     fn ring(&self) {
         self.rung.store(true, Ordering::SeqCst);
         if self.sleeping.load(Ordering::SeqCst) {
-            let _ = self.waker.wake();
+            self.wake();
         }
+    }
+
+    /// Wakes the lane's thread, whether it waits on its epoll set or for the end of an
+    /// application thread's lease.
+    pub(crate) fn wake(&self) {
+        let _ = self.waker.wake();
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// How long an application thread's lease on the core's sockets still runs.
+    fn lease_left(&self) -> Duration {
+        Duration::from_nanos(
+            self.lease_until
+                .load(Ordering::SeqCst)
+                .saturating_sub(self.now_ns()),
+        )
     }
 }
 
@@ -1978,6 +2064,27 @@ pub(crate) struct Shared {
     pub(crate) next_qp: AtomicU32,
     pub(crate) next_listener: AtomicU32,
     pub(crate) next_req: AtomicU64,
+    pub(crate) stats: ProgressCounters,
+}
+
+/// The counters behind [`crate::ProgressStats`].
+#[derive(Debug, Default)]
+pub(crate) struct ProgressCounters {
+    inline_posts: AtomicU64,
+    assisted_work: AtomicU64,
+    thread_sleeps: AtomicU64,
+    thread_leased_sleeps: AtomicU64,
+}
+
+impl ProgressCounters {
+    pub(crate) fn snapshot(&self) -> crate::ProgressStats {
+        crate::ProgressStats {
+            inline_posts: self.inline_posts.load(Ordering::Relaxed),
+            assisted_work: self.assisted_work.load(Ordering::Relaxed),
+            thread_sleeps: self.thread_sleeps.load(Ordering::Relaxed),
+            thread_leased_sleeps: self.thread_leased_sleeps.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Shared {
@@ -2024,7 +2131,9 @@ impl Shared {
         std::iter::once(&self.lane0).chain(self.lanes.iter())
     }
 
-    /// Send work was posted to `qp`: the core of its lane services it on its next pass.
+    /// Send work was posted to `qp`: the core of its lane services it on its next pass. With
+    /// [`crate::RnicConfig::inline_progress`], when that lane's thread sleeps the posting thread
+    /// runs the pass itself (no wake-up of the progress thread).
     pub(crate) fn ring_qp(&self, qp: &Arc<QpShared>) {
         qp.tx_pending.store(true, Ordering::SeqCst);
         let lane = self.lane(qp.lane.load(Ordering::SeqCst));
@@ -2032,7 +2141,23 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(qp.clone());
-        lane.ring();
+        lane.rung.store(true, Ordering::SeqCst);
+        if lane.sleeping.load(Ordering::SeqCst) {
+            // Only when nobody holds the QP's engine either, so that the post never
+            // waits for a lock (posting stays a doorbell): the thread serves it then.
+            if self.inline()
+                && qp.slot.try_lock().is_ok()
+                && let Ok(mut g) = lane.core.try_lock()
+                && let Some(core) = g.as_mut()
+            {
+                // The thread let go of the core to sleep (it holds it until then): this
+                // pass takes the doorbell, so the thread has nothing to wake up for.
+                core.kick(self);
+                self.stats.inline_posts.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            lane.wake();
+        }
     }
 
     /// Queues a command for the lane that serves it: a QP's own commands (disconnect,
@@ -2070,6 +2195,44 @@ impl Shared {
         self.cfg.progress == ProgressMode::Manual
     }
 
+    /// Application threads may run the progress threads' passes while they sleep.
+    fn inline(&self) -> bool {
+        self.cfg.inline_progress && !self.manual()
+    }
+
+    /// A polling application's share of progress: in manual mode one pass without waiting;
+    /// with progress threads and [`crate::RnicConfig::inline_progress`], one pass of every lane
+    /// whose thread sleeps (a lane whose thread is at work is left to it). Returns how many
+    /// pieces of work were done.
+    pub(crate) fn assist(&self) -> usize {
+        if self.manual() {
+            let work = self.advance(Duration::ZERO).unwrap_or(0);
+            self.stats
+                .assisted_work
+                .fetch_add(work as u64, Ordering::Relaxed);
+            return work;
+        }
+        if !self.cfg.inline_progress {
+            return 0;
+        }
+        let lease = u64::try_from(self.cfg.assist_lease.as_nanos()).unwrap_or(u64::MAX);
+        let mut work = 0;
+        for lane in self.all_lanes() {
+            lane.lease_until
+                .store(lane.now_ns().saturating_add(lease), Ordering::SeqCst);
+            if lane.sleeping.load(Ordering::SeqCst)
+                && let Ok(mut g) = lane.core.try_lock()
+                && let Some(core) = g.as_mut()
+            {
+                work += core.turn(self, Some(Duration::ZERO)).unwrap_or(0);
+            }
+        }
+        self.stats
+            .assisted_work
+            .fetch_add(work as u64, Ordering::Relaxed);
+        work
+    }
+
     /// Runs one pass of the core (manual mode, which has lane 0 only), waiting at most
     /// `timeout`.
     pub(crate) fn advance(&self, timeout: Duration) -> Result<usize, RnicError> {
@@ -2094,6 +2257,22 @@ impl Shared {
             && let Some(core) = g.as_mut()
         {
             core.kick(self);
+        }
+    }
+
+    /// Ends the lease of [`Shared::assist`]: a lane's thread that sleeps leaving its
+    /// sockets to the polling application takes them back at once.
+    pub(crate) fn end_assist(&self) {
+        if !self.inline() {
+            return;
+        }
+        for lane in self.all_lanes() {
+            if lane.lease_until.swap(0, Ordering::SeqCst) != 0
+                && lane.sleeping.load(Ordering::SeqCst)
+                && let Some(t) = lane.thread.get()
+            {
+                t.unpark();
+            }
         }
     }
 

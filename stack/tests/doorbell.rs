@@ -226,3 +226,134 @@ fn slot_is_free_as_soon_as_its_completion_is_polled() {
         }
     }
 }
+
+/// Sends one 4-octet message from `p.qa` into a receive posted at `p.qb`, polling `p.cb`
+/// with `poll` between tries; returns once the receive completed (or panics after `T`).
+fn send_and_receive(p: &Pair, wr_id: u64, mut poll: impl FnMut()) {
+    let src =
+        p.a.mem()
+            .register_new(p.pa, 64, MrOptions::new(Access::NONE))
+            .unwrap();
+    let dst =
+        p.b.mem()
+            .register_new(p.pb, 64, MrOptions::new(Access::LOCAL_WRITE))
+            .unwrap();
+    src.buf().write_at(0, b"inl!").unwrap();
+    p.qb.post_recv(stack::RecvWr::new(wr_id, vec![dst.sge(0, 64)]))
+        .unwrap();
+    p.qa.post_send(SendWr::send(wr_id, vec![src.sge(0, 4)]))
+        .unwrap();
+    let start = Instant::now();
+    let wc = loop {
+        if let Some(wc) = p.cb.poll_one() {
+            break wc;
+        }
+        assert!(start.elapsed() < T, "the message did not arrive");
+        poll();
+    };
+    assert_eq!(
+        (wc.wr_id, wc.status, wc.byte_len),
+        (wr_id, WcStatus::Success, 4)
+    );
+    assert_eq!(dst.buf().read_range(0..4).unwrap(), b"inl!");
+    assert!(p.ca.wait(T));
+    assert_eq!(p.ca.poll_one().unwrap().wr_id, wr_id);
+}
+
+/// Waits until every progress thread of `r` sleeps (its sleep count stops moving).
+fn settle(r: &Rnic) {
+    let mut last = r.progress_stats();
+    loop {
+        std::thread::sleep(Duration::from_millis(30));
+        let now = r.progress_stats();
+        if now.thread_sleeps == last.thread_sleeps && now.thread_sleeps > 0 {
+            return;
+        }
+        last = now;
+    }
+}
+
+/// Polls `r` with `assist` until its progress thread sleeps leaving its sockets to this
+/// thread: the thread is woken once (a listener's command rings it) while the lease holds.
+fn lease_sockets(r: &Rnic) {
+    let before = r.progress_stats().thread_leased_sleeps;
+    r.assist();
+    let l = r.listen("127.0.0.1:0".parse().unwrap()).unwrap();
+    let start = Instant::now();
+    while r.progress_stats().thread_leased_sleeps == before {
+        assert!(
+            start.elapsed() < T,
+            "the progress thread never took the lease"
+        );
+        r.assist();
+        std::thread::yield_now();
+    }
+    r.close_listener(&l);
+    r.assist();
+}
+
+fn quiet(lease: Duration) -> RnicConfig {
+    RnicConfig {
+        busy_poll: Duration::ZERO,
+        assist_lease: lease,
+        ..RnicConfig::default()
+    }
+}
+
+/// With `inline_progress` (the default) a post that finds the progress thread asleep
+/// transmits in the posting thread, and while an application polls with `assist` the
+/// sleeping progress thread leaves the sockets to it (it is not woken by an arrival): the
+/// application places the message itself. `end_assist` hands the sockets back at once
+/// (the lease here, 10 s, outlasts the test's 5 s wait). Without `inline_progress` every
+/// step is the progress threads'.
+#[test]
+fn sleeping_progress_thread_leaves_posts_and_polls_to_the_application() {
+    let p = connected_pair(quiet(Duration::from_secs(10)), 16, 16);
+    settle(&p.a);
+    lease_sockets(&p.b);
+    let (a0, b0) = (p.a.progress_stats(), p.b.progress_stats());
+    send_and_receive(&p, 1, || {
+        p.b.assist();
+    });
+    let (a1, b1) = (p.a.progress_stats(), p.b.progress_stats());
+    assert_eq!(a1.inline_posts - a0.inline_posts, 1, "a: {a0:?} -> {a1:?}");
+    assert!(
+        b1.assisted_work > b0.assisted_work,
+        "b placed nothing itself: {b0:?} -> {b1:?}"
+    );
+    assert_eq!(b1.thread_sleeps, b0.thread_sleeps, "b's thread was woken");
+    // Handing the sockets back: the thread serves the next message, nobody polling.
+    p.b.end_assist();
+    send_and_receive(&p, 2, || std::thread::sleep(Duration::from_micros(100)));
+    assert_eq!(p.b.progress_stats().assisted_work, b1.assisted_work);
+
+    // Off: the posting and polling threads leave everything to the progress threads.
+    let off = connected_pair(
+        RnicConfig {
+            inline_progress: false,
+            ..quiet(Duration::from_secs(10))
+        },
+        16,
+        16,
+    );
+    settle(&off.a);
+    send_and_receive(&off, 3, || {
+        assert_eq!(off.b.assist(), 0);
+    });
+    assert_eq!(off.a.progress_stats().inline_posts, 0);
+    assert_eq!(off.b.progress_stats().assisted_work, 0);
+}
+
+/// An application that stops polling without `end_assist` loses nothing: once its lease
+/// runs out, the progress thread serves the sockets again.
+#[test]
+fn lapsed_assist_lease_hands_the_sockets_back() {
+    let p = connected_pair(quiet(Duration::from_millis(50)), 16, 16);
+    settle(&p.b);
+    lease_sockets(&p.b);
+    let s1 = p.b.progress_stats();
+    // The application falls silent without handing the sockets back: the thread places
+    // the message once the lease has run out.
+    send_and_receive(&p, 9, || std::thread::sleep(Duration::from_millis(5)));
+    assert_eq!(p.b.progress_stats().assisted_work, s1.assisted_work);
+}

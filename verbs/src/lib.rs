@@ -684,12 +684,20 @@ impl Rnic {
     }
 
     /// `cq_poll`: moves up to `out.len()` completions into `out`; returns how many (0 when
-    /// none is waiting). In manual-progress mode it advances the RNIC once first.
+    /// none is waiting). In manual-progress mode it advances the RNIC once first. With a
+    /// progress thread that sleeps (and `RnicConfig::inline_progress`, the default), a poll
+    /// that finds the CQ empty runs the thread's pass itself ([`stack::Rnic::assist`]), so a
+    /// polling application takes its completion without waiting for the thread to wake.
     pub fn cq_poll(&self, cq: &Cq, out: &mut [Wc]) -> usize {
         if self.rnic.config().progress == ProgressMode::Manual {
             let _ = self.rnic.advance(Duration::ZERO);
+            return cq.poll(out);
         }
-        cq.poll(out)
+        let n = cq.poll(out);
+        if n == 0 && !out.is_empty() && self.rnic.assist() > 0 {
+            return cq.poll(out);
+        }
+        n
     }
 
     /// `cq_poll_block`: waits up to `timeout` until at least one completion is waiting,
@@ -712,6 +720,8 @@ impl Rnic {
             if self.rnic.config().progress == ProgressMode::Manual {
                 self.rnic.advance(left.min(Duration::from_millis(10)))?;
             } else {
+                // This thread stops polling: the progress thread takes the sockets back.
+                self.rnic.end_assist();
                 cq.wait(left);
             }
         }
