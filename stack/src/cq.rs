@@ -470,6 +470,11 @@ impl Cq {
         };
     }
 
+    /// Whether the CQ is armed (its channel not yet signalled since).
+    pub fn is_armed(&self) -> bool {
+        self.lock().armed.is_some()
+    }
+
     /// The next asynchronous event recorded on this CQ.
     pub fn poll_async(&self) -> Option<AsyncEvent> {
         self.lock().events.pop_front()

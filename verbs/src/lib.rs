@@ -661,8 +661,13 @@ impl Rnic {
     /// next completion ([`Arm::NextCompletion`]) or its next solicited or error completion
     /// ([`Arm::Solicited`]). Poll the CQ after arming: a completion that came before the
     /// arm signals nothing.
+    ///
+    /// Arming says the application is about to sleep on the channel: it ends the
+    /// [`stack::Rnic::assist`] lease `cq_poll` took (the progress thread serves the sockets
+    /// again at once), and polls of the armed CQ take none.
     pub fn cq_arm(&self, cq: &Cq, arm: Arm) {
         cq.arm(arm);
+        self.rnic.end_assist();
     }
 
     /// `cq_destroy`: fails while QPs use the CQ.
@@ -687,14 +692,15 @@ impl Rnic {
     /// none is waiting). In manual-progress mode it advances the RNIC once first. With a
     /// progress thread that sleeps (and `RnicConfig::inline_progress`, the default), a poll
     /// that finds the CQ empty runs the thread's pass itself ([`stack::Rnic::assist`]), so a
-    /// polling application takes its completion without waiting for the thread to wake.
+    /// polling application takes its completion without waiting for the thread to wake —
+    /// unless the CQ is armed ([`Rnic::cq_arm`]): its application is about to sleep.
     pub fn cq_poll(&self, cq: &Cq, out: &mut [Wc]) -> usize {
         if self.rnic.config().progress == ProgressMode::Manual {
             let _ = self.rnic.advance(Duration::ZERO);
             return cq.poll(out);
         }
         let n = cq.poll(out);
-        if n == 0 && !out.is_empty() && self.rnic.assist() > 0 {
+        if n == 0 && !out.is_empty() && !cq.is_armed() && self.rnic.assist() > 0 {
             return cq.poll(out);
         }
         n

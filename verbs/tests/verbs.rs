@@ -720,3 +720,60 @@ fn shared_receive_queue_feeds_three_qps() {
         )))
     );
 }
+
+/// Polls `e`'s CQ (empty) until its progress thread sleeps leaving the sockets to this
+/// polling thread (`RnicConfig::inline_progress`): a listener's command wakes it once while
+/// the poll's lease holds.
+fn poll_until_leased(e: &End) {
+    let stats = || e.r.as_stack().progress_stats();
+    let before = stats().thread_leased_sleeps;
+    let mut w = [empty_wc()];
+    assert_eq!(e.r.cq_poll(&e.cq, &mut w), 0);
+    let l = e
+        .r
+        .listen("127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap())
+        .unwrap();
+    let start = std::time::Instant::now();
+    while stats().thread_leased_sleeps == before {
+        assert!(start.elapsed() < T, "the progress thread never took the lease");
+        assert_eq!(e.r.cq_poll(&e.cq, &mut w), 0);
+        std::thread::yield_now();
+    }
+    e.r.as_stack().close_listener(&l);
+}
+
+/// cq_poll with a progress thread: an empty poll runs the sleeping thread's pass in the
+/// polling thread (the thread leaves the sockets to it), so a spinning application places
+/// its message itself; cq_arm hands the sockets back (the lease here, 10 s, outlasts the
+/// 5 s wait), and polls of the armed CQ take no lease.
+#[test]
+fn cq_poll_assists_a_sleeping_progress_thread_until_armed() {
+    let (a, b) = pair(RnicConfig {
+        busy_poll: Duration::ZERO,
+        assist_lease: Duration::from_secs(10),
+        ..RnicConfig::default()
+    });
+    let src = a.r.nsmr_register(a.pd, 64, all()).unwrap();
+    let dst = b.r.nsmr_register(b.pd, 64, all()).unwrap();
+    let spin = |wr_id: u64| {
+        b.r.qp_post_rq(&b.qp, RecvWr::new(wr_id, vec![dst.sge(0, 64)]))
+            .unwrap();
+        a.r.qp_post_sq(&a.qp, SendWr::send(wr_id, vec![src.sge(0, 8)]))
+            .unwrap();
+        let mut w = [empty_wc()];
+        let start = std::time::Instant::now();
+        while b.r.cq_poll(&b.cq, &mut w) == 0 {
+            assert!(start.elapsed() < T, "message {wr_id} did not arrive");
+        }
+        assert_eq!((w[0].wr_id, w[0].status), (wr_id, WcStatus::Success));
+        assert_eq!(one(&a).wr_id, wr_id);
+    };
+    poll_until_leased(&b);
+    let s0 = b.r.as_stack().progress_stats();
+    spin(1);
+    let s1 = b.r.as_stack().progress_stats();
+    assert!(s1.assisted_work > s0.assisted_work, "{s0:?} -> {s1:?}");
+    b.r.cq_arm(&b.cq, verbs::Arm::NextCompletion);
+    spin(2);
+    assert_eq!(b.r.as_stack().progress_stats().assisted_work, s1.assisted_work);
+}
