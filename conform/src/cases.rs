@@ -2299,15 +2299,17 @@ fn two_rping(ctx: &mut Ctx<'_>) -> Result<(Live, Live, ReadRequest), Outcome> {
 }
 
 fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
-    match ctx.cfg.app {
-        PeerApp::WriteBwServer | PeerApp::AtomicBwServer => {}
+    // The tool serving the buffer, and the one remote right its buffer grants.
+    let (tool, right) = match ctx.cfg.app {
+        PeerApp::WriteBwServer => ("write-bw", "write"),
+        PeerApp::AtomicBwServer => ("atomic-bw", "atomic"),
         PeerApp::ReadBwServer => return Outcome::new(NA, "-", "-").because(
             "the application exposes no STag that lacks a remote right (read-bw's buffer grants read and write; atomics are rdmap-atomic-access)",
         ),
         PeerApp::RpingServer | PeerApp::RpingClient | PeerApp::PerftestClient | PeerApp::Bare => return Outcome::new(NA, "-", "-").because(
             "the application exposes no STag that lacks a remote right (rping's buffer grants read and write; run with --app write-bw-server)",
         ),
-    }
+    };
     let (mut live, peer) = match request_live(ctx) {
         Ok(x) => x,
         Err(o) => return o,
@@ -2317,11 +2319,8 @@ fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
     let u = read_request_ulpdu(msn, req);
     live.send(
         format!(
-            "Read Request MSN {msn}: 16 octets of the {} server's buffer STag {:#x} TO {:#x} (remote {} rights only)",
-            ctx.cfg.app.name().trim_end_matches("-server"),
-            peer.sink_stag,
-            peer.sink_to,
-            if ctx.cfg.app == PeerApp::AtomicBwServer { "atomic" } else { "write" },
+            "Read Request MSN {msn}: 16 octets of the {tool} server's buffer STag {:#x} TO {:#x} (remote {right} rights only)",
+            peer.sink_stag, peer.sink_to
         ),
         &u,
     );
