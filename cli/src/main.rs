@@ -269,21 +269,11 @@ fn main() -> ExitCode {
 /// (clap would call it an unexpected argument).
 fn perftest_refusal(e: &clap::Error) -> Option<String> {
     use clap::error::{ContextKind, ErrorKind};
-    const TOOLS: [&str; 8] = [
-        "write-bw",
-        "write-lat",
-        "read-bw",
-        "read-lat",
-        "send-bw",
-        "send-lat",
-        "atomic-bw",
-        "atomic-lat",
-    ];
     if e.kind() != ErrorKind::UnknownArgument {
         return None;
     }
     let tool = std::env::args().nth(1)?;
-    if !TOOLS.contains(&tool.as_str()) {
+    if !Test::ALL.iter().any(|t| t.name() == tool) {
         return None;
     }
     let arg = e.get(ContextKind::InvalidArg)?.to_string();
@@ -292,4 +282,54 @@ fn perftest_refusal(e: &clap::Error) -> Option<String> {
 
 fn perf(test: softrnic_cli::perf::Test, args: &softrnic_cli::perf::PerfArgs) -> ExitCode {
     softrnic_cli::perf::run_command(test, args, &mut std::io::stdout())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The perftest-style tool a command runs (no wildcard: a new command must say).
+    fn tool_of(c: &Command) -> Option<Test> {
+        match c {
+            Command::WriteBw(_) => Some(Test::WriteBw),
+            Command::WriteLat(_) => Some(Test::WriteLat),
+            Command::ReadBw(_) => Some(Test::ReadBw),
+            Command::ReadLat(_) => Some(Test::ReadLat),
+            Command::SendBw(_) => Some(Test::SendBw),
+            Command::SendLat(_) => Some(Test::SendLat),
+            Command::AtomicBw(_) => Some(Test::AtomicBw),
+            Command::AtomicLat(_) => Some(Test::AtomicLat),
+            Command::Decode { .. }
+            | Command::Sim(_)
+            | Command::Demo(_)
+            | Command::Rping(_)
+            | Command::Conform(_)
+            | Command::SctpPerf(_) => None,
+        }
+    }
+
+    /// `Test::ALL` (the tools whose unimplemented perftest options are refused by name) is
+    /// exactly the set of subcommands running a perftest-style tool, each under its name.
+    #[test]
+    fn test_all_lists_every_perftest_tool_under_its_subcommand() {
+        for t in Test::ALL {
+            let cli = Cli::try_parse_from(["softrnic", t.name()])
+                .unwrap_or_else(|e| panic!("{}: {e}", t.name()));
+            assert_eq!(tool_of(&cli.command), Some(t), "{}", t.name());
+        }
+        let mut tools = 0;
+        for sub in Cli::command().get_subcommands() {
+            let name = sub.get_name();
+            let Ok(cli) = Cli::try_parse_from(["softrnic", name]) else {
+                continue;
+            };
+            if let Some(t) = tool_of(&cli.command) {
+                assert!(Test::ALL.contains(&t), "{name} is missing from Test::ALL");
+                assert_eq!(t.name(), name);
+                tools += 1;
+            }
+        }
+        assert_eq!(tools, Test::ALL.len());
+    }
 }

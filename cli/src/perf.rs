@@ -168,6 +168,18 @@ const ATOMIC_SWAP_VALUE: u64 = 0;
 const ATOMIC_SIZE: u64 = 8;
 
 impl Test {
+    /// Every tool, in the order of the command line's help.
+    pub const ALL: [Test; 8] = [
+        Test::WriteBw,
+        Test::WriteLat,
+        Test::ReadBw,
+        Test::ReadLat,
+        Test::SendBw,
+        Test::SendLat,
+        Test::AtomicBw,
+        Test::AtomicLat,
+    ];
+
     fn verb(self) -> &'static str {
         match self {
             Test::WriteBw | Test::WriteLat => "RDMA_Write",
@@ -178,7 +190,7 @@ impl Test {
     }
 
     /// The tool's command name.
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Test::WriteBw => "write-bw",
             Test::WriteLat => "write-lat",

@@ -556,21 +556,16 @@ fn guarded_region(rnic: &Rnic, conn_pd: stack::Pd, len: usize) -> Result<MemoryR
 /// RDMA Read never completed): "untouched", or where it differs from zeros and the guard.
 fn unread_buffer_state(mr: &MemoryRegion, len: usize) -> String {
     let now = mr.buf().to_vec();
-    let differs = now
-        .iter()
-        .enumerate()
-        .filter(|&(i, &b)| b != if i < len { 0 } else { GUARD_BYTE })
-        .map(|(i, _)| i)
-        .collect::<Vec<_>>();
-    match differs.first() {
+    let changed = |(i, &b): (usize, &u8)| b != if i < len { 0 } else { GUARD_BYTE };
+    match now.iter().enumerate().position(changed) {
         None => format!(
             "rdma buffer untouched ({} bytes of region and guard compared)",
             now.len()
         ),
         Some(first) => format!(
             "rdma buffer MODIFIED although its RDMA Read did not complete: {} bytes differ, the first at offset {first} ({})",
-            differs.len(),
-            if *first < len {
+            now.iter().enumerate().filter(|&ib| changed(ib)).count(),
+            if first < len {
                 "in the region"
             } else {
                 "in the guard area"
@@ -1318,7 +1313,13 @@ mod tests {
         mr.buf().write_at(64 + 100, &[0]).unwrap();
         let state = unread_buffer_state(&mr, 64);
         assert!(
-            state.contains("first at offset 164 (in the guard area)"),
+            state.contains("1 bytes differ, the first at offset 164 (in the guard area)"),
+            "{state}"
+        );
+        mr.buf().write_at(63, &[7]).unwrap();
+        let state = unread_buffer_state(&mr, 64);
+        assert!(
+            state.contains("2 bytes differ, the first at offset 63 (in the region)"),
             "{state}"
         );
     }

@@ -2299,15 +2299,17 @@ fn two_rping(ctx: &mut Ctx<'_>) -> Result<(Live, Live, ReadRequest), Outcome> {
 }
 
 fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
-    match ctx.cfg.app {
-        PeerApp::WriteBwServer | PeerApp::AtomicBwServer => {}
+    // The tool serving the buffer, and the one remote right its buffer grants.
+    let (tool, right) = match ctx.cfg.app {
+        PeerApp::WriteBwServer => ("write-bw", "write"),
+        PeerApp::AtomicBwServer => ("atomic-bw", "atomic"),
         PeerApp::ReadBwServer => return Outcome::new(NA, "-", "-").because(
             "the application exposes no STag that lacks a remote right (read-bw's buffer grants read and write; atomics are rdmap-atomic-access)",
         ),
         PeerApp::RpingServer | PeerApp::RpingClient | PeerApp::PerftestClient | PeerApp::Bare => return Outcome::new(NA, "-", "-").because(
             "the application exposes no STag that lacks a remote right (rping's buffer grants read and write; run with --app write-bw-server)",
         ),
-    }
+    };
     let (mut live, peer) = match request_live(ctx) {
         Ok(x) => x,
         Err(o) => return o,
@@ -2317,11 +2319,8 @@ fn ddp_access(ctx: &mut Ctx<'_>) -> Outcome {
     let u = read_request_ulpdu(msn, req);
     live.send(
         format!(
-            "Read Request MSN {msn}: 16 octets of the {} server's buffer STag {:#x} TO {:#x} (remote {} rights only)",
-            ctx.cfg.app.name().trim_end_matches("-server"),
-            peer.sink_stag,
-            peer.sink_to,
-            if ctx.cfg.app == PeerApp::AtomicBwServer { "atomic" } else { "write" },
+            "Read Request MSN {msn}: 16 octets of the {tool} server's buffer STag {:#x} TO {:#x} (remote {right} rights only)",
+            peer.sink_stag, peer.sink_to
         ),
         &u,
     );
@@ -2395,17 +2394,12 @@ fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
         Ok(x) => x,
         Err(o) => return o,
     };
-    let msn = live.next_read_msn();
-    let request = rdmap::AtomicRequest::fetch_add(1, peer.sink_stag, peer.sink_to, 1, 0);
-    let u = Header::AtomicRequest { msn, request }
-        .to_vec()
-        .unwrap_or_default();
-    live.send(
-        format!(
-            "Atomic Request MSN {msn}: Fetch and Add 1 at the peer's buffer STag {:#x} TO {:#x} (no remote atomic right)",
-            peer.sink_stag, peer.sink_to
-        ),
-        &u,
+    let u = send_fetch_add(
+        &mut live,
+        1,
+        peer.sink_stag,
+        peer.sink_to,
+        "no remote atomic right",
     );
     let allowed = [protection(ProtectionCode::AccessRights)];
     let o = atomic_terminate(
@@ -2449,20 +2443,33 @@ const ATOMIC_REQUEST_ID: u32 = 0x5af7_0001;
 /// ULPDU) of a Fetch and Add of 1 at `offset` octets into the peer's buffer.
 fn atomic_live(ctx: &mut Ctx<'_>, offset: u64) -> Result<(Live, Vec<u8>), Outcome> {
     let (mut live, peer) = ctx.needs_remote_atomic().and_then(|()| request_live(ctx))?;
+    let u = send_fetch_add(
+        &mut live,
+        ATOMIC_REQUEST_ID,
+        peer.sink_stag,
+        peer.sink_to.wrapping_add(offset),
+        &format!("{offset} octets in"),
+    );
+    Ok((live, u))
+}
+
+/// Sends on `live` an Atomic Request (MSN the next on the Read Request queue, Request
+/// Identifier `request_id`) of a Fetch and Add of 1 at STag `stag` TO `to`, recorded as
+/// "Atomic Request MSN m: Fetch and Add 1 at the peer's buffer STag s TO t (`note`)", and
+/// returns its ULPDU.
+fn send_fetch_add(live: &mut Live, request_id: u32, stag: u32, to: u64, note: &str) -> Vec<u8> {
     let msn = live.next_read_msn();
-    let to = peer.sink_to.wrapping_add(offset);
-    let request = rdmap::AtomicRequest::fetch_add(ATOMIC_REQUEST_ID, peer.sink_stag, to, 1, 0);
+    let request = rdmap::AtomicRequest::fetch_add(request_id, stag, to, 1, 0);
     let u = Header::AtomicRequest { msn, request }
         .to_vec()
         .unwrap_or_default();
     live.send(
         format!(
-            "Atomic Request MSN {msn}: Fetch and Add 1 at the peer's buffer STag {:#x} TO {to:#x} ({offset} octets in)",
-            peer.sink_stag
+            "Atomic Request MSN {msn}: Fetch and Add 1 at the peer's buffer STag {stag:#x} TO {to:#x} ({note})"
         ),
         &u,
     );
-    Ok((live, u))
+    u
 }
 
 fn rdmap_atomic(ctx: &mut Ctx<'_>) -> Outcome {
@@ -2896,6 +2903,51 @@ mod tests {
         assert_eq!(s.ulpdu.len(), ddp::UNTAGGED_HEADER_LEN + RPING_RECV_LEN);
         assert!(s.read.is_none());
         assert_eq!(live.msn, [2, 1]);
+    }
+
+    /// RFC 7306 §5.2.1: the runner's Fetch and Add is an Atomic Request with the next MSN of
+    /// the Read Request queue, the given Request Identifier, STag and TO, Add Data 1 and Add
+    /// Mask zero, recorded with its note.
+    #[test]
+    fn rfc7306_5_2_1_fetch_add_request_is_built_and_recorded() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+        let addr = listener.local_addr().expect("address");
+        let mut live = Live {
+            c: Conn::connect("test", addr, Duration::from_secs(1)).expect("connect"),
+            reply: ConnFrame::new(FrameKind::Reply, 2),
+            msn: [1, 3],
+            sent: Vec::new(),
+        };
+        let u = send_fetch_add(&mut live, ATOMIC_REQUEST_ID, 0x5a01, 0x1004, "4 octets in");
+        assert_eq!(live.msn, [1, 4]);
+        assert_eq!(
+            live.sent(),
+            "Atomic Request MSN 3: Fetch and Add 1 at the peer's buffer STag 0x5a01 TO 0x1004 (4 octets in)"
+        );
+        let m = Message::parse(&u).expect("an RDMAP message");
+        assert_eq!(
+            m.header,
+            Header::AtomicRequest {
+                msn: 3,
+                request: rdmap::AtomicRequest::fetch_add(ATOMIC_REQUEST_ID, 0x5a01, 0x1004, 1, 0),
+            }
+        );
+        assert!(m.payload.is_empty());
+        let u = send_fetch_add(&mut live, 1, 0x5a01, 0x1000, "no remote atomic right");
+        let Ok(Message {
+            header: Header::AtomicRequest { msn: 4, request },
+            ..
+        }) = Message::parse(&u)
+        else {
+            panic!("the second Atomic Request has MSN 4");
+        };
+        assert_eq!(request.request_id, 1);
+        assert_eq!(
+            live.sent.last().map(String::as_str),
+            Some(
+                "Atomic Request MSN 4: Fetch and Add 1 at the peer's buffer STag 0x5a01 TO 0x1000 (no remote atomic right)"
+            )
+        );
     }
 
     /// RFC 5040 §4.8: a control word without M/D/R cannot show its layout, so a cause that
