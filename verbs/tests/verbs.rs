@@ -729,13 +729,15 @@ fn poll_until_leased(e: &End) {
     let before = stats().thread_leased_sleeps;
     let mut w = [empty_wc()];
     assert_eq!(e.r.cq_poll(&e.cq, &mut w), 0);
-    let l = e
-        .r
-        .listen("127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap())
-        .unwrap();
+    let l =
+        e.r.listen("127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap())
+            .unwrap();
     let start = std::time::Instant::now();
     while stats().thread_leased_sleeps == before {
-        assert!(start.elapsed() < T, "the progress thread never took the lease");
+        assert!(
+            start.elapsed() < T,
+            "the progress thread never took the lease"
+        );
         assert_eq!(e.r.cq_poll(&e.cq, &mut w), 0);
         std::thread::yield_now();
     }
@@ -775,5 +777,8 @@ fn cq_poll_assists_a_sleeping_progress_thread_until_armed() {
     assert!(s1.assisted_work > s0.assisted_work, "{s0:?} -> {s1:?}");
     b.r.cq_arm(&b.cq, verbs::Arm::NextCompletion);
     spin(2);
-    assert_eq!(b.r.as_stack().progress_stats().assisted_work, s1.assisted_work);
+    assert_eq!(
+        b.r.as_stack().progress_stats().assisted_work,
+        s1.assisted_work
+    );
 }
