@@ -80,11 +80,12 @@ pub struct RnicConfig {
     /// [`crate::QpConfig::zero_copy_tx`]; off copies every payload into the transmit
     /// buffer first (the benchmark compares both).
     pub zero_copy_tx: bool,
-    /// Let application threads do the progress thread's work while it sleeps
-    /// ([`ProgressMode::Thread`]; default on). A post finding the thread of its QP asleep in
-    /// `epoll_wait` transmits in the posting thread instead of waking it, and
-    /// [`crate::Rnic::assist`] (called by a polling application: the verbs' `cq_poll`, the
-    /// perftest-style tools' spin loops) services ready connections in the calling thread.
+    /// Let polling application threads do the progress thread's work while it sleeps
+    /// ([`ProgressMode::Thread`]; default on). [`crate::Rnic::assist`] (called by a polling
+    /// application: the verbs' `cq_poll`, the perftest-style tools' latency loops) services
+    /// ready connections in the calling thread, and while an application polls so, a post
+    /// finding the thread of its QP asleep transmits in the posting thread instead of
+    /// waking it.
     /// Each saves a hand-over between threads, which costs a scheduler wake-up per message
     /// (the larger part of a message's latency on one CPU). The progress thread still
     /// serves everything nobody else is looking at (a blocked application, timers, a full

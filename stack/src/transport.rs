@@ -2132,8 +2132,12 @@ impl Shared {
     }
 
     /// Send work was posted to `qp`: the core of its lane services it on its next pass. With
-    /// [`crate::RnicConfig::inline_progress`], when that lane's thread sleeps the posting thread
-    /// runs the pass itself (no wake-up of the progress thread).
+    /// [`crate::RnicConfig::inline_progress`], when that lane's thread sleeps while an
+    /// application thread polls the core ([`Shared::assist`]), the posting thread runs the
+    /// pass itself (no wake-up of the progress thread). An application that does not poll
+    /// (it sleeps on its CQ) leaves the transmission to the thread, which sends what was
+    /// posted meanwhile in as few system calls as it can (posting one small message after
+    /// another, each sent on its own, would cost a system call apiece).
     pub(crate) fn ring_qp(&self, qp: &Arc<QpShared>) {
         qp.tx_pending.store(true, Ordering::SeqCst);
         let lane = self.lane(qp.lane.load(Ordering::SeqCst));
@@ -2146,6 +2150,7 @@ impl Shared {
             // Only when nobody holds the QP's engine either, so that the post never
             // waits for a lock (posting stays a doorbell): the thread serves it then.
             if self.inline()
+                && !lane.lease_left().is_zero()
                 && qp.slot.try_lock().is_ok()
                 && let Ok(mut g) = lane.core.try_lock()
                 && let Some(core) = g.as_mut()
