@@ -306,6 +306,11 @@ pub struct PerfArgs {
     /// `RnicConfig::inline_progress`).
     #[arg(long = "no-inline-progress", conflicts_with = "manual_progress")]
     pub no_inline_progress: bool,
+    /// After the results, print where the RNIC's progress was made (the stack's
+    /// `Rnic::progress_stats`): posts sent by the posting thread, work done by polling
+    /// threads, and how often the progress threads slept.
+    #[arg(long = "progress-stats")]
+    pub progress_stats: bool,
     /// Sleep on completion events instead of polling the test connection's CQs, as
     /// perftest's -e: the CQs are armed and attached to a completion channel (an eventfd
     /// the tool waits on with poll(2)); nothing busy-polls in the tool.
@@ -1130,10 +1135,12 @@ fn wait_wc(
     timeout: Duration,
     what: &str,
 ) -> Result<Wc, PerfError> {
-    // Spin briefly (an answer usually comes within microseconds), then block: a peer that
-    // stays silent — for up to `timeout`, 24 hours on the control connection — costs no CPU.
-    // The blocking waits end as soon as a completion or socket data arrives.
-    const SPIN: Duration = Duration::from_millis(2);
+    // Spin a while (an answer usually comes within microseconds, within a few milliseconds
+    // on an emulated guest), then block: a peer that stays silent — for up to `timeout`, 24
+    // hours on the control connection — costs no CPU. The blocking waits end as soon as a
+    // completion or socket data arrives, but with a progress thread they cost a hand-over
+    // from it per message.
+    const SPIN: Duration = Duration::from_millis(20);
     const BLOCK: Duration = Duration::from_millis(50);
     let start = Instant::now();
     loop {
@@ -2116,8 +2123,23 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
 
     // 4. The measurements, then teardown.
     measure(test, &plan, &rnic, &comm, &mut ds, out)?;
+    if a.progress_stats {
+        progress_line(out, &rnic.progress_stats())?;
+    }
     out.flush()?;
     teardown(test, &plan, &rnic, &comm, &ds);
+    Ok(())
+}
+
+/// `--progress-stats`: where the measurement's progress was made.
+fn progress_line(out: &mut dyn Write, s: &stack::ProgressStats) -> Result<(), PerfError> {
+    writeln!(
+        out,
+        " Progress        : {} posts sent by the posting thread, {} pieces of work by polling \
+         threads; progress threads slept {} times watching their sockets, {} leaving them to \
+         a polling thread",
+        s.inline_posts, s.assisted_work, s.thread_sleeps, s.thread_leased_sleeps
+    )?;
     Ok(())
 }
 

@@ -41,7 +41,9 @@
 //!   `read`, or spinning on a non-blocking socket; half round trip. The RDMA side runs in
 //!   manual-progress mode (each side's polling thread drives its own RNIC: two threads,
 //!   like the TCP ping-pong; set against the spinning TCP) and with progress threads,
-//!   busy polling at 50 µs (against the spinning TCP) and off (the thread sleeps in
+//!   busy polling at 50 µs (against the spinning TCP), with the polling loops calling
+//!   `Rnic::assist` (inline progress: the application places and sends, the thread sleeps;
+//!   against the spinning TCP) and busy polling off (the thread sleeps in
 //!   `epoll_wait`: against the blocking TCP). Each of the `R` rounds runs both TCP
 //!   ping-pongs and every RDMA row; every ratio is taken within its round, and the table
 //!   shows the medians and the range of the ratios.
@@ -481,8 +483,9 @@ fn tcp_bw(secs: f64, mpa_work: bool) -> Bw {
     reader.unwrap().join().unwrap()
 }
 
-/// 2-byte RDMA Write ping-pong; returns the median half round trip in µs.
-fn rdma_write_lat(rc: RnicConfig, iters: usize, sctp_mtu: Option<usize>) -> f64 {
+/// 2-byte RDMA Write ping-pong; returns the median half round trip in µs. `assist`: with
+/// progress threads, the polling loops call `Rnic::assist` (inline progress).
+fn rdma_write_lat(rc: RnicConfig, iters: usize, sctp_mtu: Option<usize>, assist: bool) -> f64 {
     let (a, b) = connect(rc, false, 64, sctp_mtu);
     let manual = a.rnic.config().progress == ProgressMode::Manual;
     let (sa, ta) = (a.mr.stag(), a.mr.to_at(0));
@@ -494,6 +497,8 @@ fn rdma_write_lat(rc: RnicConfig, iters: usize, sctp_mtu: Option<usize>) -> f64 
         loop {
             if manual {
                 let _ = s.rnic.advance(Duration::ZERO);
+            } else if assist {
+                s.rnic.assist();
             }
             s.mr.buf().read_at(1, &mut x).unwrap();
             if x[0] == want {
@@ -621,13 +626,23 @@ fn latency_table(iters: usize, rounds: usize) {
         busy_poll: Duration::ZERO,
         ..RnicConfig::default()
     };
-    // (name, configuration, iterations, SCTP path MTU, compared with the spinning TCP)
-    let rows: [(&str, RnicConfig, usize, Option<usize>, bool); 4] = [
+    // (name, configuration, iterations, SCTP path MTU, compared with the spinning TCP,
+    // the polling loops assist the progress thread)
+    let rows: [(&str, RnicConfig, usize, Option<usize>, bool, bool); 5] = [
         (
             "RDMA Write ping-pong, manual progress",
             manual_cfg.clone(),
             iters,
             None,
+            true,
+            false,
+        ),
+        (
+            "RDMA Write, progress thread, polls assist",
+            RnicConfig::default(),
+            iters,
+            None,
+            true,
             true,
         ),
         (
@@ -636,12 +651,14 @@ fn latency_table(iters: usize, rounds: usize) {
             iters / 4,
             None,
             true,
+            false,
         ),
         (
             "RDMA Write, progress thread, no busy poll",
             sleepy_cfg,
             iters / 4,
             None,
+            false,
             false,
         ),
         (
@@ -650,6 +667,7 @@ fn latency_table(iters: usize, rounds: usize) {
             iters,
             Some(1500),
             true,
+            false,
         ),
     ];
     let (mut block, mut spin) = (Vec::new(), Vec::new());
@@ -659,8 +677,8 @@ fn latency_table(iters: usize, rounds: usize) {
         let (b, s) = (tcp_lat(iters, false), tcp_lat(iters, true));
         block.push(b);
         spin.push(s);
-        for (i, (_, cfg, n, mtu, spinning)) in rows.iter().enumerate() {
-            let t = rdma_write_lat(cfg.clone(), *n, *mtu);
+        for (i, (_, cfg, n, mtu, spinning, assist)) in rows.iter().enumerate() {
+            let t = rdma_write_lat(cfg.clone(), *n, *mtu, *assist);
             us[i].push(t);
             ratio[i].push(t / if *spinning { s } else { b });
         }
@@ -686,7 +704,7 @@ fn latency_table(iters: usize, rounds: usize) {
         "1.00",
         ""
     );
-    for (i, (name, _, _, _, spinning)) in rows.iter().enumerate() {
+    for (i, (name, _, _, _, spinning, _)) in rows.iter().enumerate() {
         println!(
             "{:<44} {:>10.2} {:>13} {:>10}",
             name,

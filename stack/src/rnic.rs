@@ -943,9 +943,9 @@ impl Rnic {
     /// without waking the progress thread first (a thread at work is left to it). Never
     /// waits. Returns how many pieces of work were done.
     ///
-    /// While the application keeps calling it (at least once per
-    /// [`RnicConfig::assist_lease`], 1 ms by default), a sleeping
-    /// progress thread leaves the sockets to it instead of being woken by every arrival;
+    /// While the application keeps calling it (calls less than a tenth of
+    /// [`RnicConfig::assist_lease`] apart, 10 ms by default), a sleeping progress thread
+    /// leaves the sockets to it instead of being woken by every arrival;
     /// [`Rnic::end_assist`] hands them back before the application blocks.
     pub fn assist(&self) -> usize {
         self.shared.assist()
@@ -959,7 +959,7 @@ impl Rnic {
 
     /// Ends what [`Rnic::assist`] started: call it when the polling loop stops (before
     /// blocking, say), so that a sleeping progress thread goes back to watching the sockets
-    /// at once; otherwise it does so [`RnicConfig::assist_lease`] (1 ms) after the last
+    /// at once; otherwise it does so [`RnicConfig::assist_lease`] (10 ms) after the last
     /// `assist`.
     pub fn end_assist(&self) {
         self.shared.end_assist();

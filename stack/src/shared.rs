@@ -93,9 +93,12 @@ pub struct RnicConfig {
     /// progress is made by the progress thread, as with a hardware RNIC.
     pub inline_progress: bool,
     /// How long after its last [`crate::Rnic::assist`] an application thread is taken to be
-    /// still polling (default 1 ms): meanwhile a sleeping progress thread leaves the sockets
-    /// to it. An application that stops polling without [`crate::Rnic::end_assist`] delays
-    /// the progress thread's return to its sockets by at most this.
+    /// still polling (default 10 ms): meanwhile a sleeping progress thread leaves the sockets
+    /// to it, waking once per lease to see whether it was renewed. Only calls less than a
+    /// tenth of the lease apart renew it (an application that polls now and then takes
+    /// none, and its messages are served by the progress thread as they come). An
+    /// application that stops polling without [`crate::Rnic::end_assist`] delays the
+    /// progress thread's return to its sockets by at most this.
     pub assist_lease: Duration,
 }
 
@@ -111,7 +114,7 @@ impl Default for RnicConfig {
             mpa_request_timeout: mpa::negotiate::REQUEST_TIMEOUT,
             zero_copy_tx: true,
             inline_progress: true,
-            assist_lease: Duration::from_millis(1),
+            assist_lease: Duration::from_millis(10),
         }
     }
 }

@@ -403,13 +403,24 @@ pub(crate) fn run_thread(shared: &Shared, lane: usize) {
                 last_work = std::time::Instant::now();
             } else {
                 // An application thread polls the core ([`Shared::assist`]): leave the
-                // sockets to it rather than be woken by every arrival, and take over
-                // when it stops (its lease runs out or it ends it) or the doorbell rings.
+                // sockets to it rather than be woken by every arrival, and the timers too
+                // (its passes run them); take over when it stops (its lease runs out or
+                // it ends it) or the doorbell rings. A renewed lease costs a wake-up per
+                // lease period, not a pass over the core.
                 shared
                     .stats
                     .thread_leased_sleeps
                     .fetch_add(1, Ordering::Relaxed);
-                std::thread::park_timeout(lease.min(timeout));
+                loop {
+                    let left = lane.lease_left();
+                    if left.is_zero()
+                        || lane.rung.load(Ordering::SeqCst)
+                        || shared.stop.load(Ordering::SeqCst)
+                    {
+                        break;
+                    }
+                    std::thread::park_timeout(left);
+                }
             }
             guard = lane.core.lock().unwrap_or_else(|p| p.into_inner());
         } else {
@@ -1968,6 +1979,8 @@ pub(crate) struct Lane {
     /// ([`Shared::assist`]) serves its sockets: the lane's thread, when idle, does not wait
     /// on them meanwhile.
     lease_until: AtomicU64,
+    /// When (as `lease_until`) an application thread last called [`Shared::assist`].
+    last_assist: AtomicU64,
     start: std::time::Instant,
     /// Established data connections placed on this lane (for least-loaded placement).
     pub(crate) load: Arc<AtomicUsize>,
@@ -1993,6 +2006,7 @@ impl Lane {
             ready_fd,
             thread: std::sync::OnceLock::new(),
             lease_until: AtomicU64::new(0),
+            last_assist: AtomicU64::new(0),
             start,
             load: Arc::new(AtomicUsize::new(0)),
         })
@@ -2223,8 +2237,14 @@ impl Shared {
         let lease = u64::try_from(self.cfg.assist_lease.as_nanos()).unwrap_or(u64::MAX);
         let mut work = 0;
         for lane in self.all_lanes() {
-            lane.lease_until
-                .store(lane.now_ns().saturating_add(lease), Ordering::SeqCst);
+            // Only a thread that polls (calls again within a tenth of the lease) holds the
+            // lease: an occasional poll leaves the sockets to the progress thread.
+            let now = lane.now_ns();
+            let last = lane.last_assist.swap(now, Ordering::SeqCst);
+            if now.saturating_sub(last) < lease / 10 {
+                lane.lease_until
+                    .store(now.saturating_add(lease), Ordering::SeqCst);
+            }
             if lane.sleeping.load(Ordering::SeqCst)
                 && let Ok(mut g) = lane.core.try_lock()
                 && let Some(core) = g.as_mut()

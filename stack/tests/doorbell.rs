@@ -274,22 +274,25 @@ fn settle(r: &Rnic) {
 }
 
 /// Polls `r` with `assist` until its progress thread sleeps leaving its sockets to this
-/// thread: the thread is woken once (a listener's command rings it) while the lease holds.
+/// thread: the thread is woken (a listener's commands ring it) while the lease holds, and
+/// nothing rings it after.
 fn lease_sockets(r: &Rnic) {
     let before = r.progress_stats().thread_leased_sleeps;
     r.assist();
+    r.assist();
     let l = r.listen("127.0.0.1:0".parse().unwrap()).unwrap();
+    r.close_listener(&l);
     let start = Instant::now();
     while r.progress_stats().thread_leased_sleeps == before {
         assert!(
             start.elapsed() < T,
             "the progress thread never took the lease"
         );
+        // Polls a millisecond apart keep the lease and leave the core to the thread now
+        // and then.
         r.assist();
-        std::thread::yield_now();
+        std::thread::sleep(Duration::from_millis(1));
     }
-    r.close_listener(&l);
-    r.assist();
 }
 
 fn quiet(lease: Duration) -> RnicConfig {
@@ -328,8 +331,7 @@ fn sleeping_progress_thread_leaves_posts_and_polls_to_the_application() {
             p.b.assist();
         });
         let (a1, b1) = (p.a.progress_stats(), p.b.progress_stats());
-        if (a1.inline_posts > a0.inline_posts && b1.assisted_work > b0.assisted_work)
-            || tries == 3
+        if (a1.inline_posts > a0.inline_posts && b1.assisted_work > b0.assisted_work) || tries == 3
         {
             break (a0, b0, a1, b1);
         }

@@ -722,16 +722,18 @@ fn shared_receive_queue_feeds_three_qps() {
 }
 
 /// Polls `e`'s CQ (empty) until its progress thread sleeps leaving the sockets to this
-/// polling thread (`RnicConfig::inline_progress`): a listener's command wakes it once while
-/// the poll's lease holds.
+/// polling thread (`RnicConfig::inline_progress`): a listener's commands wake it while the
+/// polls' lease holds, and nothing rings it after.
 fn poll_until_leased(e: &End) {
     let stats = || e.r.as_stack().progress_stats();
     let before = stats().thread_leased_sleeps;
     let mut w = [empty_wc()];
     assert_eq!(e.r.cq_poll(&e.cq, &mut w), 0);
+    assert_eq!(e.r.cq_poll(&e.cq, &mut w), 0);
     let l =
         e.r.listen("127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap())
             .unwrap();
+    e.r.as_stack().close_listener(&l);
     let start = std::time::Instant::now();
     while stats().thread_leased_sleeps == before {
         assert!(
@@ -739,9 +741,8 @@ fn poll_until_leased(e: &End) {
             "the progress thread never took the lease"
         );
         assert_eq!(e.r.cq_poll(&e.cq, &mut w), 0);
-        std::thread::yield_now();
+        std::thread::sleep(Duration::from_millis(1));
     }
-    e.r.as_stack().close_listener(&l);
 }
 
 /// cq_poll with a progress thread: an empty poll runs the sleeping thread's pass in the

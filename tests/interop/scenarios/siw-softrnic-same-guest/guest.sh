@@ -44,8 +44,10 @@ run() {
 BW=(-D 4)
 LAT=(-n 500 -s 2)
 for mode in softrnic softrnic_manual; do
-    extra=()
-    [[ $mode == softrnic_manual ]] && extra=(--manual-progress)
+    # The client's and server's outputs end with where progress was made (who sent,
+    # who placed, how often the progress thread slept).
+    extra=(--progress-stats)
+    [[ $mode == softrnic_manual ]] && extra+=(--manual-progress)
     run "${mode}_write_bw_64k" 18515 avg_bw "$S" write-bw -p 18515 "${BW[@]}" -s 65536 "${extra[@]}" -- \
         "$S" write-bw "$A" -p 18515 "${BW[@]}" -s 65536 "${extra[@]}"
     run "${mode}_write_bw_4k" 18516 avg_bw "$S" write-bw -p 18516 "${BW[@]}" -s 4096 "${extra[@]}" -- \
