@@ -617,6 +617,19 @@ fn range(v: &[f64]) -> String {
 /// the same way (spinning against spinning: the manual-progress and busy-polling rows,
 /// whose threads never sleep; blocking against blocking: the progress thread without busy
 /// polling, which sleeps in `epoll_wait`). Medians of the rounds.
+/// One row of the latency table.
+struct LatRow {
+    name: &'static str,
+    cfg: RnicConfig,
+    iters: usize,
+    /// DDP over SCTP/UDP at this path MTU (kernel TCP when `None`).
+    sctp_mtu: Option<usize>,
+    /// Compared with the spinning TCP ping-pong (else the blocking one).
+    spinning: bool,
+    /// The polling loops call `Rnic::assist`.
+    assist: bool,
+}
+
 fn latency_table(iters: usize, rounds: usize) {
     let manual_cfg = RnicConfig {
         progress: ProgressMode::Manual,
@@ -626,49 +639,47 @@ fn latency_table(iters: usize, rounds: usize) {
         busy_poll: Duration::ZERO,
         ..RnicConfig::default()
     };
-    // (name, configuration, iterations, SCTP path MTU, compared with the spinning TCP,
-    // the polling loops assist the progress thread)
-    let rows: [(&str, RnicConfig, usize, Option<usize>, bool, bool); 5] = [
-        (
-            "RDMA Write ping-pong, manual progress",
-            manual_cfg.clone(),
+    let rows = [
+        LatRow {
+            name: "RDMA Write ping-pong, manual progress",
+            cfg: manual_cfg.clone(),
             iters,
-            None,
-            true,
-            false,
-        ),
-        (
-            "RDMA Write, progress thread, polls assist",
-            RnicConfig::default(),
+            sctp_mtu: None,
+            spinning: true,
+            assist: false,
+        },
+        LatRow {
+            name: "RDMA Write, progress thread, polls assist",
+            cfg: RnicConfig::default(),
             iters,
-            None,
-            true,
-            true,
-        ),
-        (
-            "RDMA Write, progress thread, busy poll 50us",
-            RnicConfig::default(),
-            iters / 4,
-            None,
-            true,
-            false,
-        ),
-        (
-            "RDMA Write, progress thread, no busy poll",
-            sleepy_cfg,
-            iters / 4,
-            None,
-            false,
-            false,
-        ),
-        (
-            "RDMA Write over SCTP/UDP, manual progress",
-            manual_cfg,
+            sctp_mtu: None,
+            spinning: true,
+            assist: true,
+        },
+        LatRow {
+            name: "RDMA Write, progress thread, busy poll 50us",
+            cfg: RnicConfig::default(),
+            iters: iters / 4,
+            sctp_mtu: None,
+            spinning: true,
+            assist: false,
+        },
+        LatRow {
+            name: "RDMA Write, progress thread, no busy poll",
+            cfg: sleepy_cfg,
+            iters: iters / 4,
+            sctp_mtu: None,
+            spinning: false,
+            assist: false,
+        },
+        LatRow {
+            name: "RDMA Write over SCTP/UDP, manual progress",
+            cfg: manual_cfg,
             iters,
-            Some(1500),
-            true,
-            false,
-        ),
+            sctp_mtu: Some(1500),
+            spinning: true,
+            assist: false,
+        },
     ];
     let (mut block, mut spin) = (Vec::new(), Vec::new());
     let mut us = vec![Vec::new(); rows.len()];
@@ -677,10 +688,10 @@ fn latency_table(iters: usize, rounds: usize) {
         let (b, s) = (tcp_lat(iters, false), tcp_lat(iters, true));
         block.push(b);
         spin.push(s);
-        for (i, (_, cfg, n, mtu, spinning, assist)) in rows.iter().enumerate() {
-            let t = rdma_write_lat(cfg.clone(), *n, *mtu, *assist);
+        for (i, r) in rows.iter().enumerate() {
+            let t = rdma_write_lat(r.cfg.clone(), r.iters, r.sctp_mtu, r.assist);
             us[i].push(t);
-            ratio[i].push(t / if *spinning { s } else { b });
+            ratio[i].push(t / if r.spinning { s } else { b });
         }
     }
     println!(
@@ -704,15 +715,15 @@ fn latency_table(iters: usize, rounds: usize) {
         "1.00",
         ""
     );
-    for (i, (name, _, _, _, spinning, _)) in rows.iter().enumerate() {
+    for (i, r) in rows.iter().enumerate() {
         println!(
             "{:<44} {:>10.2} {:>13} {:>10}",
-            name,
+            r.name,
             median(&us[i]),
             format!(
                 "{:.2} ({})",
                 median(&ratio[i]),
-                if *spinning { "spin" } else { "block" }
+                if r.spinning { "spin" } else { "block" }
             ),
             range(&ratio[i])
         );
