@@ -2889,14 +2889,7 @@ mod tests {
         let Open::Any(build) = p.open else {
             panic!("ddp-invalid-qn runs on any peer");
         };
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
-        let addr = listener.local_addr().expect("address");
-        let mut live = Live {
-            c: Conn::connect("test", addr, Duration::from_secs(1)).expect("connect"),
-            reply: ConnFrame::new(FrameKind::Reply, 2),
-            msn: [1, 1],
-            sent: Vec::new(),
-        };
+        let (_listener, mut live) = loopback_live([1, 1]);
         let s = build(&mut live, None);
         assert_eq!(s.what, "Send on QN 5 MSN 1");
         assert_eq!(s.ulpdu, invalid_qn_send());
@@ -2905,19 +2898,26 @@ mod tests {
         assert_eq!(live.msn, [2, 1]);
     }
 
+    /// A `Live` over a loopback TCP connection with next MSNs `msn`, and the listener that
+    /// must outlive it (nothing answers: what is sent is only recorded and buffered).
+    fn loopback_live(msn: [u32; 2]) -> (std::net::TcpListener, Live) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+        let addr = listener.local_addr().expect("address");
+        let live = Live {
+            c: Conn::connect("test", addr, Duration::from_secs(1)).expect("connect"),
+            reply: ConnFrame::new(FrameKind::Reply, 2),
+            msn,
+            sent: Vec::new(),
+        };
+        (listener, live)
+    }
+
     /// RFC 7306 §5.2.1: the runner's Fetch and Add is an Atomic Request with the next MSN of
     /// the Read Request queue, the given Request Identifier, STag and TO, Add Data 1 and Add
     /// Mask zero, recorded with its note.
     #[test]
     fn rfc7306_5_2_1_fetch_add_request_is_built_and_recorded() {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
-        let addr = listener.local_addr().expect("address");
-        let mut live = Live {
-            c: Conn::connect("test", addr, Duration::from_secs(1)).expect("connect"),
-            reply: ConnFrame::new(FrameKind::Reply, 2),
-            msn: [1, 3],
-            sent: Vec::new(),
-        };
+        let (_listener, mut live) = loopback_live([1, 3]);
         let u = send_fetch_add(&mut live, ATOMIC_REQUEST_ID, 0x5a01, 0x1004, "4 octets in");
         assert_eq!(live.msn, [1, 4]);
         assert_eq!(
