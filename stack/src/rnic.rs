@@ -1089,7 +1089,6 @@ impl Qp {
             }
         }
         self.rnic.ring_qp(q);
-        self.rnic.post_kick();
         Ok(())
     }
 
@@ -1141,7 +1140,6 @@ impl Qp {
         }
         if n > 0 {
             self.rnic.ring_qp(&self.inner);
-            self.rnic.post_kick();
         }
         match err {
             Some(x) => Err((n, x)),

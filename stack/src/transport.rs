@@ -2151,7 +2151,8 @@ impl Shared {
     /// pass itself (no wake-up of the progress thread). An application that does not poll
     /// (it sleeps on its CQ) leaves the transmission to the thread, which sends what was
     /// posted meanwhile in as few system calls as it can (posting one small message after
-    /// another, each sent on its own, would cost a system call apiece).
+    /// another, each sent on its own, would cost a system call apiece). In manual mode the
+    /// posting thread transmits at once if no other thread is in the core.
     pub(crate) fn ring_qp(&self, qp: &Arc<QpShared>) {
         qp.tx_pending.store(true, Ordering::SeqCst);
         let lane = self.lane(qp.lane.load(Ordering::SeqCst));
@@ -2160,23 +2161,35 @@ impl Shared {
             .unwrap_or_else(|p| p.into_inner())
             .push(qp.clone());
         lane.rung.store(true, Ordering::SeqCst);
+        if self.manual() {
+            // A thread waiting in `advance` takes the doorbell when woken.
+            if lane.sleeping.load(Ordering::SeqCst) {
+                lane.wake();
+            }
+            self.try_core(lane, |core| core.kick(self));
+            return;
+        }
         if lane.sleeping.load(Ordering::SeqCst) {
             // Only when nobody holds the QP's engine either, so that the post never
             // waits for a lock (posting stays a doorbell): the thread serves it then.
-            if self.inline()
+            // The thread let go of the core to sleep (it holds it until then): this pass
+            // takes the doorbell, so the thread has nothing to wake up for.
+            if self.cfg.inline_progress
                 && !lane.lease_left().is_zero()
                 && qp.slot.try_lock().is_ok()
-                && let Ok(mut g) = lane.core.try_lock()
-                && let Some(core) = g.as_mut()
+                && self.try_core(lane, |core| core.kick(self)).is_some()
             {
-                // The thread let go of the core to sleep (it holds it until then): this
-                // pass takes the doorbell, so the thread has nothing to wake up for.
-                core.kick(self);
                 self.stats.inline_posts.fetch_add(1, Ordering::Relaxed);
                 return;
             }
             lane.wake();
         }
+    }
+
+    /// Runs `f` on `lane`'s core if no other thread is in it (never waits for it).
+    fn try_core<R>(&self, lane: &Lane, f: impl FnOnce(&mut Core) -> R) -> Option<R> {
+        let mut g = lane.core.try_lock().ok()?;
+        g.as_mut().map(f)
     }
 
     /// Queues a command for the lane that serves it: a QP's own commands (disconnect,
@@ -2245,11 +2258,12 @@ impl Shared {
                 lane.lease_until
                     .store(now.saturating_add(lease), Ordering::SeqCst);
             }
-            if lane.sleeping.load(Ordering::SeqCst)
-                && let Ok(mut g) = lane.core.try_lock()
-                && let Some(core) = g.as_mut()
-            {
-                work += core.turn(self, Some(Duration::ZERO)).unwrap_or(0);
+            if lane.sleeping.load(Ordering::SeqCst) {
+                work += self
+                    .try_core(lane, |core| {
+                        core.turn(self, Some(Duration::ZERO)).unwrap_or(0)
+                    })
+                    .unwrap_or(0);
             }
         }
         self.stats
@@ -2273,16 +2287,6 @@ impl Shared {
         let r = core.turn(self, Some(timeout));
         self.lane0.sleeping.store(false, Ordering::SeqCst);
         Ok(r?)
-    }
-
-    /// Manual mode: after a post, transmit at once if no other thread is in the core.
-    pub(crate) fn post_kick(&self) {
-        if self.manual()
-            && let Ok(mut g) = self.lane0.core.try_lock()
-            && let Some(core) = g.as_mut()
-        {
-            core.kick(self);
-        }
     }
 
     /// Ends the lease of [`Shared::assist`]: a lane's thread that sleeps leaving its
