@@ -31,8 +31,8 @@
 # LAB_RESULTS LAB_HOST_OUT LAB_FLAGS LAB_TOOLS LAB_SCENARIO_DIR LAB_SOFTRNIC (the softrnic
 # binary: $SOFTRNIC_LAB_BIN, else the repository's target/release/softrnic, built with cargo when
 # missing) and runs in LAB_HOST_OUT.
-# Results: result.txt, capture.pcap, capture.txt + rdmap-opcodes.txt (with tshark), mpa.jsonl,
-# host.log, check.log, g<N>-console.log,
+# Results: result.txt, capture.pcap (capture-headers.pcap with SCENARIO_CAPTURE_SNAPLEN),
+# capture.txt + rdmap-opcodes.txt (with tshark), mpa.jsonl, host.log, check.log, g<N>-console.log,
 # out/g<N>/ (guest.log, rc, steps.txt, boot.txt, dmesg.txt), flags/.
 # Exit: 0 pass, 1 fail, 2 usage, 77 this machine cannot run the lab (prints SKIPPED: reason).
 set -euo pipefail
@@ -108,6 +108,10 @@ SCENARIO_TIMEOUT=300
 SCENARIO_HOST_CMD=""
 SCENARIO_SIW_PATCH=""   # NAME: run the guests on the siw variant siw-variants/NAME.patch
 SCENARIO_GUEST_SOFTRNIC=0  # 1: the host's softrnic binary goes to the guests as /lab/lib/softrnic
+# N: capture only the first N bytes of each frame (headers), in capture-headers.pcap, for a
+# scenario that measures bulk traffic and does not decode it (a full capture of the two-guest
+# siw comparison is about 900 MB); the decoding passes below skip such a capture.
+SCENARIO_CAPTURE_SNAPLEN=""
 # shellcheck source=/dev/null
 source "$SCENARIO_DIR/scenario.sh"
 guest_script=$SCENARIO_DIR/guest.sh
@@ -122,6 +126,8 @@ fi
 timeout_s=${timeout_s:-$SCENARIO_TIMEOUT}
 [[ $SCENARIO_GUESTS =~ ^[12]$ ]] || lab_die "SCENARIO_GUESTS must be 1 or 2 (at most two guests at once)"
 [[ $SCENARIO_BRIDGES =~ ^[12]$ ]] || lab_die "SCENARIO_BRIDGES must be 1 or 2"
+[[ -z $SCENARIO_CAPTURE_SNAPLEN || $SCENARIO_CAPTURE_SNAPLEN =~ ^[1-9][0-9]*$ ]] ||
+    lab_die "SCENARIO_CAPTURE_SNAPLEN must be a byte count"
 case $SCENARIO_GUEST_IPV6 in
     off) guest_ipv6=ipv6.disable=1 ;;
     stack) guest_ipv6=ipv6.disable_ipv6=1 ;;
@@ -268,7 +274,9 @@ fi
 # ---------------------------------------------------------------- capture
 # --immediate-mode: without it libpcap hands packets over in blocks, and the block pending
 # when tcpdump is stopped (the last few hundred ms of a run) never reaches the file.
-spawn "$results/tcpdump.log" tcpdump -i br0 -U --immediate-mode -s 0 -Z root -w "$results/capture.pcap" 'not ether proto 0x86dd'
+capture=$results/capture.pcap
+[[ -z $SCENARIO_CAPTURE_SNAPLEN ]] || capture=$results/capture-headers.pcap
+spawn "$results/tcpdump.log" tcpdump -i br0 -U --immediate-mode -s "${SCENARIO_CAPTURE_SNAPLEN:-0}" -Z root -w "$capture" 'not ether proto 0x86dd'
 tcpdump_pid=$started
 for _ in $(seq 50); do
     grep -q 'listening on' "$results/tcpdump.log" 2>/dev/null && break
@@ -277,6 +285,7 @@ done
 grep -q 'listening on' "$results/tcpdump.log" || lab_die "tcpdump did not start: $(cat "$results/tcpdump.log")"
 tcpdump1_pid=""
 if [[ $SCENARIO_BRIDGES -eq 2 ]]; then
+    [[ -z $SCENARIO_CAPTURE_SNAPLEN ]] || lab_die "SCENARIO_CAPTURE_SNAPLEN is for one bridge"
     spawn "$results/tcpdump-br1.log" tcpdump -i br1 -U --immediate-mode -s 0 -Z root -w "$results/capture-br1.pcap" 'not ether proto 0x86dd'
     tcpdump1_pid=$started
     for _ in $(seq 50); do
@@ -391,26 +400,31 @@ for ((i = 1; i <= SCENARIO_GUESTS; i++)); do
         esac
     fi
 done
-python3 "$LAB_ROOT/tools/mpa_lab.py" pcap "$results/capture.pcap" >"$results/mpa.jsonl" 2>&1 || true
-if command -v tshark >/dev/null; then
-    # ecatf off: EtherCAT-over-TCP claims port 34980, which can be an MPA client's port.
-    tshark_args=(-r "$results/capture.pcap" --disable-protocol rpcordma --disable-protocol smb_direct
-        --disable-protocol ecatf)
-    tshark "${tshark_args[@]}" >"$results/capture.txt" 2>&1 || true
-    # RDMAP opcode counts (RFC 5040 §4.3: 0 Write, 1 Read Request, 2 Read Response, 3 Send, ...)
-    tshark "${tshark_args[@]}" -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' |
-        awk 'BEGIN { n["0x00"] = "write"; n["0x01"] = "read_request"; n["0x02"] = "read_response"
-                     n["0x03"] = "send"; n["0x04"] = "send_invalidate"; n["0x05"] = "send_se"
-                     n["0x06"] = "send_se_invalidate"; n["0x07"] = "terminate" }
-             NF { c[($1 in n) ? n[$1] : $1]++ }
-             END { for (k in c) print k, c[k] }' | sort >"$results/rdmap-opcodes.txt" || true
+# The decoding passes need whole frames (a headers-only capture has none to decode).
+if [[ -z $SCENARIO_CAPTURE_SNAPLEN ]]; then
+    python3 "$LAB_ROOT/tools/mpa_lab.py" pcap "$results/capture.pcap" >"$results/mpa.jsonl" 2>&1 || true
+    if command -v tshark >/dev/null; then
+        # ecatf off: EtherCAT-over-TCP claims port 34980, which can be an MPA client's port.
+        tshark_args=(-r "$results/capture.pcap" --disable-protocol rpcordma --disable-protocol smb_direct
+            --disable-protocol ecatf)
+        tshark "${tshark_args[@]}" >"$results/capture.txt" 2>&1 || true
+        # RDMAP opcode counts (RFC 5040 §4.3: 0 Write, 1 Read Request, 2 Read Response, 3 Send, ...)
+        tshark "${tshark_args[@]}" -T fields -e iwarp_rdma.opcode 2>/dev/null | tr ',' '\n' |
+            awk 'BEGIN { n["0x00"] = "write"; n["0x01"] = "read_request"; n["0x02"] = "read_response"
+                         n["0x03"] = "send"; n["0x04"] = "send_invalidate"; n["0x05"] = "send_se"
+                         n["0x06"] = "send_se_invalidate"; n["0x07"] = "terminate" }
+                 NF { c[($1 in n) ? n[$1] : $1]++ }
+                 END { for (k in c) print k, c[k] }' | sort >"$results/rdmap-opcodes.txt" || true
+    fi
 fi
 if declare -F scenario_check >/dev/null; then
     rc=0
-    (cd "$results" && LAB_PCAP=$results/capture.pcap LAB_PCAP_BR1=$results/capture-br1.pcap \
+    (cd "$results" && LAB_PCAP=$capture LAB_PCAP_BR1=$results/capture-br1.pcap \
         LAB_PCAP_ALL=$results/capture-all.pcap scenario_check) >"$results/check.log" 2>&1 || rc=$?
     [[ $rc -ne 0 ]] && reasons+=("scenario check failed: $(grep -E 'FAIL|ERROR' "$results/check.log" | tail -n1 || true) (see check.log)")
 fi
+# The guests' copy of the host's binary: the binary is the run's, not a result.
+rm -f "$results/lib/softrnic"
 t_end=$(date +%s.%N)
 secs=$(awk -v a="$t_start" -v b="$t_end" 'BEGIN { printf "%.0f", b - a }')
 verdict=PASS
@@ -423,6 +437,7 @@ verdict=PASS
     echo "image: $image"
     echo "siw variant: ${SCENARIO_SIW_PATCH:-stock}"
     echo "host command: ${host_cmd:-none}"
+    [[ -z $SCENARIO_CAPTURE_SNAPLEN ]] || echo "capture: headers only, $SCENARIO_CAPTURE_SNAPLEN bytes per frame"
     for r in "${reasons[@]}"; do echo "reason: $r"; done
 } >"$results/result.txt"
 for r in "${reasons[@]}"; do lab_log "FAIL: $r"; done
