@@ -20,6 +20,12 @@
 // `softrnic_rnic_advance` (the polls advance too).
 #define SOFTRNIC_RNIC_MANUAL_PROGRESS 1
 
+// `softrnic_rnic_open` flag: the progress thread does all the progress. Without it, a
+// thread that polls (`softrnic_cq_poll` on an empty unarmed CQ, or `softrnic_rnic_assist`)
+// while the progress thread sleeps does the thread's work itself, and its posts transmit at
+// once, sparing two thread hand-offs per message; see `softrnic_rnic_assist`.
+#define SOFTRNIC_RNIC_NO_INLINE_PROGRESS 2
+
 // Access right: the local application (receives, RDMA Read sinks, atomic results) may
 // write the region.
 #define SOFTRNIC_ACCESS_LOCAL_WRITE 1
@@ -256,6 +262,20 @@ typedef struct softrnic_rnic softrnic_rnic;
 // A shared receive queue (opaque).
 typedef struct softrnic_srq softrnic_srq;
 
+// Where an RNIC's progress was made so far (`softrnic_rnic_progress_stats`).
+typedef struct softrnic_progress_stats {
+  // Posts the posting thread transmitted itself, the progress thread being asleep.
+  uint64_t inline_posts;
+  // Pieces of work (arrivals placed, completions, timers, commands) done by application
+  // threads: `softrnic_rnic_assist` and the polls that call it.
+  uint64_t assisted_work;
+  // Times a progress thread went to sleep waiting on its sockets.
+  uint64_t thread_sleeps;
+  // Times a progress thread went to sleep leaving its sockets to a polling application
+  // thread.
+  uint64_t thread_leased_sleeps;
+} softrnic_progress_stats;
+
 // What `softrnic_mr_query` reports of a region.
 typedef struct softrnic_mr_info {
   // The STag (lkey and rkey).
@@ -395,8 +415,8 @@ const char *softrnic_strerror(int code);
 // Never NULL.
 const char *softrnic_last_error(void);
 
-// `rnic_open`: opens an RNIC into `*out`. `flags`: 0 (a progress thread) or
-// `SOFTRNIC_RNIC_MANUAL_PROGRESS`.
+// `rnic_open`: opens an RNIC into `*out`. `flags`: 0 (a progress thread, with inline
+// progress), `SOFTRNIC_RNIC_MANUAL_PROGRESS`, or `SOFTRNIC_RNIC_NO_INLINE_PROGRESS`.
 //
 // # Safety
 // `out` is NULL (an error) or valid for a write of a pointer.
@@ -412,6 +432,27 @@ int softrnic_rnic_close(struct softrnic_rnic *rnic);
 // `timeout_ms` (negative: without limit) for socket activity. Returns the work done
 // (>= 0).
 int softrnic_rnic_advance(struct softrnic_rnic *rnic, int timeout_ms);
+
+// `rnic_assist`: the polling application's share of progress. With a progress thread
+// (and without `SOFTRNIC_RNIC_NO_INLINE_PROGRESS`), runs the thread's pass in the calling
+// thread when the thread sleeps; called again and again (less than a millisecond apart),
+// it takes over the sockets: the thread stops watching them, arrivals are placed by these
+// calls and posts transmit in the posting thread, until the calls stop for 10 ms or
+// `softrnic_rnic_end_assist`. For a loop that polls memory rather than a CQ (the RDMA
+// Write ping-pong). In manual-progress mode it is `softrnic_rnic_advance(rnic, 0)`.
+// Returns the work done (>= 0).
+int softrnic_rnic_assist(struct softrnic_rnic *rnic);
+
+// `rnic_end_assist`: ends what `softrnic_rnic_assist` started, before the application
+// stops polling (to block, say): a sleeping progress thread watches its sockets again at
+// once. `softrnic_cq_poll_block` and `softrnic_cq_arm` do this themselves.
+int softrnic_rnic_end_assist(struct softrnic_rnic *rnic);
+
+// `rnic_progress_stats`: where the RNIC's progress was made so far, into `*out`.
+//
+// # Safety
+// `out` is NULL (an error) or valid for a write of a `softrnic_progress_stats`.
+int softrnic_rnic_progress_stats(struct softrnic_rnic *rnic, struct softrnic_progress_stats *out);
 
 // `pd_allocate`: a protection domain into `*out`.
 //

@@ -102,6 +102,11 @@ pub struct softrnic_conn_request {
 /// `softrnic_rnic_open` flag: no progress thread; the application drives progress with
 /// `softrnic_rnic_advance` (the polls advance too).
 pub const SOFTRNIC_RNIC_MANUAL_PROGRESS: u32 = 1;
+/// `softrnic_rnic_open` flag: the progress thread does all the progress. Without it, a
+/// thread that polls (`softrnic_cq_poll` on an empty unarmed CQ, or `softrnic_rnic_assist`)
+/// while the progress thread sleeps does the thread's work itself, and its posts transmit at
+/// once, sparing two thread hand-offs per message; see `softrnic_rnic_assist`.
+pub const SOFTRNIC_RNIC_NO_INLINE_PROGRESS: u32 = 2;
 
 /// Access right: the local application (receives, RDMA Read sinks, atomic results) may
 /// write the region.
@@ -348,6 +353,22 @@ pub struct softrnic_mr_info {
     pub length: u64,
     /// Address of the first byte (the library's buffer or the caller's memory).
     pub addr: *mut c_void,
+}
+
+/// Where an RNIC's progress was made so far (`softrnic_rnic_progress_stats`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct softrnic_progress_stats {
+    /// Posts the posting thread transmitted itself, the progress thread being asleep.
+    pub inline_posts: u64,
+    /// Pieces of work (arrivals placed, completions, timers, commands) done by application
+    /// threads: `softrnic_rnic_assist` and the polls that call it.
+    pub assisted_work: u64,
+    /// Times a progress thread went to sleep waiting on its sockets.
+    pub thread_sleeps: u64,
+    /// Times a progress thread went to sleep leaving its sockets to a polling application
+    /// thread.
+    pub thread_leased_sleeps: u64,
 }
 
 /// QP sizes for `softrnic_qp_create` (NULL there: 256-deep queues, 6 SGEs, no first-FPDU
@@ -598,8 +619,8 @@ pub extern "C" fn softrnic_last_error() -> *const c_char {
 
 // ------------------------------------------------------------------------ RNIC
 
-/// `rnic_open`: opens an RNIC into `*out`. `flags`: 0 (a progress thread) or
-/// `SOFTRNIC_RNIC_MANUAL_PROGRESS`.
+/// `rnic_open`: opens an RNIC into `*out`. `flags`: 0 (a progress thread, with inline
+/// progress), `SOFTRNIC_RNIC_MANUAL_PROGRESS`, or `SOFTRNIC_RNIC_NO_INLINE_PROGRESS`.
 ///
 /// # Safety
 /// `out` is NULL (an error) or valid for a write of a pointer.
@@ -609,8 +630,9 @@ pub unsafe extern "C" fn softrnic_rnic_open(flags: u32, out: *mut *mut softrnic_
         if out.is_null() {
             return Err(null("out"));
         }
-        if flags & !SOFTRNIC_RNIC_MANUAL_PROGRESS != 0 {
-            return Err(invalid(format!("unknown RNIC flags {flags:#x}")));
+        let known = SOFTRNIC_RNIC_MANUAL_PROGRESS | SOFTRNIC_RNIC_NO_INLINE_PROGRESS;
+        if flags & !known != 0 {
+            return Err(invalid(format!("unknown RNIC flags {:#x}", flags & !known)));
         }
         let cfg = RnicConfig {
             progress: if flags & SOFTRNIC_RNIC_MANUAL_PROGRESS != 0 {
@@ -618,6 +640,7 @@ pub unsafe extern "C" fn softrnic_rnic_open(flags: u32, out: *mut *mut softrnic_
             } else {
                 ProgressMode::Thread
             },
+            inline_progress: flags & SOFTRNIC_RNIC_NO_INLINE_PROGRESS == 0,
             ..RnicConfig::default()
         };
         let rnic = verbs::rnic_open(cfg)?;
@@ -649,6 +672,58 @@ pub extern "C" fn softrnic_rnic_advance(rnic: *mut softrnic_rnic, timeout_ms: c_
         let (r, _) = get::<RnicObj>(rnic)?;
         let n = r.rnic.advance(timeout(timeout_ms))?;
         Ok(c_int::try_from(n).unwrap_or(c_int::MAX))
+    })
+}
+
+/// `rnic_assist`: the polling application's share of progress. With a progress thread
+/// (and without `SOFTRNIC_RNIC_NO_INLINE_PROGRESS`), runs the thread's pass in the calling
+/// thread when the thread sleeps; called again and again (less than a millisecond apart),
+/// it takes over the sockets: the thread stops watching them, arrivals are placed by these
+/// calls and posts transmit in the posting thread, until the calls stop for 10 ms or
+/// `softrnic_rnic_end_assist`. For a loop that polls memory rather than a CQ (the RDMA
+/// Write ping-pong). In manual-progress mode it is `softrnic_rnic_advance(rnic, 0)`.
+/// Returns the work done (>= 0).
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_rnic_assist(rnic: *mut softrnic_rnic) -> c_int {
+    guard(|| {
+        let (r, _) = get::<RnicObj>(rnic)?;
+        let n = r.rnic.as_stack().assist();
+        Ok(c_int::try_from(n).unwrap_or(c_int::MAX))
+    })
+}
+
+/// `rnic_end_assist`: ends what `softrnic_rnic_assist` started, before the application
+/// stops polling (to block, say): a sleeping progress thread watches its sockets again at
+/// once. `softrnic_cq_poll_block` and `softrnic_cq_arm` do this themselves.
+#[unsafe(no_mangle)]
+pub extern "C" fn softrnic_rnic_end_assist(rnic: *mut softrnic_rnic) -> c_int {
+    guard_ok(|| {
+        let (r, _) = get::<RnicObj>(rnic)?;
+        r.rnic.as_stack().end_assist();
+        Ok(())
+    })
+}
+
+/// `rnic_progress_stats`: where the RNIC's progress was made so far, into `*out`.
+///
+/// # Safety
+/// `out` is NULL (an error) or valid for a write of a `softrnic_progress_stats`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn softrnic_rnic_progress_stats(
+    rnic: *mut softrnic_rnic,
+    out: *mut softrnic_progress_stats,
+) -> c_int {
+    guard_ok(|| {
+        let (r, _) = get::<RnicObj>(rnic)?;
+        let s = r.rnic.as_stack().progress_stats();
+        let stats = softrnic_progress_stats {
+            inline_posts: s.inline_posts,
+            assisted_work: s.assisted_work,
+            thread_sleeps: s.thread_sleeps,
+            thread_leased_sleeps: s.thread_leased_sleeps,
+        };
+        // SAFETY: `out` is NULL (an error) or valid for a write per the caller.
+        unsafe { put(out, stats, "out") }
     })
 }
 
@@ -2329,5 +2404,46 @@ mod tests {
         // SAFETY: the pointer is NUL-terminated and valid until this thread's next error.
         let msg = unsafe { CStr::from_ptr(softrnic_last_error()) };
         assert!(msg.to_str().unwrap().contains("boom"), "{msg:?}");
+    }
+
+    /// The open flags reach the RNIC's configuration: inline progress by default, off with
+    /// `SOFTRNIC_RNIC_NO_INLINE_PROGRESS`, which combines with manual progress.
+    #[test]
+    fn open_flags_choose_the_progress_mode_and_inline_progress() {
+        for (flags, progress, inline) in [
+            (0, ProgressMode::Thread, true),
+            (
+                SOFTRNIC_RNIC_NO_INLINE_PROGRESS,
+                ProgressMode::Thread,
+                false,
+            ),
+            (SOFTRNIC_RNIC_MANUAL_PROGRESS, ProgressMode::Manual, true),
+            (
+                SOFTRNIC_RNIC_MANUAL_PROGRESS | SOFTRNIC_RNIC_NO_INLINE_PROGRESS,
+                ProgressMode::Manual,
+                false,
+            ),
+        ] {
+            let mut h = std::ptr::null_mut();
+            // SAFETY: `h` is a valid out-pointer.
+            let rc = unsafe { softrnic_rnic_open(flags, &mut h) };
+            assert_eq!(rc, 0, "{flags:#x}");
+            let (r, _) = get::<RnicObj>(h).unwrap();
+            let cfg = r.rnic.as_stack().config();
+            assert_eq!(
+                (cfg.progress, cfg.inline_progress),
+                (progress, inline),
+                "{flags:#x}"
+            );
+            drop(r);
+            assert_eq!(softrnic_rnic_close(h), 0);
+        }
+        let mut h = std::ptr::null_mut();
+        // SAFETY: as above.
+        let rc = unsafe { softrnic_rnic_open(4, &mut h) };
+        assert_eq!(rc, SOFTRNIC_ERR_INVALID_ARG as c_int);
+        // SAFETY: the pointer is NUL-terminated and valid until this thread's next error.
+        let msg = unsafe { CStr::from_ptr(softrnic_last_error()) };
+        assert!(msg.to_str().unwrap().contains("0x4"), "{msg:?}");
     }
 }

@@ -85,7 +85,7 @@ fn pingpong_moves_and_verifies_bytes() {
     let (ok, out, err) = run(&exe);
     assert!(ok, "pingpong failed:\n{out}\n{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines.len(), 13, "{out}");
+    assert_eq!(lines.len(), 14, "{out}");
     assert!(
         lines[0].starts_with("connect: ok (tcp://127.0.0.1:"),
         "{out}"
@@ -96,6 +96,7 @@ fn pingpong_moves_and_verifies_bytes() {
             "send/recv: ok (26 bytes ping, 5 bytes pong)",
             "rdma write: ok (16384 bytes placed and verified)",
             "rdma read: ok (8192 bytes read and verified)",
+            "polled write ping-pong: ok (200 round trips, sent and placed by the polling thread)",
             "fetch and add: ok (40 + 2 = 42)",
             "compare and swap: ok (42 -> 100)",
             "send with invalidate: ok (peer STag invalidated and deallocated)",

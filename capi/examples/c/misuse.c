@@ -57,6 +57,8 @@ int main(void) {
     EXPECT_RC(softrnic_qp_post_sq(NULL, NULL), SOFTRNIC_ERR_NULL);
     EXPECT_RC(softrnic_qp_disconnect(NULL), SOFTRNIC_ERR_NULL);
     EXPECT_RC(softrnic_deregister_mem(NULL), SOFTRNIC_ERR_NULL);
+    EXPECT_RC(softrnic_rnic_assist(NULL), SOFTRNIC_ERR_NULL);
+    EXPECT_RC(softrnic_rnic_end_assist(NULL), SOFTRNIC_ERR_NULL);
 
     /* Forged handles: numbers the library never handed out, and a handle of the wrong
      * type. */
@@ -68,6 +70,7 @@ int main(void) {
     OK(softrnic_rnic_open(0, &rnic));
     EXPECT_RC(softrnic_pd_deallocate((softrnic_pd *)rnic), SOFTRNIC_ERR_BAD_HANDLE);
     EXPECT_RC(softrnic_rnic_open(0x80, &rnic), SOFTRNIC_ERR_INVALID_ARG);
+    EXPECT_RC(softrnic_rnic_progress_stats(rnic, NULL), SOFTRNIC_ERR_NULL);
     EXPECT_RC(softrnic_rnic_advance(rnic, 0), SOFTRNIC_ERR_NOT_MANUAL);
 
     softrnic_pd *pd;

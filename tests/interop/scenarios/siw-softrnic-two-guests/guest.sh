@@ -86,8 +86,15 @@ run siw_write_bw_64k 18518 avg_bw client ib_write_bw "${I[@]}" -p 18518 "${BW[@]
     ib_write_bw "${I[@]}" -p 18518 "${BW[@]}" -s 65536 "$SRV"
 run siw_write_bw_4k 18519 avg_bw client ib_write_bw "${I[@]}" -p 18519 "${BW[@]}" -s 4096 -- \
     ib_write_bw "${I[@]}" -p 18519 "${BW[@]}" -s 4096 "$SRV"
-run siw_send_lat_2 18523 median_lat client ib_send_lat "${I[@]}" -p 18523 "${LAT[@]}" -- \
-    ib_send_lat "${I[@]}" -p 18523 "${LAT[@]}" "$SRV"
+# siw's latency runs may fail for siw's own reasons (its rdma_cm has refused a connection with
+# ENOSPC): a failure is recorded in perf-missing.txt and the table says n/a, the other rows
+# stand.
+rc_before=$rc
+if ! run siw_send_lat_2 18523 median_lat client ib_send_lat "${I[@]}" -p 18523 "${LAT[@]}" -- \
+    ib_send_lat "${I[@]}" -p 18523 "${LAT[@]}" "$SRV"; then
+    [[ $LAB_NAME == g2 ]] && echo "siw_send_lat_2: ib_send_lat siw <-> siw did not complete (twice)" >>perf-missing.txt
+    rc=$rc_before
+fi
 # perftest's write_lat server writes first; whether siw's responder may do so before its
 # initiator's first FPDU (RFC 5044 §7.1.2) decides whether this run can work: a failure is
 # recorded in perf-missing.txt and the table says n/a, the other rows stand.
