@@ -32,8 +32,10 @@
 //!   difference).
 //! * **Several progress threads** ([`RnicConfig::progress_threads`]): each thread has a
 //!   core of its own (epoll set, eventfd waker, timers, doorbell). Thread 0 also runs the
-//!   listeners, connection setup and every SCTP and raw-device connection; an established
-//!   kernel TCP connection is placed on the least-loaded thread ([`Qp::progress_thread`]).
+//!   listeners, connection setup, the SCTP listeners' associations and every raw-device
+//!   connection; an established kernel TCP connection, or an established active SCTP
+//!   association with its endpoint, is placed on the least-loaded thread
+//!   ([`Qp::progress_thread`]).
 //!   A QP's disconnect and destroy go to its thread; completions go to the QP's CQs
 //!   whichever thread produces them.
 //! * **Manual progress** ([`ProgressMode::Manual`]): no thread; the application calls
@@ -1025,9 +1027,10 @@ impl Qp {
     }
 
     /// The progress thread serving the QP's connection (0 ..
-    /// [`RnicConfig::progress_threads`]): 0 until an established kernel TCP connection is
-    /// placed on another thread, and always 0 with one progress thread, in manual progress
-    /// and over SCTP or a raw-Ethernet device.
+    /// [`RnicConfig::progress_threads`]): 0 until an established kernel TCP connection or
+    /// active SCTP association is placed on another thread, and always 0 with one progress
+    /// thread, in manual progress, on a raw-Ethernet device and for the associations an
+    /// SCTP listener accepted (they share its sockets).
     pub fn progress_thread(&self) -> usize {
         self.inner.lane.load(Ordering::SeqCst)
     }

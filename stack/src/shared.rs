@@ -43,10 +43,11 @@ pub struct RnicConfig {
     /// How many progress threads run the RNIC ([`ProgressMode::Thread`]; at least 1, the
     /// default; manual progress has one core whatever this says). Threads are named
     /// `softrnic-prog0`, `softrnic-prog1` .. (`softrnic-progress` when there is one).
-    /// Thread 0 runs the listeners, every connection's setup, and every DDP/SCTP and
-    /// raw-device connection; a kernel TCP (MPA) connection, once established, is placed on
-    /// the thread with the fewest established connections (ties: the lowest thread), where
-    /// its socket, timers and doorbell are served from then on
+    /// Thread 0 runs the listeners, every connection's setup, the associations an SCTP
+    /// listener accepted (they share its sockets) and every raw-device connection; a kernel
+    /// TCP (MPA) connection, and an active DDP/SCTP association with its own endpoint, once
+    /// established, is placed on the thread with the fewest established connections (ties:
+    /// the lowest thread), where its sockets, timers and doorbell are served from then on
     /// ([`crate::Qp::progress_thread`] tells which).
     /// Least-loaded rather than round-robin placement keeps the threads even when
     /// connections come and go. Use it when one progress thread is the limit (many busy

@@ -672,6 +672,7 @@ impl Core {
             Cmd::Modify(qp, to) => self.disconnect(shared, qp, to),
             Cmd::Destroy(qp) => self.destroy(shared, qp),
             Cmd::Migrate(a) => self.take_over(shared, *a),
+            Cmd::MigrateSctp(qp, e) => self.take_over_sctp(shared, qp, *e),
         }
     }
 
@@ -1416,13 +1417,7 @@ impl Core {
     /// lowest lane), moving it there when that is not this one. Only lane 0 places: every
     /// connection is set up there.
     fn place(&mut self, shared: &Shared, t: Token) {
-        let (to, _) = shared
-            .all_lanes()
-            .enumerate()
-            .map(|(i, l)| (i, l.load.load(Ordering::SeqCst)))
-            .min_by_key(|&(i, n)| (n, i))
-            .unwrap_or((0, 0));
-        let guard = LoadGuard::new(&shared.lane(to).load);
+        let (to, guard) = least_loaded(shared);
         if to == self.lane || shared.stop.load(Ordering::SeqCst) {
             if let Some(Conn::Active(a)) = self.conns.get_mut(&t) {
                 a.placed = Some(guard);
@@ -1722,6 +1717,17 @@ impl Core {
     }
 }
 
+/// The least-loaded lane (ties: the lowest), with the new connection counted in its load.
+fn least_loaded(shared: &Shared) -> (usize, LoadGuard) {
+    let (to, _) = shared
+        .all_lanes()
+        .enumerate()
+        .map(|(i, l)| (i, l.load.load(Ordering::SeqCst)))
+        .min_by_key(|&(i, n)| (n, i))
+        .unwrap_or((0, 0));
+    (to, LoadGuard::new(&shared.lane(to).load))
+}
+
 /// Watches a device's link for frames and for room in its queue again, looking at it
 /// afresh: a link that became writable since its queue refused a frame is reported at once
 /// (edge-triggered epoll reports only changes it sees), and one still full registers for
@@ -1937,6 +1943,9 @@ pub(crate) enum Cmd {
     /// Take over an established kernel TCP connection from lane 0 (placement on a further
     /// progress thread).
     Migrate(Box<Active>),
+    /// Take over the endpoint of an established active SCTP association (its QP's) from
+    /// lane 0.
+    MigrateSctp(Arc<QpShared>, Box<sctp::SctpEp>),
 }
 
 impl Cmd {
@@ -1949,15 +1958,17 @@ impl Cmd {
             | Cmd::SocketInode(qp, _)
             | Cmd::StackUnacked(qp, _) => qp.lane.load(Ordering::SeqCst),
             Cmd::Migrate(a) => a.qp.lane.load(Ordering::SeqCst),
+            Cmd::MigrateSctp(qp, _) => qp.lane.load(Ordering::SeqCst),
             _ => 0,
         }
     }
 }
 
 /// One progress thread's share of the RNIC: its commands, its doorbell and its core (its own
-/// epoll set and eventfd waker). Lane 0 holds the listeners, connection setup, SCTP and
-/// device connections; further lanes ([`RnicConfig::progress_threads`]) hold the kernel TCP
-/// (MPA) connections placed on them once established.
+/// epoll set and eventfd waker). Lane 0 holds the listeners, connection setup, the SCTP
+/// listeners' endpoints and device connections; further lanes
+/// ([`RnicConfig::progress_threads`]) hold the kernel TCP (MPA) connections and the active
+/// SCTP associations' endpoints placed on them once established.
 #[derive(Debug)]
 pub(crate) struct Lane {
     pub(crate) cmds: Mutex<VecDeque<Cmd>>,

@@ -2,16 +2,18 @@
 //! many QP pairs spread over the threads run RDMA Write (RFC 5040 §4.3), Send (§4.4) and
 //! RDMA Read (§4.5) with every byte verified, completing into CQs shared by QPs on different
 //! threads; connections are torn down (RFC 5044 §7.1, graceful disconnect) and made again,
-//! and a QP whose peer stops reading does not hold up the QPs of another thread.
+//! and a QP whose peer stops reading does not hold up the QPs of another thread. Active
+//! SCTP associations (RFC 5043) are spread the same way.
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
+use stack::addr::TransportAddr;
 use stack::mpa::{self, Role, Session};
 use stack::{
-    Access, AdoptRole, Cq, MemoryRegion, MrOptions, Pd, Qp, QpAttr, QpState, RecvWr, Rnic,
-    RnicConfig, SendWr, Wc, WcOpcode, WcStatus,
+    Access, AdoptRole, Cq, Listener, MemoryRegion, MrOptions, Pd, Qp, QpAttr, QpState, RecvWr,
+    Rnic, RnicConfig, SendWr, Wc, WcOpcode, WcStatus,
 };
 
 const T: Duration = Duration::from_secs(30);
@@ -91,16 +93,22 @@ struct Pair {
 }
 
 fn connect(a: &Node, b: &Node, listen: SocketAddr) -> Pair {
-    let (qa, qb) = (a.qp(), b.qp());
     let l = b.rnic.listen(listen).unwrap();
+    let pair = connect_to(a, b, &l);
+    b.rnic.close_listener(&l);
+    pair
+}
+
+/// A QP pair connected through `b`'s listener `l` (TCP or SCTP).
+fn connect_to(a: &Node, b: &Node, l: &Listener) -> Pair {
+    let (qa, qb) = (a.qp(), b.qp());
     std::thread::scope(|s| {
-        let h = s.spawn(|| b.rnic.accept_blocking(&l, &qb, mpa::Config::default(), T));
+        let h = s.spawn(|| b.rnic.accept_blocking(l, &qb, mpa::Config::default(), T));
         a.rnic
-            .connect_blocking(&qa, l.local_addr, mpa::Config::default(), T)
+            .connect_to_blocking(&qa, &l.transport, mpa::Config::default(), T)
             .unwrap();
         h.join().unwrap().unwrap();
     });
-    b.rnic.close_listener(&l);
     let mem = PairMem {
         a_src: mr(&a.rnic, a.pd, WRITE_LEN + SEND_LEN),
         a_sink: mr(&a.rnic, a.pd, READ_LEN),
@@ -286,6 +294,49 @@ fn many_pairs(threads: usize) {
     pairs.extend(fresh);
     run_ops(&a, &b, &pairs, 3);
     assert!(a.scq.poll_one().is_none() && b.rcq.poll_one().is_none());
+}
+
+/// Several progress threads over softrnic's own SCTP (RFC 5043, UDP encapsulation on
+/// loopback): an active association has an endpoint of its own, which moves with it to the
+/// least-loaded thread once established, as a TCP connection does. The associations a
+/// listener accepted share its sockets and stay on thread 0. Write/Send/Read verified on
+/// every pair, then the pairs on thread 1 disconnect from there (RFC 5043 §6.4: SCTP
+/// SHUTDOWN) and a new association takes their place.
+#[test]
+fn active_sctp_associations_are_placed_on_further_progress_threads() {
+    const N: usize = 6;
+    let (a, b) = (Node::new(2), Node::new(2));
+    let at: TransportAddr = "sctp+udp://127.0.0.1:7179?udp-port=0".parse().unwrap();
+    let l = b.rnic.listen_on(&at).unwrap();
+    let mut pairs: Vec<Pair> = (0..N).map(|_| connect_to(&a, &b, &l)).collect();
+    assert_spread(
+        &pairs.iter().map(|p| &p.qa).collect::<Vec<_>>(),
+        &[N / 2, N / 2],
+    );
+    assert_eq!(
+        per_thread(&pairs.iter().map(|p| &p.qb).collect::<Vec<_>>(), 2),
+        [N, 0]
+    );
+    run_ops(&a, &b, &pairs, 1);
+
+    let (gone, kept): (Vec<Pair>, Vec<Pair>) =
+        pairs.drain(..).partition(|p| p.qa.progress_thread() == 1);
+    for p in &gone {
+        a.rnic.disconnect(&p.qa).unwrap();
+    }
+    for p in &gone {
+        a.rnic.wait_disconnected(&p.qa, T).unwrap();
+        b.rnic.wait_disconnected(&p.qb, T).unwrap();
+        a.rnic.destroy_qp(&p.qa).unwrap();
+        b.rnic.destroy_qp(&p.qb).unwrap();
+    }
+    pairs = kept;
+    std::thread::sleep(Duration::from_millis(50));
+    let fresh = connect_to(&a, &b, &l);
+    assert_spread(&[&fresh.qa], &[0, 1]);
+    pairs.push(fresh);
+    run_ops(&a, &b, &pairs, 2);
+    b.rnic.close_listener(&l);
 }
 
 /// Two progress threads: 64 QP pairs, half on each thread, Write/Send/Read verified into

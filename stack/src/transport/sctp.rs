@@ -20,6 +20,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mio::unix::SourceFd;
@@ -31,10 +32,10 @@ use sctp_io::net::Transport;
 
 use super::Shared;
 use super::assoc_qp::{self, Initiate, RequestFrom};
-use super::{Conn, Core, fail_connect};
+use super::{Cmd, Conn, Core, LoadGuard, drain_events, fail_connect, least_loaded};
 use crate::addr::{Multipath, SctpAddr, SctpEncap, route_source};
 use crate::device::{self, SharedDev};
-use crate::engine::CloseReason;
+use crate::engine::{CloseReason, QpState};
 use crate::shared::{
     CmError, ConnReqId, ConnStatus, Event, ListenerId, PathChange, QpShared, RnicConfig,
 };
@@ -384,7 +385,7 @@ enum AssocRole {
 
 /// One SCTP endpoint of the core.
 #[derive(Debug)]
-pub(super) struct SctpEp {
+pub(crate) struct SctpEp {
     ep: Endpoint,
     io: SctpIo,
     listener: Option<ListenerId>,
@@ -394,6 +395,10 @@ pub(super) struct SctpEp {
     assocs: HashMap<AssocId, AssocRole>,
     /// Tokens of the sockets (the first is the endpoint's key in the core).
     pub(super) tokens: Vec<Token>,
+    /// Counts an active association's endpoint in its lane's load once it is placed
+    /// (established, with several progress threads); `None` until then, and for a
+    /// listener's endpoint, which stays on lane 0.
+    placed: Option<LoadGuard>,
 }
 
 impl SctpEp {
@@ -457,6 +462,32 @@ impl SctpEp {
         })
     }
 
+    /// The QP of an active association's endpoint, once it is established and may move
+    /// to another progress thread: not a listener's endpoint (its associations share its
+    /// sockets), nor one on a device (the device's rings are lane 0's).
+    fn placeable_qp(&self) -> Option<&Arc<QpShared>> {
+        if self.placed.is_some() || self.listener.is_some() || matches!(self.io, SctpIo::Dev(_)) {
+            return None;
+        }
+        let mut roles = self.assocs.values();
+        match (roles.next(), roles.next()) {
+            (
+                Some(AssocRole::Qp {
+                    qp, shut: false, ..
+                }),
+                None,
+            ) if qp
+                .lock()
+                .engine
+                .as_ref()
+                .is_some_and(|e| e.state() == QpState::Rts) =>
+            {
+                Some(qp)
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the connection request `req` is pending here.
     pub(super) fn has_request(&self, req: ConnReqId) -> bool {
         self.assocs
@@ -503,18 +534,26 @@ impl Core {
 
     /// Drops an endpoint (its associations are gone or aborted).
     pub(super) fn remove_sctp(&mut self, key: Token) {
+        drop(self.take_sctp(key));
+    }
+
+    /// Takes an endpoint out of this core: its sockets leave the epoll set, its timers and
+    /// tokens are forgotten.
+    fn take_sctp(&mut self, key: Token) -> Option<Box<SctpEp>> {
         self.timerq.forget(key);
-        if let Some(Conn::Sctp(e)) = self.conns.remove(&key) {
-            for fd in e.io.fds() {
-                let _ = self
-                    .poll
-                    .registry()
-                    .deregister(&mut SourceFd(&fd.as_raw_fd()));
-            }
-            for t in &e.tokens {
-                self.aliases.remove(t);
-            }
+        let Some(Conn::Sctp(mut e)) = self.conns.remove(&key) else {
+            return None;
+        };
+        for fd in e.io.fds() {
+            let _ = self
+                .poll
+                .registry()
+                .deregister(&mut SourceFd(&fd.as_raw_fd()));
         }
+        for t in e.tokens.drain(..) {
+            self.aliases.remove(&t);
+        }
+        Some(e)
     }
 
     pub(super) fn listen_sctp(&mut self, shared: &Shared, id: ListenerId, l: SctpListen) {
@@ -535,6 +574,7 @@ impl Core {
             overhead,
             assocs: HashMap::new(),
             tokens: Vec::new(),
+            placed: None,
         };
         if let Ok(t) = self.register_sctp(e) {
             self.service_sctp(shared, t);
@@ -572,6 +612,7 @@ impl Core {
             overhead,
             assocs: HashMap::new(),
             tokens: Vec::new(),
+            placed: None,
         };
         e.run_qp(id, &qp);
         match self.register_sctp(e) {
@@ -791,6 +832,56 @@ impl Core {
         let drop_ep = e.listener.is_none() && e.assocs.is_empty();
         if drop_ep {
             self.remove_sctp(key);
+        } else if !shared.lanes.is_empty()
+            && let Some(qp) = e.placeable_qp().cloned()
+        {
+            self.place_sctp(shared, key, qp);
+        }
+    }
+
+    /// Places an established active association's endpoint on the least-loaded lane, as
+    /// [`Core::place`] does a TCP connection: moving it there when that is not this one.
+    fn place_sctp(&mut self, shared: &Shared, key: Token, qp: Arc<QpShared>) {
+        let (to, guard) = least_loaded(shared);
+        if to == self.lane || shared.stop.load(Ordering::SeqCst) {
+            if let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) {
+                e.placed = Some(guard);
+            }
+            return;
+        }
+        let Some(mut e) = self.take_sctp(key) else {
+            return;
+        };
+        e.placed = Some(guard);
+        if let Some(AssocRole::Qp { span, .. }) = e.assocs.values().next() {
+            tracing::debug!(parent: span, lane = to, "placed on progress thread");
+        }
+        let lane = shared.lane(to);
+        let mut cmds = lane.cmds.lock().unwrap_or_else(|p| p.into_inner());
+        // Under the new lane's command lock, as for TCP: a command of the QP's that reads the
+        // new lane is queued behind the endpoint; one that read the old lane is forwarded.
+        qp.lane.store(to, Ordering::SeqCst);
+        cmds.push_back(Cmd::MigrateSctp(qp, e));
+        drop(cmds);
+        lane.ring();
+    }
+
+    /// Takes over an active association's endpoint placed on this lane: its sockets join
+    /// this core's epoll set and it is serviced at once (work posted while it moved is in
+    /// its QP's rings).
+    pub(super) fn take_over_sctp(&mut self, shared: &Shared, qp: Arc<QpShared>, e: SctpEp) {
+        match self.register_sctp(e) {
+            Ok(t) => self.service_sctp(shared, t),
+            Err(err) => {
+                tracing::warn!(qp = qp.id.0, error = %err, "cannot watch the placed SCTP endpoint: aborting its association");
+                let now = self.now();
+                let mut s = qp.lock();
+                if let Some(e) = s.engine.as_mut() {
+                    qp.publish_engine(e, false);
+                    e.handle_closed(now, CloseReason::Reset);
+                }
+                drain_events(shared, &qp, s.engine.as_mut());
+            }
         }
     }
 }
