@@ -250,6 +250,26 @@ fn run_ops(a: &Node, b: &Node, pairs: &[Pair], round: u64) {
     }
 }
 
+/// Disconnects the pairs whose initiator runs on progress thread `thread` (graceful close),
+/// from A's side; both sides see the close and destroy their QPs. Returns the other pairs.
+fn disconnect_thread(a: &Node, b: &Node, pairs: Vec<Pair>, thread: usize) -> Vec<Pair> {
+    let (gone, kept): (Vec<Pair>, Vec<Pair>) = pairs
+        .into_iter()
+        .partition(|p| p.qa.progress_thread() == thread);
+    for p in &gone {
+        a.rnic.disconnect(&p.qa).unwrap();
+    }
+    for p in &gone {
+        a.rnic.wait_disconnected(&p.qa, T).unwrap();
+        b.rnic.wait_disconnected(&p.qb, T).unwrap();
+        a.rnic.destroy_qp(&p.qa).unwrap();
+        b.rnic.destroy_qp(&p.qb).unwrap();
+    }
+    // A closed connection leaves its thread's count right after it reports the close.
+    std::thread::sleep(Duration::from_millis(50));
+    kept
+}
+
 fn many_pairs(threads: usize) {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let (a, b) = (Node::new(threads), Node::new(threads));
@@ -268,22 +288,9 @@ fn many_pairs(threads: usize) {
     // Disconnect the pairs whose initiator runs on the last thread (graceful close), from
     // A's side; both sides see the close.
     let last = threads - 1;
-    let (gone, kept): (Vec<Pair>, Vec<Pair>) = pairs
-        .drain(..)
-        .partition(|p| p.qa.progress_thread() == last);
-    assert_eq!(gone.len(), PAIRS / threads);
-    for p in &gone {
-        a.rnic.disconnect(&p.qa).unwrap();
-    }
-    for p in &gone {
-        a.rnic.wait_disconnected(&p.qa, T).unwrap();
-        b.rnic.wait_disconnected(&p.qb, T).unwrap();
-        a.rnic.destroy_qp(&p.qa).unwrap();
-        b.rnic.destroy_qp(&p.qb).unwrap();
-    }
-    pairs = kept;
-    // A closed connection leaves its thread's count right after it reports the close.
-    std::thread::sleep(Duration::from_millis(50));
+    let before = pairs.len();
+    pairs = disconnect_thread(&a, &b, pairs, last);
+    assert_eq!(before - pairs.len(), PAIRS / threads);
 
     // New connections go to the thread that lost its QPs (the least loaded one).
     let fresh: Vec<Pair> = (0..PAIRS / threads).map(|_| connect(&a, &b, any)).collect();
@@ -319,19 +326,8 @@ fn active_sctp_associations_are_placed_on_further_progress_threads() {
     );
     run_ops(&a, &b, &pairs, 1);
 
-    let (gone, kept): (Vec<Pair>, Vec<Pair>) =
-        pairs.drain(..).partition(|p| p.qa.progress_thread() == 1);
-    for p in &gone {
-        a.rnic.disconnect(&p.qa).unwrap();
-    }
-    for p in &gone {
-        a.rnic.wait_disconnected(&p.qa, T).unwrap();
-        b.rnic.wait_disconnected(&p.qb, T).unwrap();
-        a.rnic.destroy_qp(&p.qa).unwrap();
-        b.rnic.destroy_qp(&p.qb).unwrap();
-    }
-    pairs = kept;
-    std::thread::sleep(Duration::from_millis(50));
+    pairs = disconnect_thread(&a, &b, pairs, 1);
+    assert_eq!(pairs.len(), N / 2);
     let fresh = connect_to(&a, &b, &l);
     assert_spread(&[&fresh.qa], &[0, 1]);
     pairs.push(fresh);

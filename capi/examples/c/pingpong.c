@@ -79,6 +79,14 @@ static softrnic_wc wait_wc(softrnic_cq *cq, uint64_t wr_id, softrnic_wc_opcode o
     return wc;
 }
 
+/* Spins until the RDMA Write placed `want` at `slot`, doing both RNICs' progress meanwhile. */
+static void assist_until(const uint64_t *slot, uint64_t want, softrnic_rnic *a, softrnic_rnic *b) {
+    while (__atomic_load_n(slot, __ATOMIC_ACQUIRE) != want) {
+        CHECK(softrnic_rnic_assist(a));
+        CHECK(softrnic_rnic_assist(b));
+    }
+}
+
 /* Polls (never blocks) until one completion comes, and checks it as wait_wc does. */
 static void spin_wc(softrnic_cq *cq, uint64_t wr_id, softrnic_wc_opcode opcode) {
     softrnic_wc wc;
@@ -227,18 +235,12 @@ int main(void) {
         post_send(cli.qp, 1000 + i, SOFTRNIC_WR_RDMA_WRITE,
                   (softrnic_sge){.to = ci.base_to + SLOT + 8, .len = 8, .stag = ci.stag}, si.stag,
                   si.base_to + SLOT);
-        while (__atomic_load_n(sslot, __ATOMIC_ACQUIRE) != i) {
-            CHECK(softrnic_rnic_assist(srv.rnic));
-            CHECK(softrnic_rnic_assist(cli.rnic));
-        }
+        assist_until(sslot, i, srv.rnic, cli.rnic);
         memcpy(sbuf + SLOT + 8, &i, 8);
         post_send(srv.qp, 2000 + i, SOFTRNIC_WR_RDMA_WRITE,
                   (softrnic_sge){.to = si.base_to + SLOT + 8, .len = 8, .stag = si.stag}, ci.stag,
                   ci.base_to + SLOT);
-        while (__atomic_load_n(cslot, __ATOMIC_ACQUIRE) != i) {
-            CHECK(softrnic_rnic_assist(srv.rnic));
-            CHECK(softrnic_rnic_assist(cli.rnic));
-        }
+        assist_until(cslot, i, srv.rnic, cli.rnic);
         spin_wc(cli.cq, 1000 + i, SOFTRNIC_WC_RDMA_WRITE);
         spin_wc(srv.cq, 2000 + i, SOFTRNIC_WC_RDMA_WRITE);
     }
