@@ -902,15 +902,7 @@ impl Core {
                 a.sock.deregister(self.poll.registry());
                 // Unread data makes the kernel send a reset: an abortive close.
                 a.sock.shutdown(Shutdown::Both);
-                let mut s = qp.lock();
-                if let Some(e) = s.engine.as_mut() {
-                    // Rings closed and drained; the close below flushes it all.
-                    qp.publish_engine(e, false);
-                    if !a.closed {
-                        e.handle_closed(now, CloseReason::Local);
-                    }
-                }
-                drain_events(shared, &qp, s.engine.as_mut());
+                end_engine(shared, &qp, now, (!a.closed).then_some(CloseReason::Local));
             }
             Some((_, Conn::Connecting { mut sock, .. })) => {
                 sock.deregister(self.poll.registry());
@@ -1455,15 +1447,12 @@ impl Core {
             tracing::warn!(parent: &a.span, error = %e, "cannot watch the placed connection: aborting it");
             let now = self.now();
             a.sock.shutdown(Shutdown::Both);
-            let qp = a.qp.clone();
-            let mut s = qp.lock();
-            if let Some(e) = s.engine.as_mut() {
-                qp.publish_engine(e, false);
-                if !a.closed {
-                    e.handle_closed(now, CloseReason::Reset);
-                }
-            }
-            drain_events(shared, &qp, s.engine.as_mut());
+            end_engine(
+                shared,
+                &a.qp,
+                now,
+                (!a.closed).then_some(CloseReason::Reset),
+            );
             return;
         }
         a.qp.token.store(t.0, Ordering::SeqCst);
@@ -1513,14 +1502,12 @@ impl Core {
                     let _span = a.span.clone().entered();
                     a.sock.deregister(self.poll.registry());
                     a.sock.shutdown(Shutdown::Both);
-                    let mut s = a.qp.lock();
-                    if let Some(e) = s.engine.as_mut() {
-                        a.qp.publish_engine(e, false);
-                        if !a.closed {
-                            e.handle_closed(now, CloseReason::Local);
-                        }
-                    }
-                    drain_events(shared, &a.qp, s.engine.as_mut());
+                    end_engine(
+                        shared,
+                        &a.qp,
+                        now,
+                        (!a.closed).then_some(CloseReason::Local),
+                    );
                 }
                 Some(Conn::Connecting { qp, .. }) => fail_connect(shared, &qp, CmError::Aborted),
                 Some(Conn::Rejecting { mut sock, out, .. }) => {
@@ -1832,6 +1819,20 @@ fn fail_connect(shared: &Shared, qp: &Arc<QpShared>, error: CmError) {
 }
 
 /// Turns engine events into RNIC events and connection status.
+/// Ends `qp`'s engine when its connection is taken away: its rings close and are drained,
+/// the close (`reason`; `None` when it was reported already) flushes everything outstanding,
+/// and what that produced goes out as completions and events.
+fn end_engine(shared: &Shared, qp: &Arc<QpShared>, now: Instant, reason: Option<CloseReason>) {
+    let mut s = qp.lock();
+    if let Some(e) = s.engine.as_mut() {
+        qp.publish_engine(e, false);
+        if let Some(r) = reason {
+            e.handle_closed(now, r);
+        }
+    }
+    drain_events(shared, qp, s.engine.as_mut());
+}
+
 fn drain_events(shared: &Shared, qp: &Arc<QpShared>, eng: Option<&mut QpEngine>) {
     let Some(eng) = eng else {
         return;

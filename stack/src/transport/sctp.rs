@@ -32,7 +32,7 @@ use sctp_io::net::Transport;
 
 use super::Shared;
 use super::assoc_qp::{self, Initiate, RequestFrom};
-use super::{Cmd, Conn, Core, LoadGuard, drain_events, fail_connect, least_loaded};
+use super::{Cmd, Conn, Core, LoadGuard, end_engine, fail_connect, least_loaded};
 use crate::addr::{Multipath, SctpAddr, SctpEncap, route_source};
 use crate::device::{self, SharedDev};
 use crate::engine::{CloseReason, QpState};
@@ -874,13 +874,7 @@ impl Core {
             Ok(t) => self.service_sctp(shared, t),
             Err(err) => {
                 tracing::warn!(qp = qp.id.0, error = %err, "cannot watch the placed SCTP endpoint: aborting its association");
-                let now = self.now();
-                let mut s = qp.lock();
-                if let Some(e) = s.engine.as_mut() {
-                    qp.publish_engine(e, false);
-                    e.handle_closed(now, CloseReason::Reset);
-                }
-                drain_events(shared, &qp, s.engine.as_mut());
+                end_engine(shared, &qp, self.now(), Some(CloseReason::Reset));
             }
         }
     }
