@@ -33,8 +33,9 @@
 //! * **Several progress threads** ([`RnicConfig::progress_threads`]): each thread has a
 //!   core of its own (epoll set, eventfd waker, timers, doorbell). Thread 0 also runs the
 //!   listeners, connection setup, the SCTP listeners' associations and every raw-device
-//!   connection; an established kernel TCP connection, or an established active SCTP
-//!   association with its endpoint, is placed on the least-loaded thread
+//!   connection; an established kernel TCP connection, an established active SCTP
+//!   association with its endpoint, or an established kernel SCTP association, is placed
+//!   on the least-loaded thread
 //!   ([`Qp::progress_thread`]).
 //!   A QP's disconnect and destroy go to its thread; completions go to the QP's CQs
 //!   whichever thread produces them.
@@ -1027,10 +1028,10 @@ impl Qp {
     }
 
     /// The progress thread serving the QP's connection (0 ..
-    /// [`RnicConfig::progress_threads`]): 0 until an established kernel TCP connection or
-    /// active SCTP association is placed on another thread, and always 0 with one progress
-    /// thread, in manual progress, on a raw-Ethernet device and for the associations an
-    /// SCTP listener accepted (they share its sockets).
+    /// [`RnicConfig::progress_threads`]): 0 until an established kernel TCP connection,
+    /// active SCTP association or kernel SCTP association is placed on another thread, and
+    /// always 0 with one progress thread, in manual progress, on a raw-Ethernet device and
+    /// for the associations an SCTP listener accepted (they share its sockets).
     pub fn progress_thread(&self) -> usize {
         self.inner.lane.load(Ordering::SeqCst)
     }

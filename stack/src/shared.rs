@@ -45,8 +45,8 @@ pub struct RnicConfig {
     /// `softrnic-prog0`, `softrnic-prog1` .. (`softrnic-progress` when there is one).
     /// Thread 0 runs the listeners, every connection's setup, the associations an SCTP
     /// listener accepted (they share its sockets) and every raw-device connection; a kernel
-    /// TCP (MPA) connection, and an active DDP/SCTP association with its own endpoint, once
-    /// established, is placed on the thread with the fewest established connections (ties:
+    /// TCP (MPA) connection, an active DDP/SCTP association with its own endpoint and a
+    /// kernel SCTP (`ksctp://`) association of either side, once established, is placed on the thread with the fewest established connections (ties:
     /// the lowest thread), where its sockets, timers and doorbell are served from then on
     /// ([`crate::Qp::progress_thread`] tells which).
     /// Least-loaded rather than round-robin placement keeps the threads even when
@@ -480,8 +480,8 @@ pub(crate) struct QpShared {
     pub(crate) ring_open: AtomicBool,
     /// The session's ORD is 0 (RDMA Reads and atomics are refused at post time).
     pub(crate) ord_zero: AtomicBool,
-    /// The progress thread (lane) serving the QP's connection: 0 until an established
-    /// kernel TCP connection is placed on another one (set once, by lane 0's core).
+    /// The progress thread (lane) serving the QP's connection: 0 until its established
+    /// connection is placed on another one (set once, by lane 0's core).
     pub(crate) lane: AtomicUsize,
 }
 

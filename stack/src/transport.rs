@@ -673,6 +673,7 @@ impl Core {
             Cmd::Destroy(qp) => self.destroy(shared, qp),
             Cmd::Migrate(a) => self.take_over(shared, *a),
             Cmd::MigrateSctp(qp, e) => self.take_over_sctp(shared, qp, *e),
+            Cmd::MigrateKsctp(qp, k) => self.take_over_ksctp(shared, qp, k),
         }
     }
 
@@ -1947,6 +1948,8 @@ pub(crate) enum Cmd {
     /// Take over the endpoint of an established active SCTP association (its QP's) from
     /// lane 0.
     MigrateSctp(Arc<QpShared>, Box<sctp::SctpEp>),
+    /// Take over an established kernel SCTP association (its QP's) from lane 0.
+    MigrateKsctp(Arc<QpShared>, Box<ksctp::Ksctp>),
 }
 
 impl Cmd {
@@ -1959,7 +1962,7 @@ impl Cmd {
             | Cmd::SocketInode(qp, _)
             | Cmd::StackUnacked(qp, _) => qp.lane.load(Ordering::SeqCst),
             Cmd::Migrate(a) => a.qp.lane.load(Ordering::SeqCst),
-            Cmd::MigrateSctp(qp, _) => qp.lane.load(Ordering::SeqCst),
+            Cmd::MigrateSctp(qp, _) | Cmd::MigrateKsctp(qp, _) => qp.lane.load(Ordering::SeqCst),
             _ => 0,
         }
     }
@@ -1968,8 +1971,9 @@ impl Cmd {
 /// One progress thread's share of the RNIC: its commands, its doorbell and its core (its own
 /// epoll set and eventfd waker). Lane 0 holds the listeners, connection setup, the SCTP
 /// listeners' endpoints and device connections; further lanes
-/// ([`RnicConfig::progress_threads`]) hold the kernel TCP (MPA) connections and the active
-/// SCTP associations' endpoints placed on them once established.
+/// ([`RnicConfig::progress_threads`]) hold the kernel TCP (MPA) connections, the active
+/// SCTP associations' endpoints and the kernel SCTP associations placed on them once
+/// established.
 #[derive(Debug)]
 pub(crate) struct Lane {
     pub(crate) cmds: Mutex<VecDeque<Cmd>>,

@@ -3,11 +3,16 @@
 //! RDMA Read (§4.5) with every byte verified, completing into CQs shared by QPs on different
 //! threads; connections are torn down (RFC 5044 §7.1, graceful disconnect) and made again,
 //! and a QP whose peer stops reading does not hold up the QPs of another thread. Active
-//! SCTP associations (RFC 5043) are spread the same way.
+//! SCTP associations (RFC 5043) are spread the same way, and kernel SCTP associations on
+//! both sides where the kernel has SCTP (the interop lab's ksctp-loopback runs that test).
+
+mod common;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
+
+use common::sctp::kernel_sctp_for_test;
 
 use stack::addr::TransportAddr;
 use stack::mpa::{self, Role, Session};
@@ -330,6 +335,39 @@ fn active_sctp_associations_are_placed_on_further_progress_threads() {
     assert_eq!(pairs.len(), N / 2);
     let fresh = connect_to(&a, &b, &l);
     assert_spread(&[&fresh.qa], &[0, 1]);
+    pairs.push(fresh);
+    run_ops(&a, &b, &pairs, 2);
+    b.rnic.close_listener(&l);
+}
+
+/// Kernel SCTP associations (`ksctp://`, one-to-one sockets) move to the least-loaded
+/// thread once established on both sides, the accepted ones too (each is a socket of its
+/// own). Write/Send/Read verified on every pair, then the pairs on thread 1 disconnect from
+/// there (RFC 5043 §6.4: SCTP SHUTDOWN) and a new association takes their place. Runs where
+/// the kernel has SCTP (the interop lab's ksctp-loopback scenario); elsewhere it returns.
+#[test]
+fn kernel_sctp_associations_are_placed_on_further_progress_threads() {
+    if !kernel_sctp_for_test() {
+        return;
+    }
+    const N: usize = 6;
+    let (a, b) = (Node::new(2), Node::new(2));
+    let at: TransportAddr = "ksctp://127.0.0.1:7189".parse().unwrap();
+    let l = b.rnic.listen_on(&at).unwrap();
+    let mut pairs: Vec<Pair> = (0..N).map(|_| connect_to(&a, &b, &l)).collect();
+    for side in [
+        pairs.iter().map(|p| &p.qa).collect::<Vec<_>>(),
+        pairs.iter().map(|p| &p.qb).collect::<Vec<_>>(),
+    ] {
+        assert_spread(&side, &[N / 2, N / 2]);
+    }
+    run_ops(&a, &b, &pairs, 1);
+
+    pairs = disconnect_thread(&a, &b, pairs, 1);
+    assert_eq!(pairs.len(), N / 2);
+    let fresh = connect_to(&a, &b, &l);
+    assert_spread(&[&fresh.qa], &[0, 1]);
+    assert_spread(&[&fresh.qb], &[0, 1]);
     pairs.push(fresh);
     run_ops(&a, &b, &pairs, 2);
     b.rnic.close_listener(&l);

@@ -8,18 +8,9 @@
 mod common;
 
 use common::node::{Node, every_operation, wait_event};
+use common::sctp::{kernel_has_sctp, kernel_sctp_for_test};
 use stack::addr::TransportAddr;
 use stack::{Event, ProgressMode, mpa};
-
-/// Whether this kernel makes SCTP sockets.
-fn kernel_has_sctp() -> bool {
-    socket2::Socket::new(
-        socket2::Domain::IPV4,
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::from(132)),
-    )
-    .is_ok()
-}
 
 /// Without SCTP in the kernel, listening and connecting over `ksctp://` fail on the spot
 /// with "this kernel has no SCTP (modprobe sctp)"; the QP stays free for another transport.
@@ -68,11 +59,7 @@ fn ksctp_on_a_kernel_without_sctp_says_so() {
 /// and Send with Invalidate with every byte checked, ending in a graceful disconnect.
 #[test]
 fn rfc5043_every_operation_over_kernel_sctp() {
-    if !kernel_has_sctp() {
-        assert!(
-            std::env::var_os("SOFTRNIC_REQUIRE_KERNEL_SCTP").is_none(),
-            "SOFTRNIC_REQUIRE_KERNEL_SCTP is set but this kernel makes no SCTP socket"
-        );
+    if !kernel_sctp_for_test() {
         // ksctp_on_a_kernel_without_sctp_says_so covers such a kernel.
         return;
     }

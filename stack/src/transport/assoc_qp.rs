@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use sctp::ddp_adapt::{self, Outgoing, SessionControl, StreamSession};
 
-use super::{Shared, drain_events, fail_connect};
+use super::{Shared, fail_connect};
 use crate::Instant;
 use crate::engine::{CloseReason, QpEngine, Setup};
 use crate::llp::sctp::SctpConfig;
@@ -188,12 +188,7 @@ pub(super) fn reject_messages<'a>(
 /// drained, the close reported to the engine (everything outstanding is flushed), its
 /// events turned into RNIC events.
 pub(super) fn close(shared: &Shared, qp: &Arc<QpShared>, now: Instant, reason: CloseReason) {
-    let mut s = qp.lock();
-    if let Some(eng) = s.engine.as_mut() {
-        qp.publish_engine(eng, false);
-        eng.handle_closed(now, reason);
-    }
-    drain_events(shared, qp, s.engine.as_mut());
+    super::end_engine(shared, qp, now, Some(reason));
 }
 
 /// The close reason to give the engine when the association ended for `reason`: the

@@ -47,9 +47,9 @@ use sctp::ddp_adapt::{self, PeerAdaptation};
 
 use super::Shared;
 use super::assoc_qp::{self, Initiate, RequestFrom};
-use super::{Conn, Core, fail_connect};
+use super::{Cmd, Conn, Core, LoadGuard, end_engine, fail_connect, least_loaded};
 use crate::addr::SctpAddr;
-use crate::engine::CloseReason;
+use crate::engine::{CloseReason, QpState};
 use crate::shared::{CmError, ConnReqId, Event, ListenerId, PathChange, QpShared, RnicConfig};
 
 /// How long a new association may take to deliver its Session Initiate.
@@ -612,7 +612,7 @@ enum Role {
 
 /// One kernel SCTP association (a one-to-one socket) of the core.
 #[derive(Debug)]
-pub(super) struct KAssoc {
+pub(crate) struct KAssoc {
     sock: OwnedFd,
     role: Role,
     listener: Option<ListenerId>,
@@ -627,11 +627,13 @@ pub(super) struct KAssoc {
     partial: Vec<u8>,
     /// The PPID `SCTP_DEFAULT_SNDINFO` now sends with.
     snd_ppid: Option<u32>,
+    /// Placed on a progress thread (counted in its load) once established.
+    placed: Option<LoadGuard>,
 }
 
 /// A kernel SCTP listener or association.
 #[derive(Debug)]
-pub(super) enum Ksctp {
+pub(crate) enum Ksctp {
     Listener { id: ListenerId, l: KsctpListen },
     Assoc(Box<KAssoc>),
 }
@@ -705,6 +707,27 @@ impl KAssoc {
             held: Vec::new(),
             partial: Vec::new(),
             snd_ppid: None,
+            placed: None,
+        }
+    }
+
+    /// The QP of this association once it is established and not yet placed on a progress
+    /// thread. Each association is a socket of its own (one-to-one style), so both an
+    /// active association and one a listener accepted may move.
+    fn placeable_qp(&self) -> Option<&Arc<QpShared>> {
+        match &self.role {
+            Role::Qp {
+                qp, shut: false, ..
+            } if self.placed.is_none()
+                && qp
+                    .lock()
+                    .engine
+                    .as_ref()
+                    .is_some_and(|e| e.state() == QpState::Rts) =>
+            {
+                Some(qp)
+            }
+            _ => None,
         }
     }
 
@@ -898,10 +921,70 @@ impl Core {
 
     /// Drops a kernel SCTP listener or association (closing its socket).
     pub(super) fn remove_ksctp(&mut self, t: Token) {
+        drop(self.take_ksctp(t));
+    }
+
+    /// Takes a kernel SCTP listener or association out of this core: its socket leaves the
+    /// epoll set, its timers are forgotten.
+    fn take_ksctp(&mut self, t: Token) -> Option<Box<Ksctp>> {
         self.timerq.forget(t);
-        if let Some(Conn::Ksctp(k)) = self.conns.remove(&t) {
-            let _ = self.poll.registry().deregister(&mut SourceFd(&k.fd()));
+        let Some(Conn::Ksctp(k)) = self.conns.remove(&t) else {
+            return None;
+        };
+        let _ = self.poll.registry().deregister(&mut SourceFd(&k.fd()));
+        Some(k)
+    }
+
+    /// Places an established association on the least-loaded lane, as [`Core::place`]
+    /// does a TCP connection: moving it there when that is not this one.
+    fn place_ksctp(&mut self, shared: &Shared, t: Token, qp: Arc<QpShared>) {
+        let (to, guard) = least_loaded(shared);
+        if to == self.lane || shared.stop.load(std::sync::atomic::Ordering::SeqCst) {
+            if let Some(Conn::Ksctp(k)) = self.conns.get_mut(&t)
+                && let Ksctp::Assoc(a) = &mut **k
+            {
+                a.placed = Some(guard);
+            }
+            return;
         }
+        let Some(mut k) = self.take_ksctp(t) else {
+            return;
+        };
+        if let Ksctp::Assoc(a) = &mut *k {
+            a.placed = Some(guard);
+            if let Role::Qp { span, .. } = &a.role {
+                tracing::debug!(parent: span, lane = to, "placed on progress thread");
+            }
+        }
+        let lane = shared.lane(to);
+        let mut cmds = lane.cmds.lock().unwrap_or_else(|p| p.into_inner());
+        // Under the new lane's command lock, as for TCP: a command of the QP's that reads the
+        // new lane is queued behind the association; one that read the old lane is forwarded.
+        qp.lane.store(to, std::sync::atomic::Ordering::SeqCst);
+        cmds.push_back(Cmd::MigrateKsctp(qp, k));
+        drop(cmds);
+        lane.ring();
+    }
+
+    /// Takes over an association placed on this lane: its socket joins this core's epoll set
+    /// and it is serviced at once (work posted while it moved is in its QP's rings).
+    pub(super) fn take_over_ksctp(&mut self, shared: &Shared, qp: Arc<QpShared>, k: Box<Ksctp>) {
+        let t = self.token();
+        if let Err(e) = self.poll.registry().register(
+            &mut SourceFd(&k.fd()),
+            t,
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            tracing::warn!(qp = qp.id.0, error = %e, "cannot watch the placed kernel SCTP association: aborting it");
+            if let Ksctp::Assoc(a) = &*k {
+                a.abort_on_close();
+            }
+            drop(k);
+            end_engine(shared, &qp, self.now(), Some(CloseReason::Reset));
+            return;
+        }
+        self.add_conn(t, Conn::Ksctp(k));
+        self.service_ksctp(shared, t);
     }
 
     pub(super) fn listen_ksctp(&mut self, shared: &Shared, id: ListenerId, l: KsctpListen) {
@@ -1017,9 +1100,16 @@ impl Core {
                 break done;
             }
         };
+        let place = if done || shared.lanes.is_empty() {
+            None
+        } else {
+            a.placeable_qp().cloned()
+        };
         self.spare_rx = buf;
         if done {
             self.remove_ksctp(t);
+        } else if let Some(qp) = place {
+            self.place_ksctp(shared, t, qp);
         }
     }
 

@@ -107,3 +107,25 @@ impl Wire for SctpPair {
         SctpPair::pump(self);
     }
 }
+
+/// Whether this kernel makes SCTP sockets.
+pub fn kernel_has_sctp() -> bool {
+    socket2::Socket::new(
+        socket2::Domain::IPV4,
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::from(132)),
+    )
+    .is_ok()
+}
+
+/// For a test that needs the kernel's SCTP: whether this kernel has it. Where
+/// `SOFTRNIC_REQUIRE_KERNEL_SCTP` is set (the interop lab's guest) a kernel without it fails
+/// the test instead of letting it pass without running.
+pub fn kernel_sctp_for_test() -> bool {
+    let has = kernel_has_sctp();
+    assert!(
+        has || std::env::var_os("SOFTRNIC_REQUIRE_KERNEL_SCTP").is_none(),
+        "SOFTRNIC_REQUIRE_KERNEL_SCTP is set but this kernel makes no SCTP socket"
+    );
+    has
+}
