@@ -2396,7 +2396,7 @@ fn rdmap_atomic_access(ctx: &mut Ctx<'_>) -> Outcome {
     };
     let u = send_fetch_add(
         &mut live,
-        1,
+        ATOMIC_REQUEST_ID,
         peer.sink_stag,
         peer.sink_to,
         "no remote atomic right",
