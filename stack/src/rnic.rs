@@ -960,6 +960,19 @@ impl Rnic {
         self.shared.stats.snapshot()
     }
 
+    /// How many established connections each progress thread serves, by thread
+    /// ([`RnicConfig::progress_threads`] entries; one in manual progress): the count
+    /// placement goes by. Kernel TCP connections, active SCTP associations and kernel SCTP
+    /// associations are counted from the moment they are established until they close;
+    /// connections in setup, the associations an SCTP listener accepted and raw-device
+    /// connections, which thread 0 serves, are not.
+    pub fn progress_thread_loads(&self) -> Vec<usize> {
+        self.shared
+            .all_lanes()
+            .map(|l| l.load.load(Ordering::SeqCst))
+            .collect()
+    }
+
     /// Ends what [`Rnic::assist`] started: call it when the polling loop stops (before
     /// blocking, say), so that a sleeping progress thread goes back to watching the sockets
     /// at once; otherwise it does so [`RnicConfig::assist_lease`] (10 ms) after the last

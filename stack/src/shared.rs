@@ -580,6 +580,15 @@ impl QpShared {
         }
     }
 
+    /// The engine is in full operation (RTS): its connection may be placed on another
+    /// progress thread.
+    pub(crate) fn engine_rts(&self) -> bool {
+        self.lock()
+            .engine
+            .as_ref()
+            .is_some_and(|e| e.state() == crate::engine::QpState::Rts)
+    }
+
     /// Moves the rings' work requests into the engine (whose slot the caller holds), in
     /// posting order; receives first, so data read next finds them.
     pub(crate) fn drain_rings(&self, eng: &mut QpEngine) {

@@ -255,6 +255,25 @@ fn run_ops(a: &Node, b: &Node, pairs: &[Pair], round: u64) {
     }
 }
 
+/// Waits until `n`'s count of established connections per progress thread
+/// ([`Rnic::progress_thread_loads`]) is as `ok` wants. A connection is counted in the pass
+/// that reports it established and uncounted in the one that reports it closed, so either
+/// may need a moment.
+fn wait_loads(n: &Node, ok: impl Fn(&[usize]) -> bool, want: &str) {
+    let start = Instant::now();
+    loop {
+        let loads = n.rnic.progress_thread_loads();
+        if ok(&loads) {
+            return;
+        }
+        assert!(
+            start.elapsed() < T,
+            "connections per thread {loads:?}, {want} expected"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Disconnects the pairs whose initiator runs on progress thread `thread` (graceful close),
 /// from A's side; both sides see the close and destroy their QPs. Returns the other pairs.
 fn disconnect_thread(a: &Node, b: &Node, pairs: Vec<Pair>, thread: usize) -> Vec<Pair> {
@@ -270,8 +289,15 @@ fn disconnect_thread(a: &Node, b: &Node, pairs: Vec<Pair>, thread: usize) -> Vec
         a.rnic.destroy_qp(&p.qa).unwrap();
         b.rnic.destroy_qp(&p.qb).unwrap();
     }
-    // A closed connection leaves its thread's count right after it reports the close.
-    std::thread::sleep(Duration::from_millis(50));
+    // A closed connection leaves its thread's count right after it reports the close: wait
+    // for that on both sides, so that the next connection finds the thread as expected.
+    for (n, qps) in [
+        (a, kept.iter().map(|p| &p.qa).collect::<Vec<_>>()),
+        (b, kept.iter().map(|p| &p.qb).collect()),
+    ] {
+        let on = qps.iter().filter(|q| q.progress_thread() == thread).count();
+        wait_loads(n, |l| l[thread] == on, &format!("{on} on thread {thread}"));
+    }
     kept
 }
 
@@ -329,6 +355,9 @@ fn active_sctp_associations_are_placed_on_further_progress_threads() {
         per_thread(&pairs.iter().map(|p| &p.qb).collect::<Vec<_>>(), 2),
         [N, 0]
     );
+    // What placement counts: the initiator's associations, not those the listener accepted.
+    wait_loads(&a, |l| l == [N / 2, N / 2], "[3, 3]");
+    assert_eq!(b.rnic.progress_thread_loads(), [0, 0]);
     run_ops(&a, &b, &pairs, 1);
 
     pairs = disconnect_thread(&a, &b, pairs, 1);
@@ -360,6 +389,9 @@ fn kernel_sctp_associations_are_placed_on_further_progress_threads() {
         pairs.iter().map(|p| &p.qb).collect::<Vec<_>>(),
     ] {
         assert_spread(&side, &[N / 2, N / 2]);
+    }
+    for n in [&a, &b] {
+        wait_loads(n, |l| l == [N / 2, N / 2], "[3, 3]");
     }
     run_ops(&a, &b, &pairs, 1);
 

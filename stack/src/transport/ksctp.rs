@@ -49,7 +49,7 @@ use super::Shared;
 use super::assoc_qp::{self, Initiate, RequestFrom};
 use super::{Cmd, Conn, Core, LoadGuard, end_engine, fail_connect, least_loaded};
 use crate::addr::SctpAddr;
-use crate::engine::{CloseReason, QpState};
+use crate::engine::CloseReason;
 use crate::shared::{CmError, ConnReqId, Event, ListenerId, PathChange, QpShared, RnicConfig};
 
 /// How long a new association may take to deliver its Session Initiate.
@@ -718,15 +718,7 @@ impl KAssoc {
         match &self.role {
             Role::Qp {
                 qp, shut: false, ..
-            } if self.placed.is_none()
-                && qp
-                    .lock()
-                    .engine
-                    .as_ref()
-                    .is_some_and(|e| e.state() == QpState::Rts) =>
-            {
-                Some(qp)
-            }
+            } if self.placed.is_none() && qp.engine_rts() => Some(qp),
             _ => None,
         }
     }

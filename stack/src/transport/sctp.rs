@@ -35,7 +35,7 @@ use super::assoc_qp::{self, Initiate, RequestFrom};
 use super::{Cmd, Conn, Core, LoadGuard, end_engine, fail_connect, least_loaded};
 use crate::addr::{Multipath, SctpAddr, SctpEncap, route_source};
 use crate::device::{self, SharedDev};
-use crate::engine::{CloseReason, QpState};
+use crate::engine::CloseReason;
 use crate::shared::{
     CmError, ConnReqId, ConnStatus, Event, ListenerId, PathChange, QpShared, RnicConfig,
 };
@@ -476,14 +476,7 @@ impl SctpEp {
                     qp, shut: false, ..
                 }),
                 None,
-            ) if qp
-                .lock()
-                .engine
-                .as_ref()
-                .is_some_and(|e| e.state() == QpState::Rts) =>
-            {
-                Some(qp)
-            }
+            ) if qp.engine_rts() => Some(qp),
             _ => None,
         }
     }
