@@ -54,8 +54,8 @@
 //! connection's setup (and the SCTP listeners' associations and every raw-device
 //! connection); an established kernel TCP connection, active SCTP association or kernel
 //! SCTP association then moves, socket, engine and all, to the thread with the fewest,
-//! which serves it from then on. Posts ring the doorbell of the QP's thread; CQs, SRQs and the
-//! event queue are shared by all threads.
+//! which serves it from then on. Posts ring the doorbell of the QP's thread; CQs, SRQs and
+//! the event queue are shared by all threads.
 //!
 //! **netsim** (deterministic simulation over smoltcp): the engine is the state of a
 //! `netsim::tcp::TcpApp`. In `poll(cx)` the app connects or listens on its socket, feeds

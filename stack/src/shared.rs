@@ -46,9 +46,11 @@ pub struct RnicConfig {
     /// Thread 0 runs the listeners, every connection's setup, the associations an SCTP
     /// listener accepted (they share its sockets) and every raw-device connection; a kernel
     /// TCP (MPA) connection, an active DDP/SCTP association with its own endpoint and a
-    /// kernel SCTP (`ksctp://`) association of either side, once established, is placed on the thread with the fewest established connections (ties:
-    /// the lowest thread), where its sockets, timers and doorbell are served from then on
-    /// ([`crate::Qp::progress_thread`] tells which).
+    /// kernel SCTP (`ksctp://`) association of either side, once established, is placed on
+    /// the thread with the fewest established connections (ties: the lowest thread), where
+    /// its sockets, timers and doorbell are served from then on
+    /// ([`crate::Qp::progress_thread`] tells which, [`crate::Rnic::progress_thread_loads`]
+    /// how many each thread serves).
     /// Least-loaded rather than round-robin placement keeps the threads even when
     /// connections come and go. Use it when one progress thread is the limit (many busy
     /// QPs); a single QP runs on one thread whatever this says.
