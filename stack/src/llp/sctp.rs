@@ -11,7 +11,7 @@
 //!   DDP-SSN order (§5.2.1, §10) before DDP sees them, so untagged messages complete only
 //!   when every segment of them has arrived, and completions keep RDMAP's order. A Tagged
 //!   segment that arrives ahead of a gap is also offered to the engine at once
-//!   ([`RxItem::Ahead`]): Placement may happen in any order, Delivery may not (RFC 5041
+//!   (`RxItem::Ahead`): Placement may happen in any order, Delivery may not (RFC 5041
 //!   §1.2, §2.1).
 //! * **Setup** (§6, RFC 6581 §7): the active side sends the (Enhanced) DDP Stream Session
 //!   Initiate with its IRD/ORD and the ULP's private data (PPID 17); the passive side
