@@ -308,7 +308,8 @@ pub struct PerfArgs {
     pub no_inline_progress: bool,
     /// After the results, print where the RNIC's progress was made (the stack's
     /// `Rnic::progress_stats`): posts sent by the posting thread, work done by polling
-    /// threads, and how often the progress threads slept.
+    /// threads, how often the progress threads slept, and with --progress-threads above 1
+    /// how many connections each thread serves (`Rnic::progress_thread_loads`).
     #[arg(long = "progress-stats")]
     pub progress_stats: bool,
     /// Sleep on completion events instead of polling the test connection's CQs, as
@@ -2124,22 +2125,31 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     // 4. The measurements, then teardown.
     measure(test, &plan, &rnic, &comm, &mut ds, out)?;
     if a.progress_stats {
-        progress_line(out, &rnic.progress_stats())?;
+        progress_line(out, &rnic.progress_stats(), &rnic.progress_thread_loads())?;
     }
     out.flush()?;
     teardown(test, &plan, &rnic, &comm, &ds);
     Ok(())
 }
 
-/// `--progress-stats`: where the measurement's progress was made.
-fn progress_line(out: &mut dyn Write, s: &stack::ProgressStats) -> Result<(), PerfError> {
-    writeln!(
+/// `--progress-stats`: where the measurement's progress was made, and with several progress
+/// threads the established connections each one serves (`loads`).
+fn progress_line(
+    out: &mut dyn Write,
+    s: &stack::ProgressStats,
+    loads: &[usize],
+) -> Result<(), PerfError> {
+    write!(
         out,
         " Progress        : {} posts sent by the posting thread, {} pieces of work by polling \
          threads; progress threads slept {} times watching their sockets, {} leaving them to \
          a polling thread",
         s.inline_posts, s.assisted_work, s.thread_sleeps, s.thread_leased_sleeps
     )?;
+    if loads.len() > 1 {
+        write!(out, "; connections per progress thread {loads:?}")?;
+    }
+    writeln!(out)?;
     Ok(())
 }
 

@@ -1028,6 +1028,51 @@ fn several_qps_per_bandwidth_test() {
     assert_eq!(result_rows(&server), rows, "{server}");
 }
 
+/// The connections per progress thread of a `--progress-stats` line, when it names them.
+fn thread_loads(text: &str) -> Option<Vec<usize>> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(" Progress        : "))?;
+    let list = line.split_once("connections per progress thread [")?.1;
+    let list = list.strip_suffix(']')?;
+    list.split(", ").map(|n| n.parse().ok()).collect()
+}
+
+/// --progress-threads with -q: the test connections are spread over the threads at both
+/// ends, and --progress-stats says how (the stack's `Rnic::progress_thread_loads`, read
+/// before teardown); with one thread the line names no threads.
+#[test]
+fn progress_threads_spread_the_test_connections() {
+    let args = [
+        "-q",
+        "4",
+        "--progress-threads",
+        "2",
+        "--progress-stats",
+        "-n",
+        "40",
+        "-s",
+        "4096",
+    ];
+    for tool in ["write-bw", "send-bw"] {
+        let (client, server) = perf_pair(tool, &args);
+        assert_eq!(result_rows(&client)[0][1], 160.0, "{tool}: {client}");
+        for (side, text) in [("client", &client), ("server", &server)] {
+            let loads = thread_loads(text).unwrap_or_else(|| panic!("{tool} {side}: {text}"));
+            // The four test connections (and whatever else the tool keeps connected), as
+            // even as least-loaded placement makes them.
+            let total: usize = loads.iter().sum();
+            assert!(
+                loads.len() == 2 && total >= 4 && loads[0].abs_diff(loads[1]) <= 1,
+                "{tool} {side}: {loads:?}\n{text}"
+            );
+        }
+    }
+    let (client, _) = perf_pair("write-bw", &["--progress-stats", "-n", "10", "-s", "64"]);
+    assert!(client.contains(" Progress        : "), "{client}");
+    assert_eq!(thread_loads(&client), None, "{client}");
+}
+
 /// The first `n` result rows `child` prints on stdout, and the seconds they took; the
 /// child is killed after.
 fn infinite_rows(mut child: std::process::Child, n: usize) -> (Vec<Vec<f64>>, f64) {
