@@ -309,7 +309,8 @@ pub struct PerfArgs {
     /// After the results, print where the RNIC's progress was made (the stack's
     /// `Rnic::progress_stats`): posts sent by the posting thread, work done by polling
     /// threads, how often the progress threads slept, and with --progress-threads above 1
-    /// how many connections each thread serves (`Rnic::progress_thread_loads`).
+    /// how many connections each thread served as the measurement started
+    /// (`Rnic::progress_thread_loads`).
     #[arg(long = "progress-stats")]
     pub progress_stats: bool,
     /// Sleep on completion events instead of polling the test connection's CQs, as
@@ -2122,10 +2123,13 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
     }
     out.flush()?;
 
-    // 4. The measurements, then teardown.
+    // 4. The measurements, then teardown. The connections per progress thread are those
+    // the measurement starts with (the peer may close its test connections before this end
+    // reports).
+    let loads = rnic.progress_thread_loads();
     measure(test, &plan, &rnic, &comm, &mut ds, out)?;
     if a.progress_stats {
-        progress_line(out, &rnic.progress_stats(), &rnic.progress_thread_loads())?;
+        progress_line(out, &rnic.progress_stats(), &loads)?;
     }
     out.flush()?;
     teardown(test, &plan, &rnic, &comm, &ds);
@@ -2133,7 +2137,7 @@ fn run(test: Test, a: &PerfArgs, out: &mut dyn Write) -> Result<(), PerfError> {
 }
 
 /// `--progress-stats`: where the measurement's progress was made, and with several progress
-/// threads the established connections each one serves (`loads`).
+/// threads the established connections each one served as the measurement started (`loads`).
 fn progress_line(
     out: &mut dyn Write,
     s: &stack::ProgressStats,

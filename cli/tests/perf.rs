@@ -1039,8 +1039,8 @@ fn thread_loads(text: &str) -> Option<Vec<usize>> {
 }
 
 /// --progress-threads with -q: the test connections are spread over the threads at both
-/// ends, and --progress-stats says how (the stack's `Rnic::progress_thread_loads`, read
-/// before teardown); with one thread the line names no threads.
+/// ends, and --progress-stats says how (the stack's `Rnic::progress_thread_loads`, read as
+/// the measurement starts); with one thread the line names no threads.
 #[test]
 fn progress_threads_spread_the_test_connections() {
     let args = [
