@@ -135,18 +135,28 @@ fn per_thread(qps: &[&Qp], threads: usize) -> Vec<usize> {
     n
 }
 
+/// Polls `get` until `ok` holds of what it returns, for up to [`T`]; then fails with the
+/// value last seen and what was `want`ed.
+fn wait_until<V: std::fmt::Debug>(get: impl Fn() -> V, ok: impl Fn(&V) -> bool, want: &str) {
+    let start = Instant::now();
+    loop {
+        let got = get();
+        if ok(&got) {
+            return;
+        }
+        assert!(start.elapsed() < T, "{got:?}, {want} expected");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Checks that the QPs are spread as `want` says. A QP is placed right after the pass of
 /// thread 0 that reported it established, so the last one may need a moment.
 fn assert_spread(qps: &[&Qp], want: &[usize]) {
-    let start = Instant::now();
-    loop {
-        let got = per_thread(qps, want.len());
-        if got == want || start.elapsed() > T {
-            assert_eq!(got, want, "QPs per progress thread");
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(
+        || per_thread(qps, want.len()),
+        |got| got == want,
+        &format!("QPs per progress thread {want:?}"),
+    );
 }
 
 /// Drains `n` completions from `cq`.
@@ -260,18 +270,11 @@ fn run_ops(a: &Node, b: &Node, pairs: &[Pair], round: u64) {
 /// that reports it established and uncounted in the one that reports it closed, so either
 /// may need a moment.
 fn wait_loads(n: &Node, ok: impl Fn(&[usize]) -> bool, want: &str) {
-    let start = Instant::now();
-    loop {
-        let loads = n.rnic.progress_thread_loads();
-        if ok(&loads) {
-            return;
-        }
-        assert!(
-            start.elapsed() < T,
-            "connections per thread {loads:?}, {want} expected"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_until(
+        || n.rnic.progress_thread_loads(),
+        |l| ok(l),
+        &format!("connections per thread {want}"),
+    );
 }
 
 /// Disconnects the pairs whose initiator runs on progress thread `thread` (graceful close),
