@@ -22,11 +22,12 @@ KSCTP_TESTS=(
 # Builds the test binaries (cargo's own target directory; the CI run has built them already)
 # and puts them, with the list above (ksctp-tests.txt), in the guests' share.
 scenario_requires() {
-    local repo bins t exe
+    local repo bins t exe tests=()
     repo=$(cd "$LAB_ROOT/../.." && pwd)
     command -v cargo >/dev/null || { echo "no cargo to build the stack's tests"; return 1; }
-    bins=$(cd "$repo" && cargo test -q --no-run -p softrnic-stack --test rnic_ksctp \
-        --test progress_threads --message-format json 2>/dev/null | python3 -c '
+    for t in "${KSCTP_TESTS[@]}"; do tests+=(--test "${t%% *}"); done
+    bins=$(cd "$repo" && cargo test -q --no-run -p softrnic-stack "${tests[@]}" \
+        --message-format json 2>/dev/null | python3 -c '
 import json, sys
 for line in sys.stdin:
     m = json.loads(line)
