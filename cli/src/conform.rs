@@ -64,8 +64,8 @@ pub struct ConformArgs {
     #[arg(value_name = "ADDR[:PORT]", required_unless_present_any = ["list", "listen"],
           conflicts_with = "listen")]
     pub peer: Option<String>,
-    /// The peer initiates: listen on [ADDR:]PORT (0: any free port; the address is printed
-    /// on stderr) and take one connection from the peer per case, e.g. from
+    /// The peer initiates: listen on PORT or ADDR:PORT (0: any free port; the address is
+    /// printed on stderr) and take one connection from the peer per case, e.g. from
     /// `while rping -c -a RUNNER -p PORT -C 1; do :; done`.
     #[arg(long, value_name = "[ADDR:]PORT")]
     pub listen: Option<String>,
