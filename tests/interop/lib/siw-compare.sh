@@ -8,6 +8,13 @@
 # icmp_half_rtt (µs, median): half an ICMP echo round trip, answered by the kernel alone, a
 # reference for latency on the same path (not a strict floor: the echoes, 10 ms apart, find
 # the vCPU idle, which a busy-polling ping-pong does not).
+#
+# Every measurement but the ICMP one runs in CMP_ROUNDS rounds, one after the other (round 1
+# of everything, then round 2, ...: a slow stretch of the host falls on all tools alike); a
+# NAME has one line per round that produced a number. The table gives each NAME's median over
+# its rounds with the lowest and highest beside it, and the ratios of the medians: single runs
+# on the emulated vCPUs spread too widely (softrnic's 64 KiB bandwidth has gone from 50 to 87
+# MB/s between two runs in one guest) for one run to decide a ratio.
 
 # The names every comparison must have produced a number for. Not siw's latency runs: siw's
 # ib_write_lat against itself may block (the guest scripts say why), and siw's rdma_cm has
@@ -22,6 +29,8 @@ softrnic_manual_write_lat_2 softrnic_manual_send_lat_2 siw_write_bw_64k siw_writ
 # WRITER is the guest that writes the results (g1 alone, g2 of two).
 # shellcheck disable=SC2034 # read by the guest scripts
 CMP_S=/lab/lib/softrnic
+# shellcheck disable=SC2034 # read by the guest scripts
+CMP_ROUNDS=3
 cmp_begin() {
     CMP_WRITER=$1
     export RUST_LOG=${RUST_LOG:-warn}
@@ -32,13 +41,15 @@ cmp_begin() {
 
 # cmp_may_fail NAME TOOL RUN-ARGS...: `run NAME RUN-ARGS...` (the guest script's run, which
 # returns non-zero when the run failed twice) for a siw latency run, which may fail for siw's own
-# reasons: its failure is listed in perf-missing.txt (the table says n/a) and leaves the guest
-# script's rc as it was, so the other rows stand.
+# reasons: its failure is listed in perf-missing.txt (a row with no round's number says n/a)
+# and leaves the guest script's rc as it was, so the other rows stand.
 cmp_may_fail() {
     local name=$1 tool=$2 rc_before=$rc
     shift 2
     run "$name" "$@" && return 0
-    [[ $LAB_NAME == "$CMP_WRITER" ]] && echo "$name: $tool siw <-> siw did not complete (twice)" >>perf-missing.txt
+    # shellcheck disable=SC2153 # CMP_ROUND: the round the guest script's loop is in
+    [[ $LAB_NAME == "$CMP_WRITER" ]] &&
+        echo "$name: $tool siw <-> siw did not complete (twice) in round $CMP_ROUND" >>perf-missing.txt
     rc=$rc_before
 }
 
@@ -96,18 +107,29 @@ cmp_icmp_floor() {
     echo "icmp_half_rtt $v" >>perf-results.txt
 }
 
-# cmp_table RESULTS TITLE: the ratio table (Markdown) of a results file.
+# cmp_table RESULTS TITLE: the ratio table (Markdown) of a results file: per NAME the median
+# of its rounds and, with more than one round, "(lowest-highest)"; ratios of the medians.
 cmp_table() {
     python3 - "$1" "$2" <<'PY'
 import sys
-r = {}
+# The guest's python3-minimal has no statistics module.
+def median(v):
+    v = sorted(v)
+    h = len(v) // 2
+    return v[h] if len(v) % 2 else (v[h - 1] + v[h]) / 2
+runs = {}
 for line in open(sys.argv[1]):
     k, v = line.split()
-    r[k] = float(v)
+    runs.setdefault(k, []).append(float(v))
+r = {k: median(v) for k, v in runs.items()}
+rounds = max((len(v) for v in runs.values()), default=0)
 def ratio(a, b):
     return "%.2fx" % (r[a] / r[b]) if a in r and b in r and r[b] else "n/a"
 def val(k):
-    return "%.1f" % r[k] if k in r else "n/a"
+    if k not in r:
+        return "n/a"
+    v = runs[k]
+    return "%.1f" % r[k] + (" (%.1f-%.1f)" % (min(v), max(v)) if len(v) > 1 else "")
 print("| Measurement (%s) | softrnic (progress thread) | softrnic (manual progress) | siw | thread / siw | manual / siw |" % sys.argv[2])
 print("|---|---|---|---|---|---|")
 for label, key in [("RDMA Write 64 KiB, MB/s", "write_bw_64k"), ("RDMA Write 4 KiB, MB/s", "write_bw_4k"),
@@ -121,19 +143,23 @@ print("| TCP stream 64 KiB writes (floor), MB/s | %s | | | %s of it | %s of it |
 print("| ICMP echo, half round trip (latency floor), us (median) | %s | | | %s of it | %s of it |" % (
     val("icmp_half_rtt"), ratio("softrnic_write_lat_2", "icmp_half_rtt"),
     ratio("softrnic_manual_write_lat_2", "icmp_half_rtt")))
+print("Each cell: the median of %d rounds (lowest-highest); ratios of the medians." % rounds)
 print("siw 64 KiB bandwidth / TCP stream: %s" % ratio("siw_write_bw_64k", "tcp_stream_64k"))
 print("siw 2 B Write / Send latency / ICMP floor: %s / %s" % (
     ratio("siw_write_lat_2", "icmp_half_rtt"), ratio("siw_send_lat_2", "icmp_half_rtt")))
 PY
 }
 
-# cmp_check RESULTS TABLE: the host-side check: every name of CMP_NAMES has a number; prints
-# the table. Non-zero when a number is missing.
+# cmp_check RESULTS TABLE: the host-side check: every name of CMP_NAMES has a number from each
+# round (icmp_half_rtt: one); prints the table. Non-zero when a number is missing.
 cmp_check() {
-    local res=$1 name
+    local res=$1 name n want
     [[ -s $res ]] || { echo "FAIL: no $res"; return 1; }
     for name in $CMP_NAMES; do
-        grep -Eq "^$name [0-9.]+$" "$res" || { echo "FAIL: no number for $name in $(basename "$res")"; return 1; }
+        want=$CMP_ROUNDS
+        [[ $name == icmp_half_rtt ]] && want=1
+        n=$(grep -Ec "^$name [0-9.]+$" "$res")
+        [[ $n -ge $want ]] || { echo "FAIL: $n of $want numbers for $name in $(basename "$res")"; return 1; }
     done
     cat "$2"
 }

@@ -189,5 +189,68 @@ class ConformExpectations(unittest.TestCase):
                     if x["verdict"] != "PASS":
                         self.assertTrue(x.get("reason") and x.get("why"), (n, cid))
 
+
+class SiwCompare(unittest.TestCase):
+    """tests/interop/lib/siw-compare.sh: the rounds' medians and the host-side check."""
+
+    NAMES = ["tcp_stream_64k", "softrnic_write_bw_64k", "softrnic_write_bw_4k",
+             "softrnic_write_lat_2", "softrnic_send_lat_2", "softrnic_manual_write_bw_64k",
+             "softrnic_manual_write_bw_4k", "softrnic_manual_write_lat_2",
+             "softrnic_manual_send_lat_2", "siw_write_bw_64k", "siw_write_bw_4k"]
+
+    def sh(self, script, results):
+        import subprocess
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            res = os.path.join(d, "perf-results.txt")
+            with open(res, "w") as f:
+                f.write(results)
+            table = os.path.join(d, "perf-table.txt")
+            with open(table, "w") as f:
+                f.write("the table\n")
+            lib = os.path.join(ROOT, "tests", "interop", "lib", "siw-compare.sh")
+            return subprocess.run(["bash", "-c", '. "$1"; ' + script, "sh", lib, res, table],
+                                  check=False, capture_output=True, text=True)
+
+    def rounds(self, values):
+        """Results with every name in each round of `values` (name -> list of numbers)."""
+        lines = []
+        for name in self.NAMES:
+            for v in values.get(name, [10.0, 10.0, 10.0]):
+                lines.append(f"{name} {v}")
+        lines.append("icmp_half_rtt 100.0")
+        return "\n".join(lines) + "\n"
+
+    def test_table_gives_medians_ranges_and_ratios_of_medians(self):
+        r = self.rounds({"softrnic_write_bw_64k": [59.38, 90.62, 81.25],
+                         "siw_write_bw_64k": [45.42, 52.35, 50.98]})
+        # siw's latency: two rounds of three produced a number (an even count's median).
+        r += "siw_write_lat_2 300.0\nsiw_write_lat_2 200.0\n"
+        out = self.sh('cmp_table "$2" "one guest"', r)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        rows = {line.split(" | ")[0].lstrip("| "): line for line in out.stdout.splitlines()}
+        bw = rows["RDMA Write 64 KiB, MB/s"]
+        self.assertIn("| 81.2 (59.4-90.6) |", bw)
+        self.assertIn("| 51.0 (45.4-52.4) |", bw)
+        self.assertTrue(bw.endswith(f"| {81.25 / 50.98:.2f}x | 0.20x |"), bw)
+        lat = rows["RDMA Write 2 B latency, us (median)"]
+        self.assertIn("| 250.0 (200.0-300.0) |", lat)
+        self.assertIn("| n/a |", rows["Send 2 B latency, us (median)"])
+        self.assertIn("| 100.0 |", rows["ICMP echo, half round trip (latency floor), us (median)"])
+        self.assertIn("the median of 3 rounds", out.stdout)
+
+    def test_check_wants_every_round_but_of_siw_latency_and_one_icmp(self):
+        ok = self.sh('cmp_check "$2" "$3"', self.rounds({}))
+        self.assertEqual(ok.returncode, 0, ok.stdout)
+        self.assertIn("the table", ok.stdout)
+        short = self.sh('cmp_check "$2" "$3"', self.rounds({"siw_write_bw_4k": [8.0, 9.0]}))
+        self.assertNotEqual(short.returncode, 0)
+        self.assertIn("2 of 3 numbers for siw_write_bw_4k", short.stdout)
+        no_icmp = self.sh('cmp_check "$2" "$3"',
+                          self.rounds({}).replace("icmp_half_rtt 100.0\n", ""))
+        self.assertNotEqual(no_icmp.returncode, 0)
+        self.assertIn("0 of 1 numbers for icmp_half_rtt", no_icmp.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -8,13 +8,14 @@
 #   refuse ib_send_lat, see guest.sh: then it is listed in out/g1/perf-missing.txt and its
 #   row says n/a),
 #   and a plain TCP stream of 64 KiB writes (python3 sockets) as the floor.
-# softrnic runs with its progress thread (the default) and with --manual-progress. g1 writes
-# out/g1/perf-results.txt ("NAME VALUE") and out/g1/perf-table.txt (the ratios); the check
-# passes when every measurement but siw's latency produced a number (the ratios are reported,
-# not judged).
+# softrnic runs with its progress thread (the default) and with --manual-progress. Every run
+# but the ICMP one is made in CMP_ROUNDS (3) rounds (siw-compare.sh). g1 writes
+# out/g1/perf-results.txt ("NAME VALUE", one line per round) and out/g1/perf-table.txt (the
+# medians and the ratios of the medians); the check passes when every measurement but siw's
+# latency produced a number in every round (the ratios are reported, not judged).
 SCENARIO_GUESTS=1
 SCENARIO_DIRECTION="softrnic <-> softrnic and siw <-> siw, each on g1's local TCP"
-SCENARIO_TIMEOUT=900
+SCENARIO_TIMEOUT=1500
 SCENARIO_GUEST_SOFTRNIC=1
 SCENARIO_HOST_CMD=''
 

@@ -1,6 +1,6 @@
 #!/bin/bash
-# g1 runs each server, g2 the matching client, one run at a time; see scenario.sh. Per run and
-# attempt (TAG = NAME.ATTEMPT): g1 raises TAG.ready once its server listens; g2 runs the client
+# g1 runs each server, g2 the matching client, one run at a time; see scenario.sh. Per run,
+# round and attempt (TAG = NAME.rROUND.ATTEMPT): g1 raises TAG.ready once its server listens; g2 runs the client
 # and raises TAG.client; g1 waits for its server to exit and raises TAG.server holding the
 # server's exit status and, when the number is read on the server's side, the number; g2 then
 # decides and raises TAG.verdict = ok | retry | fail. Two attempts per run.
@@ -23,7 +23,7 @@ run() {
     shift
     client=("$@")
     for attempt in 1 2; do
-        tag=$name.$attempt
+        tag=$name.r$CMP_ROUND.$attempt
         if [[ $LAB_NAME == g1 ]]; then
             glog "$tag: ${server[*]}"
             timeout 150 "${server[@]}" </dev/null >"$tag.server.txt" 2>&1 &
@@ -67,38 +67,40 @@ run() {
 
 BW=(-D 4)
 LAT=(-n 500 -s 2)
-for mode in softrnic softrnic_manual; do
-    # The client's and server's outputs end with where progress was made (who sent,
-    # who placed, how often the progress thread slept).
-    extra=(--progress-stats)
-    [[ $mode == softrnic_manual ]] && extra+=(--manual-progress)
-    run "${mode}_write_bw_64k" 18515 avg_bw client "$S" write-bw -p 18515 "${BW[@]}" -s 65536 "${extra[@]}" -- \
-        "$S" write-bw "$SRV" -p 18515 "${BW[@]}" -s 65536 "${extra[@]}"
-    run "${mode}_write_bw_4k" 18516 avg_bw client "$S" write-bw -p 18516 "${BW[@]}" -s 4096 "${extra[@]}" -- \
-        "$S" write-bw "$SRV" -p 18516 "${BW[@]}" -s 4096 "${extra[@]}"
-    run "${mode}_write_lat_2" 18517 median_lat client "$S" write-lat -p 18517 "${LAT[@]}" "${extra[@]}" -- \
-        "$S" write-lat "$SRV" -p 18517 "${LAT[@]}" "${extra[@]}"
-    run "${mode}_send_lat_2" 18522 median_lat client "$S" send-lat -p 18522 "${LAT[@]}" "${extra[@]}" -- \
-        "$S" send-lat "$SRV" -p 18522 "${LAT[@]}" "${extra[@]}"
-done
 I=(-R -F -d siw0)
-run siw_write_bw_64k 18518 avg_bw client ib_write_bw "${I[@]}" -p 18518 "${BW[@]}" -s 65536 -- \
-    ib_write_bw "${I[@]}" -p 18518 "${BW[@]}" -s 65536 "$SRV"
-run siw_write_bw_4k 18519 avg_bw client ib_write_bw "${I[@]}" -p 18519 "${BW[@]}" -s 4096 -- \
-    ib_write_bw "${I[@]}" -p 18519 "${BW[@]}" -s 4096 "$SRV"
-# siw's latency runs may fail (cmp_may_fail): its rdma_cm has refused a connection with ENOSPC.
-cmp_may_fail siw_send_lat_2 ib_send_lat 18523 median_lat client ib_send_lat "${I[@]}" -p 18523 "${LAT[@]}" -- \
-    ib_send_lat "${I[@]}" -p 18523 "${LAT[@]}" "$SRV"
-# perftest's write_lat server writes first; whether siw's responder may do so before its
-# initiator's first FPDU (RFC 5044 §7.1.2) decides whether this run can work.
-cmp_may_fail siw_write_lat_2 ib_write_lat 18520 median_lat client ib_write_lat "${I[@]}" -p 18520 "${LAT[@]}" -- \
-    ib_write_lat "${I[@]}" -p 18520 "${LAT[@]}" "$SRV"
-
-# The floor: a plain TCP stream of 64 KiB writes for 4 s, g2 to g1, MB/s (2^20) at g1.
 cmp_tcp_stream .
-run tcp_stream_64k 18521 tcp_rate server python3 tcp_stream.py server "$SRV" 18521 -- \
-    python3 tcp_stream.py client "$SRV" 18521
+# CMP_ROUNDS rounds of every run (siw-compare.sh says why).
+for CMP_ROUND in $(seq 1 "$CMP_ROUNDS"); do
+    for mode in softrnic softrnic_manual; do
+        # The client's and server's outputs end with where progress was made (who sent,
+        # who placed, how often the progress thread slept).
+        extra=(--progress-stats)
+        [[ $mode == softrnic_manual ]] && extra+=(--manual-progress)
+        run "${mode}_write_bw_64k" 18515 avg_bw client "$S" write-bw -p 18515 "${BW[@]}" -s 65536 "${extra[@]}" -- \
+            "$S" write-bw "$SRV" -p 18515 "${BW[@]}" -s 65536 "${extra[@]}"
+        run "${mode}_write_bw_4k" 18516 avg_bw client "$S" write-bw -p 18516 "${BW[@]}" -s 4096 "${extra[@]}" -- \
+            "$S" write-bw "$SRV" -p 18516 "${BW[@]}" -s 4096 "${extra[@]}"
+        run "${mode}_write_lat_2" 18517 median_lat client "$S" write-lat -p 18517 "${LAT[@]}" "${extra[@]}" -- \
+            "$S" write-lat "$SRV" -p 18517 "${LAT[@]}" "${extra[@]}"
+        run "${mode}_send_lat_2" 18522 median_lat client "$S" send-lat -p 18522 "${LAT[@]}" "${extra[@]}" -- \
+            "$S" send-lat "$SRV" -p 18522 "${LAT[@]}" "${extra[@]}"
+    done
+    run siw_write_bw_64k 18518 avg_bw client ib_write_bw "${I[@]}" -p 18518 "${BW[@]}" -s 65536 -- \
+        ib_write_bw "${I[@]}" -p 18518 "${BW[@]}" -s 65536 "$SRV"
+    run siw_write_bw_4k 18519 avg_bw client ib_write_bw "${I[@]}" -p 18519 "${BW[@]}" -s 4096 -- \
+        ib_write_bw "${I[@]}" -p 18519 "${BW[@]}" -s 4096 "$SRV"
+    # siw's latency runs may fail (cmp_may_fail): its rdma_cm has refused a connection with ENOSPC.
+    cmp_may_fail siw_send_lat_2 ib_send_lat 18523 median_lat client ib_send_lat "${I[@]}" -p 18523 "${LAT[@]}" -- \
+        ib_send_lat "${I[@]}" -p 18523 "${LAT[@]}" "$SRV"
+    # perftest's write_lat server writes first; whether siw's responder may do so before its
+    # initiator's first FPDU (RFC 5044 §7.1.2) decides whether this run can work.
+    cmp_may_fail siw_write_lat_2 ib_write_lat 18520 median_lat client ib_write_lat "${I[@]}" -p 18520 "${LAT[@]}" -- \
+        ib_write_lat "${I[@]}" -p 18520 "${LAT[@]}" "$SRV"
 
+    # The floor: a plain TCP stream of 64 KiB writes for 4 s, g2 to g1, MB/s (2^20) at g1.
+    run tcp_stream_64k 18521 tcp_rate server python3 tcp_stream.py server "$SRV" 18521 -- \
+        python3 tcp_stream.py client "$SRV" 18521
+done
 # The latency floor: ICMP echoes g2 -> g1, answered by g1's kernel.
 if [[ $LAB_NAME == g2 ]]; then
     cmp_icmp_floor "$SRV" || rc=1

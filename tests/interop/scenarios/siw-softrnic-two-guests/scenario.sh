@@ -7,15 +7,16 @@
 #   -n 500, the median; when siw's ib_write_lat or ib_send_lat does not complete it is
 #   listed in out/g2/perf-missing.txt and its row says n/a),
 #   and a plain TCP stream of 64 KiB writes (python3 sockets, g2 to g1) as the floor.
-# softrnic runs with its progress thread (the default) and with --manual-progress. g2 writes
-# out/g2/perf-results.txt ("NAME VALUE") and out/g2/perf-table.txt (the ratios); the check
-# passes when every measurement but siw's latency produced a number (the ratios are reported,
-# not judged).
+# softrnic runs with its progress thread (the default) and with --manual-progress. Every run
+# but the ICMP one is made in CMP_ROUNDS (3) rounds (siw-compare.sh). g2 writes
+# out/g2/perf-results.txt ("NAME VALUE", one line per round) and out/g2/perf-table.txt (the
+# medians and the ratios of the medians); the check passes when every measurement but siw's
+# latency produced a number in every round (the ratios are reported, not judged).
 SCENARIO_GUESTS=2
 SCENARIO_DIRECTION="softrnic(g2) -> softrnic(g1) and siw(g2) -> siw(g1)"
-SCENARIO_TIMEOUT=1200
+SCENARIO_TIMEOUT=2400
 SCENARIO_GUEST_SOFTRNIC=1
-# Headers only: the runs move about 900 MB over the bridge, and nothing here decodes them.
+# Headers only: the runs move about 2.7 GB over the bridge, and nothing here decodes them.
 SCENARIO_CAPTURE_SNAPLEN=128
 SCENARIO_HOST_CMD=''
 
