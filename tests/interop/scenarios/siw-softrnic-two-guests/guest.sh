@@ -1,9 +1,10 @@
 #!/bin/bash
 # g1 runs each server, g2 the matching client, one run at a time; see scenario.sh. Per run,
-# round and attempt (TAG = NAME.rROUND.ATTEMPT): g1 raises TAG.ready once its server listens; g2 runs the client
-# and raises TAG.client; g1 waits for its server to exit and raises TAG.server holding the
-# server's exit status and, when the number is read on the server's side, the number; g2 then
-# decides and raises TAG.verdict = ok | retry | fail. Two attempts per run.
+# round and attempt (TAG = NAME.rROUND.ATTEMPT): g1 raises TAG.ready once its server listens;
+# g2 runs the client and raises TAG.client; g1 waits for its server to exit and raises
+# TAG.server holding the server's exit status and, when the number is read on the server's
+# side, the number; g2 then decides and raises TAG.verdict = ok | retry | fail. Two attempts
+# per run.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=../../guest/lab-guest.sh
 . /lab/lib/lab-guest.sh
