@@ -113,6 +113,24 @@ KMM=$(echo "$KREL" | cut -d. -f1-2)    # 6.1
 KABI=${KREL%-amd64}                    # 6.1.0-56
 SRC_PKG=linux-source-$KMM
 HDR_PKGS=("linux-headers-$KREL" "linux-headers-$KABI-common" "linux-kbuild-$KMM")
+# The version of each headers package to build siw with: the kernel image's, or, when the
+# archive no longer has that one (linux-kbuild is rebuilt with each upload of the kernel's
+# source while the image may stay behind, e.g. kbuild 6.1.192-3 beside image 6.1.192-2),
+# the newest of the same upstream version (the same kernel, packaged again).
+declare -A HDR_VERSION=()
+hdr_version() { # pkg -> version
+    local versions
+    versions=$(apt-cache madison "$1" 2>/dev/null | awk -F' *[|] *' '{ print $2 }')
+    if grep -qxF "$KVERS" <<<"$versions"; then
+        echo "$KVERS"
+    else
+        grep -F "${KVERS%-*}-" <<<"$versions" | grep "^${KVERS%-*}-[^-]*$" | sort -V | tail -n 1
+    fi
+}
+for p in "${HDR_PKGS[@]}"; do
+    HDR_VERSION[$p]=$(hdr_version "$p")
+    [[ -n ${HDR_VERSION[$p]} ]] || lab_die "$p ${KVERS%-*} (the kernel of $KPKG $KVERS) is not available from apt"
+done
 declare -A PKG_VERSION=()
 src_ok=0
 while read -r kind p v; do
@@ -143,6 +161,11 @@ image_variant() { cat "$1/variant" 2>/dev/null || echo stock; }
 KERNEL_KEY="${KPKG}_${KVERS}"
 SIW_KEY=$(printf '%s\n' "siw-v1" "$SRC_PKG=$KVERS" "${HDR_PKGS[@]}" "$KVERS" "$gcc_version" \
     "$siw_patch_hash" | lab_hash)
+for p in "${HDR_PKGS[@]}"; do
+    # A headers package of another packaging of the same kernel is part of the key (an image
+    # built with the exact versions keeps its key).
+    [[ ${HDR_VERSION[$p]} == "$KVERS" ]] || SIW_KEY=$(echo "$SIW_KEY $p=${HDR_VERSION[$p]}" | lab_hash)
+done
 ROOTFS_KEY=$(
     echo "rootfs-v1 $SUITE $MIRROR"
     for p in "${GUEST_PACKAGES[@]}"; do echo "$p=${PKG_VERSION[$p]}"; done
@@ -235,7 +258,9 @@ if [[ ! -e $SIW_DIR/ready ]]; then
     hdr=$WORK/headers
     mkdir -p "$hdr"
     for p in "${HDR_PKGS[@]}"; do
-        dpkg-deb -x "$(deb_file "$p" "$KVERS")" "$hdr"
+        [[ ${HDR_VERSION[$p]} == "$KVERS" ]] ||
+            lab_log "$p $KVERS is not in the archive: using ${HDR_VERSION[$p]} (the same kernel)"
+        dpkg-deb -x "$(deb_file "$p" "${HDR_VERSION[$p]}")" "$hdr"
     done
     # The headers package includes its -common half by absolute path; point it at our copy.
     sed -i "s#/usr/src/#$hdr/usr/src/#g" "$hdr/usr/src/linux-headers-$KREL/Makefile"
@@ -334,7 +359,8 @@ cp "$VMLINUZ" "$IMAGE_DIR.tmp/vmlinuz"
     echo "suite: $SUITE"
     echo "mirror: $MIRROR"
     echo "kernel: $KPKG $KVERS ($KREL)"
-    echo "siw: built out of tree from $SRC_PKG $KVERS with ${HDR_PKGS[*]} $KVERS, gcc $gcc_version, patch $siw_patch_hash"
+    hdr_list=$(for p in "${HDR_PKGS[@]}"; do printf '%s ' "$p ${HDR_VERSION[$p]}"; done)
+    echo "siw: built out of tree from $SRC_PKG $KVERS with ${hdr_list% }, gcc $gcc_version, patch $siw_patch_hash"
     echo "siw variant: $VARIANT"
     echo "siw vermagic: $(modinfo -F vermagic "$SIW_DIR/siw.ko")"
     echo "modules: ${GUEST_MODULES[*]} $siw_deps siw"
