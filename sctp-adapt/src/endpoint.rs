@@ -192,6 +192,24 @@ impl Endpoint {
         self.assocs.keys().copied().collect()
     }
 
+    /// Files an association taken out of another endpoint of the same local port and
+    /// addresses ([`Endpoint::remove`]) under a new id here: packets for it are then handled
+    /// by this endpoint, which lets a program run the associations one listening endpoint
+    /// accepted on other threads (each in an endpoint of its own, the packets of each handed
+    /// to its endpoint). The association keeps its state, timers and pending events.
+    pub fn adopt(&mut self, a: Association) -> AssocId {
+        let id = self.insert(a);
+        self.sync_tag(id);
+        id
+    }
+
+    /// Whether incoming INITs are answered from now on: a listening endpoint that stops
+    /// listening answers new INITs with ABORT (RFC 9260 §8.4, as an endpoint that never
+    /// listened) and refuses COOKIE ECHOs it signed earlier; its associations go on.
+    pub fn set_accept_incoming(&mut self, accept: bool) {
+        self.accept_incoming = accept;
+    }
+
     /// Forgets an association (closed or not; a live one simply stops answering).
     pub fn remove(&mut self, id: AssocId) -> Option<Association> {
         if let Some(t) = self.tag_of.remove(&id)

@@ -238,6 +238,40 @@ fn rfc9260_8_4_ootb_data_gets_abort_with_reflected_tag() {
     );
 }
 
+/// RFC 9260 §8.4 (3): an endpoint that does not listen (any more) answers an INIT with an
+/// ABORT carrying the INIT's Initiate Tag; an association it had goes on.
+#[test]
+fn rfc9260_8_4_endpoint_that_stopped_listening_aborts_new_inits() {
+    let (mut p, _) = setup(41);
+    p.b.set_accept_incoming(false);
+    let from = p.log.len();
+    let acks = p.b.stats().init_acks_sent;
+    // A second peer endpoint (another SCTP port at A's address) starts an association.
+    let init = build_packet(
+        &CommonHeader {
+            src_port: PORT_A + 1,
+            dst_port: PORT_B,
+            verification_tag: 0,
+        },
+        &[init_chunk(0x5151, 4, 4, vec![])],
+    );
+    inject_to_b(&mut p, init);
+    p.run_for(Duration::from_millis(10));
+    let out = b_sent(&p, from);
+    assert_eq!(out.len(), 1, "one reply to the INIT");
+    assert_eq!(out[0].0, 0x5151);
+    assert!(matches!(
+        chunks_of(&out[0].1)[..],
+        [Chunk::Abort { t_bit: false, .. }]
+    ));
+    assert_eq!(p.b.stats().init_acks_sent, acks);
+    // The association of before still carries data.
+    p.assoc_a().send(0, 9, false, b"still here").unwrap();
+    assert!(p.run_until(p.now + Duration::from_secs(1), |p| {
+        p.assoc_b().recv().is_some_and(|m| m.data == b"still here")
+    }));
+}
+
 // ---------------------------------------------------------------------------- INIT rules
 
 /// RFC 9260 §3.3.2: an INIT whose Initiate Tag is 0 is silently discarded.

@@ -578,3 +578,39 @@ fn rfc9260_7_2_1_slow_start_and_idle_decay() {
     p.run_for(Duration::from_millis(1));
     assert_eq!(p.assoc_a().path_stats()[0].cwnd, 6000);
 }
+
+/// An association taken out of its endpoint ([`sctp::Endpoint::remove`]) and filed in
+/// another endpoint of the same port and addresses ([`sctp::Endpoint::adopt`]) carries on:
+/// data both ways with loss (its TSNs, windows and retransmission timers came along), then a
+/// graceful shutdown (RFC 9260 §9.2). This is how a program runs the associations a
+/// listening endpoint accepted on other threads.
+#[test]
+fn adopted_association_carries_on_in_another_endpoint() {
+    let mut p = Pair::connected(44, cfg());
+    exchange(&mut p, &[(0, false, 3000), (1, true, 200)]);
+    let old = p.b_id.take().unwrap();
+    let a = p.b.remove(old).unwrap();
+    let tag = a.local_tag();
+    let mut c = config(45, b_addrs(), PORT_B, cfg());
+    c.accept_incoming = false;
+    let mut moved = sctp::Endpoint::new(c);
+    let id = moved.adopt(a);
+    let listener = std::mem::replace(&mut p.b, moved);
+    assert!(listener.association(old).is_none());
+    p.b_id = Some(id);
+    assert_eq!(p.assoc_b().local_tag(), tag);
+    assert_eq!(p.assoc_b().state(), State::Established);
+    p.loss = 0.1;
+    exchange(&mut p, &[(0, false, 20_000), (2, false, 700), (3, true, 1)]);
+    p.loss = 0.0;
+    let now = p.now;
+    p.assoc_a().shutdown(now);
+    assert!(p.run_until(p.now + Duration::from_secs(30), |p| {
+        p.events_b
+            .iter()
+            .any(|(_, e)| *e == Event::ShutdownComplete)
+            && p.events_a
+                .iter()
+                .any(|(_, e)| *e == Event::ShutdownComplete)
+    }));
+}

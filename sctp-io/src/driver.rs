@@ -37,6 +37,20 @@ pub struct PacketIo {
     batch: Vec<(usize, SocketAddr, Vec<u8>)>,
 }
 
+/// A packet read from one of a [`PacketIo`]'s sockets: the SCTP packet (from its common
+/// header on) with the addresses it came between.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inbound<'a> {
+    /// The local address it arrived on.
+    pub local: IpAddr,
+    /// The peer address it came from.
+    pub from: IpAddr,
+    /// The peer's UDP source port (UDP encapsulation; 0 for raw IP).
+    pub udp_port: u16,
+    /// The SCTP packet.
+    pub packet: &'a [u8],
+}
+
 /// The engine's view of an address: the IP with port 0 (ports are the transport's).
 pub fn engine_addr(ip: IpAddr) -> SocketAddr {
     SocketAddr::new(ip, 0)
@@ -92,6 +106,21 @@ impl PacketIo {
     /// Reads every waiting packet (at most `limit` per socket, so one busy socket cannot
     /// starve the rest) into `ep`; returns how many were handed over.
     pub fn receive(&mut self, ep: &mut Endpoint, now: sctp::Instant, limit: usize) -> usize {
+        self.receive_with(ep, now, limit, |_| false)
+    }
+
+    /// As [`PacketIo::receive`], but every packet is first shown to `divert`: one it takes
+    /// (returns `true` for) is not handed to `ep` — the caller passes it on, for instance to
+    /// the endpoint of another thread that runs the association it belongs to, which hands
+    /// it in with [`PacketIo::handle_inbound`] on its [`PacketIo::try_clone`]. Returns how
+    /// many packets were read (diverted or not).
+    pub fn receive_with(
+        &mut self,
+        ep: &mut Endpoint,
+        now: sctp::Instant,
+        limit: usize,
+        mut divert: impl FnMut(&Inbound<'_>) -> bool,
+    ) -> usize {
         let mut n = 0;
         for i in 0..self.socks.len() {
             for _ in 0..limit {
@@ -103,17 +132,76 @@ impl PacketIo {
                 if r.end <= r.start {
                     continue;
                 }
-                let pkt = &self.buf[r.start..r.end];
-                ep.handle_packet(now, engine_addr(*local), engine_addr(r.from), pkt);
-                self.stats.packets_in += 1;
+                let inbound = Inbound {
+                    local: *local,
+                    from: r.from,
+                    udp_port: r.udp_port,
+                    packet: &self.buf[r.start..r.end],
+                };
                 n += 1;
-                if self.udp {
-                    // RFC 6951 §5.4: ports are learned from verified packets only.
-                    self.ports.learn(ep, r.from, r.udp_port, pkt);
+                if divert(&inbound) {
+                    continue;
                 }
+                Self::hand_in(
+                    ep,
+                    now,
+                    &inbound,
+                    &mut self.stats,
+                    self.udp.then_some(&mut self.ports),
+                );
             }
         }
         n
+    }
+
+    /// Hands `ep` a packet another [`PacketIo`] on the same sockets read and diverted
+    /// ([`PacketIo::receive_with`]), learning the peer's UDP port from it as
+    /// [`PacketIo::receive`] does.
+    pub fn handle_inbound(&mut self, ep: &mut Endpoint, now: sctp::Instant, p: &Inbound<'_>) {
+        Self::hand_in(
+            ep,
+            now,
+            p,
+            &mut self.stats,
+            self.udp.then_some(&mut self.ports),
+        );
+    }
+
+    fn hand_in(
+        ep: &mut Endpoint,
+        now: sctp::Instant,
+        p: &Inbound<'_>,
+        stats: &mut PacketStats,
+        ports: Option<&mut UdpPortMap>,
+    ) {
+        ep.handle_packet(now, engine_addr(p.local), engine_addr(p.from), p.packet);
+        stats.packets_in += 1;
+        if let Some(ports) = ports {
+            // RFC 6951 §5.4: ports are learned from verified packets only.
+            ports.learn(ep, p.from, p.udp_port, p.packet);
+        }
+    }
+
+    /// Another handle on the same sockets (duplicated descriptors) with a copy of the UDP
+    /// ports learned so far: it sends from another thread what an endpoint there has, and
+    /// takes the packets the first handle diverts to it. Only one of the two should be
+    /// polled and read: they share the sockets' receive queues.
+    pub fn try_clone(&self) -> io::Result<PacketIo> {
+        let socks = self
+            .socks
+            .iter()
+            .map(|(ip, s)| Ok((*ip, s.try_clone()?)))
+            .collect::<io::Result<Vec<_>>>()?;
+        Ok(PacketIo {
+            socks,
+            ports: self.ports.clone(),
+            udp: self.udp,
+            sctp_port: self.sctp_port,
+            udp_port: self.udp_port,
+            stats: PacketStats::default(),
+            buf: Vec::new(),
+            batch: Vec::new(),
+        })
     }
 
     /// Sends every packet `ep` has for the network.

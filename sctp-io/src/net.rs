@@ -227,6 +227,14 @@ impl LocalSocket {
             LocalSocket::Raw(s) => s.as_fd(),
         }
     }
+
+    /// The same socket under a duplicated descriptor.
+    pub(crate) fn try_clone(&self) -> io::Result<LocalSocket> {
+        Ok(match self {
+            LocalSocket::Udp(s) => LocalSocket::Udp(s.try_clone()?),
+            LocalSocket::Raw(s) => LocalSocket::Raw(s.try_clone()?),
+        })
+    }
 }
 
 const SOCKET_BUFFER: usize = 4 << 20;

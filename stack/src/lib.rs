@@ -51,10 +51,10 @@
 //!
 //! With [`RnicConfig::progress_threads`] above 1 there are that many such threads, each with
 //! its own epoll set, eventfd doorbell and timers. Thread 0 runs the listeners and every
-//! connection's setup (and the SCTP listeners' associations and every raw-device
-//! connection); an established kernel TCP connection, active SCTP association or kernel
-//! SCTP association then moves, socket, engine and all, to the thread with the fewest,
-//! which serves it from then on. Posts ring the doorbell of the QP's thread; CQs, SRQs and
+//! connection's setup (and every raw-device connection); an established kernel TCP
+//! connection, SCTP association or kernel SCTP association then moves, socket (an SCTP
+//! listener's association: endpoint, with its packets passed on from the listener's
+//! endpoint), engine and all, to the thread with the fewest, which serves it from then on. Posts ring the doorbell of the QP's thread; CQs, SRQs and
 //! the event queue are shared by all threads.
 //!
 //! **netsim** (deterministic simulation over smoltcp): the engine is the state of a

@@ -32,9 +32,10 @@
 //!   difference).
 //! * **Several progress threads** ([`RnicConfig::progress_threads`]): each thread has a
 //!   core of its own (epoll set, eventfd waker, timers, doorbell). Thread 0 also runs the
-//!   listeners, connection setup, the SCTP listeners' associations and every raw-device
-//!   connection; an established kernel TCP connection, an established active SCTP
-//!   association with its endpoint, or an established kernel SCTP association, is placed
+//!   listeners, connection setup and every raw-device connection; an established kernel TCP
+//!   connection, an established SCTP association (an active one with its endpoint, one an
+//!   SCTP listener accepted in an endpoint of its own, its packets passed on by the
+//!   listener's endpoint on thread 0), or an established kernel SCTP association, is placed
 //!   on the least-loaded thread
 //!   ([`Qp::progress_thread`]).
 //!   A QP's disconnect and destroy go to its thread; completions go to the QP's CQs
@@ -962,10 +963,9 @@ impl Rnic {
 
     /// How many established connections each progress thread serves, by thread
     /// ([`RnicConfig::progress_threads`] entries; one in manual progress): the count
-    /// placement goes by. Kernel TCP connections, active SCTP associations and kernel SCTP
+    /// placement goes by. Kernel TCP connections, SCTP associations and kernel SCTP
     /// associations are counted from the moment they are established until they close;
-    /// connections in setup, the associations an SCTP listener accepted and raw-device
-    /// connections, which thread 0 serves, are not.
+    /// connections in setup and raw-device connections, which thread 0 serves, are not.
     pub fn progress_thread_loads(&self) -> Vec<usize> {
         self.shared
             .all_lanes()
@@ -1042,9 +1042,8 @@ impl Qp {
 
     /// The progress thread serving the QP's connection (0 ..
     /// [`RnicConfig::progress_threads`]): 0 until an established kernel TCP connection,
-    /// active SCTP association or kernel SCTP association is placed on another thread, and
-    /// always 0 with one progress thread, in manual progress, on a raw-Ethernet device and
-    /// for the associations an SCTP listener accepted (they share its sockets).
+    /// SCTP association or kernel SCTP association is placed on another thread, and always
+    /// 0 with one progress thread, in manual progress and on a raw-Ethernet device.
     pub fn progress_thread(&self) -> usize {
         self.inner.lane.load(Ordering::SeqCst)
     }

@@ -43,10 +43,11 @@ pub struct RnicConfig {
     /// How many progress threads run the RNIC ([`ProgressMode::Thread`]; at least 1, the
     /// default; manual progress has one core whatever this says). Threads are named
     /// `softrnic-prog0`, `softrnic-prog1` .. (`softrnic-progress` when there is one).
-    /// Thread 0 runs the listeners, every connection's setup, the associations an SCTP
-    /// listener accepted (they share its sockets) and every raw-device connection; a kernel
-    /// TCP (MPA) connection, an active DDP/SCTP association with its own endpoint and a
-    /// kernel SCTP (`ksctp://`) association of either side, once established, is placed on
+    /// Thread 0 runs the listeners, every connection's setup and every raw-device
+    /// connection; a kernel TCP (MPA) connection, a DDP/SCTP association of either side (an
+    /// active one with its own endpoint; one an SCTP listener accepted in an endpoint of its
+    /// own, to which the listener's endpoint on thread 0 passes its packets) and a kernel
+    /// SCTP (`ksctp://`) association of either side, once established, is placed on
     /// the thread with the fewest established connections (ties: the lowest thread), where
     /// its sockets, timers and doorbell are served from then on
     /// ([`crate::Qp::progress_thread`] tells which, [`crate::Rnic::progress_thread_loads`]

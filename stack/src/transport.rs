@@ -654,7 +654,7 @@ impl Core {
         }
         match cmd {
             Cmd::Listen(id, l) => self.listen_tcp(shared, id, l),
-            Cmd::CloseListener(id) => self.close_listener(id),
+            Cmd::CloseListener(id) => self.close_listener(shared, id),
             Cmd::ListenDev(id, dev, port, socks) => self.listen_dev(shared, id, dev, port, socks),
             Cmd::ConnectDev(qp, dev, peer, local, cfg) => {
                 self.connect_dev(shared, qp, dev, peer, local, cfg)
@@ -693,8 +693,8 @@ impl Core {
         }
     }
 
-    /// Removes a listener (kernel TCP, device or kernel SCTP).
-    fn close_listener(&mut self, id: ListenerId) {
+    /// Removes a listener (kernel TCP, device, softrnic's SCTP or kernel SCTP).
+    fn close_listener(&mut self, shared: &Shared, id: ListenerId) {
         let t = self
             .conns
             .iter()
@@ -707,7 +707,7 @@ impl Core {
             _ => None,
         }) {
             self.remove(t);
-        } else {
+        } else if !self.close_sctp_listener(shared, id) {
             self.close_ksctp_listener(id);
         }
     }
@@ -1971,9 +1971,9 @@ impl Cmd {
 /// One progress thread's share of the RNIC: its commands, its doorbell and its core (its own
 /// epoll set and eventfd waker). Lane 0 holds the listeners, connection setup, the SCTP
 /// listeners' endpoints and device connections; further lanes
-/// ([`RnicConfig::progress_threads`]) hold the kernel TCP (MPA) connections, the active
-/// SCTP associations' endpoints and the kernel SCTP associations placed on them once
-/// established.
+/// ([`RnicConfig::progress_threads`]) hold the kernel TCP (MPA) connections, the SCTP
+/// associations' endpoints (an accepted one's gets its packets from its listener's
+/// endpoint) and the kernel SCTP associations placed on them once established.
 #[derive(Debug)]
 pub(crate) struct Lane {
     pub(crate) cmds: Mutex<VecDeque<Cmd>>,
@@ -2200,6 +2200,22 @@ impl Shared {
             }
             lane.wake();
         }
+    }
+
+    /// Wakes the lane `qp` is on to look at its SCTP endpoint: packets were passed to it.
+    pub(crate) fn nudge(&self, qp: &Arc<QpShared>) {
+        self.nudge_lane(qp.lane.load(Ordering::SeqCst), qp);
+    }
+
+    /// Wakes lane `i` to look at the SCTP endpoints of its QPs (`qp`'s or, as that QP has
+    /// no connection there, every endpoint whose doorbell says so).
+    pub(crate) fn nudge_lane(&self, i: usize, qp: &Arc<QpShared>) {
+        let lane = self.lane(i);
+        lane.rung_qps
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(qp.clone());
+        lane.ring();
     }
 
     /// Runs `f` on `lane`'s core if no other thread is in it (never waits for it).

@@ -340,27 +340,28 @@ fn many_pairs(threads: usize) {
 /// Several progress threads over softrnic's own SCTP (RFC 5043, UDP encapsulation on
 /// loopback): an active association has an endpoint of its own, which moves with it to the
 /// least-loaded thread once established, as a TCP connection does. The associations a
-/// listener accepted share its sockets and stay on thread 0. Write/Send/Read verified on
-/// every pair, then the pairs on thread 1 disconnect from there (RFC 5043 §6.4: SCTP
-/// SHUTDOWN) and a new association takes their place.
+/// listener accepted move too, each to an endpoint of its own on that thread: the listener's
+/// endpoint on thread 0 reads the shared sockets and passes their packets on. Write/Send/Read
+/// verified on every pair, then the pairs on thread 1 disconnect from there (RFC 5043 §6.4:
+/// SCTP SHUTDOWN) and a new association takes their place. The closed listener answers a
+/// new association with ABORT (RFC 9260 §8.4) while the ones it accepted go on, and they
+/// close from the passive side.
 #[test]
-fn active_sctp_associations_are_placed_on_further_progress_threads() {
+fn sctp_associations_are_placed_on_further_progress_threads() {
     const N: usize = 6;
     let (a, b) = (Node::new(2), Node::new(2));
     let at: TransportAddr = "sctp+udp://127.0.0.1:7179?udp-port=0".parse().unwrap();
     let l = b.rnic.listen_on(&at).unwrap();
     let mut pairs: Vec<Pair> = (0..N).map(|_| connect_to(&a, &b, &l)).collect();
-    assert_spread(
-        &pairs.iter().map(|p| &p.qa).collect::<Vec<_>>(),
-        &[N / 2, N / 2],
-    );
-    assert_eq!(
-        per_thread(&pairs.iter().map(|p| &p.qb).collect::<Vec<_>>(), 2),
-        [N, 0]
-    );
-    // What placement counts: the initiator's associations, not those the listener accepted.
-    wait_loads(&a, |l| l == [N / 2, N / 2], "[3, 3]");
-    assert_eq!(b.rnic.progress_thread_loads(), [0, 0]);
+    for side in [
+        pairs.iter().map(|p| &p.qa).collect::<Vec<_>>(),
+        pairs.iter().map(|p| &p.qb).collect::<Vec<_>>(),
+    ] {
+        assert_spread(&side, &[N / 2, N / 2]);
+    }
+    for n in [&a, &b] {
+        wait_loads(n, |l| l == [N / 2, N / 2], "[3, 3]");
+    }
     run_ops(&a, &b, &pairs, 1);
 
     pairs = disconnect_thread(&a, &b, pairs, 1);
@@ -369,7 +370,31 @@ fn active_sctp_associations_are_placed_on_further_progress_threads() {
     assert_spread(&[&fresh.qa], &[0, 1]);
     pairs.push(fresh);
     run_ops(&a, &b, &pairs, 2);
+
     b.rnic.close_listener(&l);
+    let refused = a.qp();
+    let err = a
+        .rnic
+        .connect_to_blocking(&refused, &l.transport, mpa::Config::default(), T)
+        .expect_err("connected to a closed listener");
+    // The ABORT ends the setup as a reset (a listener that stayed open would have
+    // accepted; a lost INIT would have timed out).
+    assert!(err.to_string().contains("Reset"), "closed listener: {err}");
+    run_ops(&a, &b, &pairs, 3);
+    assert!(
+        pairs.iter().any(|p| p.qb.progress_thread() == 1),
+        "no accepted association on thread 1"
+    );
+    for p in &pairs {
+        b.rnic.disconnect(&p.qb).unwrap();
+    }
+    for p in &pairs {
+        b.rnic.wait_disconnected(&p.qb, T).unwrap();
+        a.rnic.wait_disconnected(&p.qa, T).unwrap();
+    }
+    for n in [&a, &b] {
+        wait_loads(n, |l| l == [0, 0], "[0, 0]");
+    }
 }
 
 /// Kernel SCTP associations (`ksctp://`, one-to-one sockets) move to the least-loaded

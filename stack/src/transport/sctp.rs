@@ -3,7 +3,11 @@
 //! epoll set and thread.
 //!
 //! One SCTP endpoint per listener (it accepts many associations) and one per active
-//! connection. An endpoint's sockets (one per local address) are registered with the
+//! connection. With several progress threads, an established association a listener
+//! accepted moves to an endpoint of its own on the least-loaded thread: it sends through
+//! duplicates of the listener's sockets, and the listener's endpoint, which still reads them
+//! on thread 0, passes it its packets (those from its peer's addresses and SCTP port, or
+//! with its verification tag). An endpoint's sockets (one per local address) are registered with the
 //! core's poll; on readiness, a doorbell or a timer the endpoint is serviced: packets in,
 //! SCTP timers, new associations, then for each association its messages go to the QP
 //! engine (`handle_message`) and the engine's messages go to the association (`send`,
@@ -15,19 +19,19 @@
 //! Session Reject and shuts the association down. An association whose peer did not
 //! announce the DDP adaptation (RFC 5043 §11.1) is aborted.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use sctp::ddp_adapt::{self, PeerAdaptation};
 use sctp::{AssocId, Endpoint, EndpointConfig, Instant, Message, State};
-use sctp_io::driver::{PacketIo, engine_addr};
+use sctp_io::driver::{Inbound, PacketIo, engine_addr};
 use sctp_io::net::Transport;
 
 use super::Shared;
@@ -48,6 +52,13 @@ const REJECT_LINGER: Duration = Duration::from_secs(2);
 const RECV_WINDOW: u32 = 4 << 20;
 /// Packets read per socket per pass.
 const RECV_BATCH: usize = 256;
+/// Packets a listener's endpoint keeps for an association another progress thread runs
+/// until that thread takes them; more are dropped (SCTP retransmits them), as a full socket
+/// buffer would.
+const INBOX_LIMIT: usize = 4096;
+/// How often the endpoint of a closed listener looks whether the associations it passed to
+/// other progress threads are gone (it is dropped with the last one).
+const DIVERT_CHECK: Duration = Duration::from_secs(1);
 
 /// A `ksctp://` address reached softrnic's own SCTP (the RNIC sends those to the kernel
 /// SCTP carrier).
@@ -103,6 +114,9 @@ fn endpoint_config(
 pub(crate) enum SctpIo {
     Sockets(PacketIo),
     Dev(DevSctpIo),
+    /// An association a listener accepted, run on another progress thread: it sends
+    /// through the listener's sockets, and the listener's endpoint passes it its packets.
+    Diverted(DivertedIo),
 }
 
 impl SctpIo {
@@ -111,6 +125,8 @@ impl SctpIo {
             SctpIo::Sockets(p) => p.fds(),
             // The device's frames wake the core; its stack hands the packets over.
             SctpIo::Dev(_) => Vec::new(),
+            // The listener's thread reads the sockets and rings this one's doorbell.
+            SctpIo::Diverted(_) => Vec::new(),
         }
     }
 
@@ -118,6 +134,7 @@ impl SctpIo {
         match self {
             SctpIo::Sockets(p) => p.udp_port(),
             SctpIo::Dev(_) => 0,
+            SctpIo::Diverted(d) => d.io.udp_port(),
         }
     }
 
@@ -125,6 +142,7 @@ impl SctpIo {
         match self {
             SctpIo::Sockets(p) => p.local_addrs(),
             SctpIo::Dev(d) => d.locals.clone(),
+            SctpIo::Diverted(d) => d.io.local_addrs(),
         }
     }
 
@@ -132,6 +150,7 @@ impl SctpIo {
         match self {
             SctpIo::Sockets(p) => p.receive(ep, now, limit),
             SctpIo::Dev(d) => d.receive(ep, now, limit),
+            SctpIo::Diverted(d) => d.receive(ep, now),
         }
     }
 
@@ -139,11 +158,91 @@ impl SctpIo {
         match self {
             SctpIo::Sockets(p) => p.flush(ep, now),
             SctpIo::Dev(d) => d.flush(ep, now),
+            SctpIo::Diverted(d) => d.io.flush(ep, now),
         }
     }
 
     fn on_dev(&self, dev: &SharedDev) -> bool {
         matches!(self, SctpIo::Dev(d) if Arc::ptr_eq(&d.dev, dev))
+    }
+}
+
+/// A packet a listener's endpoint read for an association another progress thread runs.
+#[derive(Debug)]
+struct Diverted {
+    local: IpAddr,
+    from: IpAddr,
+    udp_port: u16,
+    packet: Vec<u8>,
+}
+
+/// The packets passed from a listener's endpoint (progress thread 0) to the endpoint of one
+/// association it accepted, which runs on another progress thread.
+#[derive(Debug, Default)]
+pub(crate) struct Inbox {
+    packets: Mutex<VecDeque<Diverted>>,
+    /// Packets came since the association's thread last looked (its doorbell).
+    pending: AtomicBool,
+    /// The association's endpoint is gone: its packets are the listener's again (which
+    /// treats them as out of the blue, RFC 9260 §8.4, as the association's end left them).
+    closed: AtomicBool,
+}
+
+/// The packet side of an association a listener accepted, moved to another progress thread:
+/// it sends through duplicates of the listener's sockets and takes the packets the
+/// listener's endpoint passes it (the sockets are read on thread 0 only).
+#[derive(Debug)]
+pub(crate) struct DivertedIo {
+    io: PacketIo,
+    inbox: Arc<Inbox>,
+    /// The association's QP (rung on thread 0 when this endpoint ends).
+    qp: Arc<QpShared>,
+}
+
+impl DivertedIo {
+    fn receive(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
+        let got =
+            std::mem::take(&mut *self.inbox.packets.lock().unwrap_or_else(|p| p.into_inner()));
+        for d in &got {
+            let p = Inbound {
+                local: d.local,
+                from: d.from,
+                udp_port: d.udp_port,
+                packet: &d.packet,
+            };
+            self.io.handle_inbound(ep, now, &p);
+        }
+        got.len()
+    }
+}
+
+impl Drop for DivertedIo {
+    fn drop(&mut self) {
+        self.inbox.closed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Where a listener's endpoint passes the packets of an association it accepted and moved
+/// to another progress thread: those from the peer's SCTP port at one of the peer's
+/// addresses, or with the association's verification tag (as [`Endpoint::handle_packet`]
+/// would find the association).
+#[derive(Debug)]
+struct Divert {
+    peers: Vec<IpAddr>,
+    port: u16,
+    tag: u32,
+    inbox: Arc<Inbox>,
+    qp: Arc<QpShared>,
+}
+
+impl Divert {
+    fn takes(&self, p: &Inbound<'_>) -> bool {
+        let (src, _) = sctp_io::net::sctp_ports(p.packet);
+        let vtag = p
+            .packet
+            .get(4..8)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        src == self.port && (self.peers.contains(&p.from) || vtag == self.tag)
     }
 }
 
@@ -399,6 +498,15 @@ pub(crate) struct SctpEp {
     /// (established, with several progress threads); `None` until then, and for a
     /// listener's endpoint, which stays on lane 0.
     placed: Option<LoadGuard>,
+    /// A listener's endpoint: its configuration, for the endpoints of the associations it
+    /// moves to other progress threads.
+    config: Option<EndpointConfig>,
+    /// A listener's endpoint: the associations it accepted that run on other progress
+    /// threads, whose packets it passes on.
+    diverts: Vec<Divert>,
+    /// A listener's endpoint: the associations placed on this progress thread (counted in
+    /// its load while they last).
+    kept: HashMap<AssocId, LoadGuard>,
 }
 
 impl SctpEp {
@@ -452,13 +560,131 @@ impl SctpEp {
                 AssocRole::Requested { .. } => {}
             }
         }
+        if self.listener.is_none() && !self.diverts.is_empty() {
+            consider(Some(now + DIVERT_CHECK));
+        }
         next
     }
 
-    /// Some QP on this endpoint rang its doorbell.
+    /// Some QP on this endpoint rang its doorbell, the listener's endpoint passed packets
+    /// to it, or (a listener's) an association it passed on ended.
     pub(super) fn doorbell(&self) -> bool {
-        self.assocs.values().any(|r| {
-            matches!(r, AssocRole::Qp { qp, .. } if qp.tx_pending.swap(false, std::sync::atomic::Ordering::SeqCst))
+        let inbox = matches!(&self.io, SctpIo::Diverted(d) if d.inbox.pending.swap(false, Ordering::SeqCst));
+        let ended = self
+            .diverts
+            .iter()
+            .any(|d| d.inbox.closed.load(Ordering::SeqCst));
+        let posted = self.assocs.values().any(|r| {
+            matches!(r, AssocRole::Qp { qp, .. } if qp.tx_pending.swap(false, Ordering::SeqCst))
+        });
+        inbox || ended || posted
+    }
+
+    /// Reads the packets waiting on the endpoint's sockets (or passed to it); a listener's
+    /// endpoint passes those of the associations it moved to other progress threads on to
+    /// them. Returns the QPs of the associations it passed packets to.
+    fn receive(&mut self, now: Instant) -> Vec<Arc<QpShared>> {
+        self.diverts
+            .retain(|d| !d.inbox.closed.load(Ordering::SeqCst));
+        let (SctpIo::Sockets(p), false) = (&mut self.io, self.diverts.is_empty()) else {
+            self.io.receive(&mut self.ep, now, RECV_BATCH);
+            return Vec::new();
+        };
+        let diverts = &self.diverts;
+        let mut passed = vec![false; diverts.len()];
+        p.receive_with(&mut self.ep, now, RECV_BATCH, |pkt| {
+            let Some(i) = diverts.iter().position(|d| d.takes(pkt)) else {
+                return false;
+            };
+            let d = &diverts[i];
+            if d.inbox.closed.load(Ordering::SeqCst) {
+                return false;
+            }
+            let mut q = d.inbox.packets.lock().unwrap_or_else(|p| p.into_inner());
+            if q.len() < INBOX_LIMIT {
+                q.push_back(Diverted {
+                    local: pkt.local,
+                    from: pkt.from,
+                    udp_port: pkt.udp_port,
+                    packet: pkt.packet.to_vec(),
+                });
+            }
+            d.inbox.pending.store(true, Ordering::SeqCst);
+            passed[i] = true;
+            true
+        });
+        diverts
+            .iter()
+            .zip(passed)
+            .filter(|(_, p)| *p)
+            .map(|(d, _)| d.qp.clone())
+            .collect()
+    }
+
+    /// A listener's associations that are established and not placed yet.
+    fn accepted_ready(&self) -> Vec<(AssocId, Arc<QpShared>)> {
+        if self.config.is_none() || !matches!(self.io, SctpIo::Sockets(_)) {
+            return Vec::new();
+        }
+        self.assocs
+            .iter()
+            .filter_map(|(id, r)| match r {
+                AssocRole::Qp {
+                    qp, shut: false, ..
+                } if qp.engine_rts() && !self.kept.contains_key(id) => Some((*id, qp.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Takes accepted association `id` (of `qp`) out of this listener's endpoint into an
+    /// endpoint of its own for another progress thread; its packets are passed on to it
+    /// from now on.
+    fn divert(&mut self, id: AssocId, qp: &Arc<QpShared>) -> io::Result<SctpEp> {
+        let (SctpIo::Sockets(p), Some(cfg)) = (&self.io, &self.config) else {
+            return Err(io::Error::other("not a listener's endpoint on sockets"));
+        };
+        let io = p.try_clone()?;
+        let mut c = cfg.clone();
+        c.accept_incoming = false;
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key)
+            .map_err(|e| io::Error::other(format!("OS random generator: {e}")))?;
+        c.entropy = Some(key);
+        let (Some(role), Some(a)) = (self.assocs.remove(&id), self.ep.remove(id)) else {
+            return Err(io::Error::other("association gone"));
+        };
+        self.diverts.push(Divert {
+            peers: a.remote_addresses().iter().map(|r| r.ip()).collect(),
+            port: a.peer_port(),
+            tag: a.local_tag(),
+            inbox: Arc::new(Inbox::default()),
+            qp: qp.clone(),
+        });
+        let inbox = self
+            .diverts
+            .last()
+            .map(|d| d.inbox.clone())
+            .unwrap_or_default();
+        let mut ep = Endpoint::new(c);
+        let moved = ep.adopt(a);
+        Ok(SctpEp {
+            ep,
+            io: SctpIo::Diverted(DivertedIo {
+                io,
+                inbox,
+                qp: qp.clone(),
+            }),
+            listener: None,
+            scheme: self.scheme,
+            mtu: self.mtu,
+            overhead: self.overhead,
+            assocs: HashMap::from([(moved, role)]),
+            tokens: Vec::new(),
+            placed: None,
+            config: None,
+            diverts: Vec::new(),
+            kept: HashMap::new(),
         })
     }
 
@@ -497,6 +723,10 @@ impl Core {
             // On a device: serviced when the device's stack has something for it.
             let dev = d.dev.clone();
             self.watch_dev(&dev);
+            tokens.push(self.token());
+        }
+        if let SctpIo::Diverted(_) = &e.io {
+            // Serviced when the listener's endpoint rings (packets) or a QP does.
             tokens.push(self.token());
         }
         for fd in fds {
@@ -558,6 +788,7 @@ impl Core {
             "SCTP listener"
         );
         let overhead = l.ep.association.encapsulation_overhead;
+        let cfg = l.ep.clone();
         let e = SctpEp {
             ep: Endpoint::new(l.ep),
             io: l.io,
@@ -568,6 +799,9 @@ impl Core {
             assocs: HashMap::new(),
             tokens: Vec::new(),
             placed: None,
+            config: Some(cfg),
+            diverts: Vec::new(),
+            kept: HashMap::new(),
         };
         if let Ok(t) = self.register_sctp(e) {
             self.service_sctp(shared, t);
@@ -606,6 +840,9 @@ impl Core {
             assocs: HashMap::new(),
             tokens: Vec::new(),
             placed: None,
+            config: None,
+            diverts: Vec::new(),
+            kept: HashMap::new(),
         };
         e.run_qp(id, &qp);
         match self.register_sctp(e) {
@@ -800,7 +1037,9 @@ impl Core {
         let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
             return;
         };
-        e.io.receive(&mut e.ep, now, RECV_BATCH);
+        for qp in e.receive(now) {
+            shared.nudge(&qp);
+        }
         if e.ep.poll_timeout().is_some_and(|d| d <= now) {
             e.ep.handle_timeout(now);
         }
@@ -815,6 +1054,7 @@ impl Core {
         // still in it.
         e.io.flush(&mut e.ep, now);
         for id in &gone {
+            e.kept.remove(id);
             if e.ep
                 .association(*id)
                 .is_some_and(|a| a.state() == State::Closed)
@@ -822,14 +1062,86 @@ impl Core {
                 e.ep.remove(*id);
             }
         }
-        let drop_ep = e.listener.is_none() && e.assocs.is_empty();
+        let drop_ep = e.listener.is_none() && e.assocs.is_empty() && e.diverts.is_empty();
         if drop_ep {
-            self.remove_sctp(key);
-        } else if !shared.lanes.is_empty()
-            && let Some(qp) = e.placeable_qp().cloned()
-        {
-            self.place_sctp(shared, key, qp);
+            if let SctpIo::Diverted(d) = &e.io {
+                // The listener's endpoint stops passing packets on (and, when it no longer
+                // listens, goes with its last association).
+                let qp = d.qp.clone();
+                self.remove_sctp(key);
+                shared.nudge_lane(0, &qp);
+            } else {
+                self.remove_sctp(key);
+            }
+        } else if !shared.lanes.is_empty() {
+            if let Some(qp) = e.placeable_qp().cloned() {
+                self.place_sctp(shared, key, qp);
+            } else {
+                for (id, qp) in e.accepted_ready() {
+                    self.place_accepted(shared, key, id, qp);
+                }
+            }
         }
+    }
+
+    /// Places an established association a listener accepted on the least-loaded lane:
+    /// when that is another one, the association moves to an endpoint of its own there,
+    /// and the listener's endpoint passes it its packets.
+    fn place_accepted(&mut self, shared: &Shared, key: Token, id: AssocId, qp: Arc<QpShared>) {
+        let (to, guard) = least_loaded(shared);
+        let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) else {
+            return;
+        };
+        if to == self.lane || shared.stop.load(Ordering::SeqCst) {
+            e.kept.insert(id, guard);
+            return;
+        }
+        let mut moved = match e.divert(id, &qp) {
+            Ok(m) => m,
+            Err(err) => {
+                tracing::warn!(qp = qp.id.0, error = %err, "cannot move the accepted SCTP association to another progress thread: it stays on thread 0");
+                e.kept.insert(id, guard);
+                return;
+            }
+        };
+        moved.placed = Some(guard);
+        if let Some(AssocRole::Qp { span, .. }) = moved.assocs.values().next() {
+            tracing::debug!(parent: span, lane = to, "placed on progress thread");
+        }
+        let lane = shared.lane(to);
+        let mut cmds = lane.cmds.lock().unwrap_or_else(|p| p.into_inner());
+        // As for an active association: the QP's commands follow it to the new lane.
+        qp.lane.store(to, Ordering::SeqCst);
+        cmds.push_back(Cmd::MigrateSctp(qp, Box::new(moved)));
+        drop(cmds);
+        lane.ring();
+    }
+
+    /// Closes SCTP listener `id`: new INITs get an ABORT (RFC 9260 §8.4), associations
+    /// still waiting for their Session Initiate are aborted; connection requests already
+    /// reported and the associations running QPs go on (the endpoint goes with the last of
+    /// them). False if no SCTP endpoint listens as `id`.
+    pub(super) fn close_sctp_listener(&mut self, shared: &Shared, id: ListenerId) -> bool {
+        let Some(key) = self.sctp_with(|e| e.listener == Some(id)) else {
+            return false;
+        };
+        if let Some(Conn::Sctp(e)) = self.conns.get_mut(&key) {
+            e.listener = None;
+            e.ep.set_accept_incoming(false);
+            let waiting: Vec<AssocId> = e
+                .assocs
+                .iter()
+                .filter(|(_, r)| matches!(r, AssocRole::Waiting { .. }))
+                .map(|(id, _)| *id)
+                .collect();
+            for a in waiting {
+                if let Some(a) = e.ep.association_mut(a) {
+                    a.abort();
+                }
+            }
+        }
+        self.service_sctp(shared, key);
+        true
     }
 
     /// Places an established active association's endpoint on the least-loaded lane, as
