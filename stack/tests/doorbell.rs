@@ -275,23 +275,36 @@ fn settle(r: &Rnic) {
 
 /// Polls `r` with `assist` until its progress thread sleeps leaving its sockets to this
 /// thread: the thread is woken (a listener's commands ring it) while the lease holds, and
-/// nothing rings it after.
+/// nothing rings it after. The thread may take a leased sleep after the first command and
+/// be woken by the second: the polls go on until its sleep counts have stood still for
+/// 100 ms, so that a test's message does not meet that late wake-up.
 fn lease_sockets(r: &Rnic) {
-    let before = r.progress_stats().thread_leased_sleeps;
+    const SETTLED: Duration = Duration::from_millis(100);
+    let stats = || {
+        let s = r.progress_stats();
+        (s.thread_sleeps, s.thread_leased_sleeps)
+    };
+    let before = stats().1;
     r.assist();
     r.assist();
     let l = r.listen("127.0.0.1:0".parse().unwrap()).unwrap();
     r.close_listener(&l);
     let start = Instant::now();
-    while r.progress_stats().thread_leased_sleeps == before {
+    let mut last = stats();
+    let mut still = Instant::now();
+    while last.1 == before || still.elapsed() < SETTLED {
         assert!(
             start.elapsed() < T,
-            "the progress thread never took the lease"
+            "the progress thread never took the lease and stayed asleep"
         );
         // Polls a millisecond apart keep the lease and leave the core to the thread now
         // and then.
         r.assist();
         std::thread::sleep(Duration::from_millis(1));
+        let now = stats();
+        if now != last {
+            (last, still) = (now, Instant::now());
+        }
     }
 }
 
