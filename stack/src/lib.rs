@@ -50,12 +50,14 @@
 //! [`Setup::Responder`]).
 //!
 //! With [`RnicConfig::progress_threads`] above 1 there are that many such threads, each with
-//! its own epoll set, eventfd doorbell and timers. Thread 0 runs the listeners and every
-//! connection's setup (and every raw-device connection); an established kernel TCP
-//! connection, SCTP association or kernel SCTP association then moves, socket (an SCTP
-//! listener's association: endpoint, with its packets passed on from the listener's
-//! endpoint), engine and all, to the thread with the fewest, which serves it from then on. Posts ring the doorbell of the QP's thread; CQs, SRQs and
-//! the event queue are shared by all threads.
+//! its own epoll set, eventfd doorbell and timers. Thread 0 runs the listeners, every
+//! connection's setup, the raw-Ethernet devices and SCTP on a device; an established MPA
+//! connection (kernel TCP, or a device's TCP, woken by thread 0 when the device has
+//! something for it), SCTP association or kernel SCTP association then moves, socket (an
+//! SCTP listener's association: endpoint, with its packets passed on from the listener's
+//! endpoint), engine and all, to the thread with the fewest, which serves it from then on.
+//! Posts ring the doorbell of the QP's thread; CQs, SRQs and the event queue are shared by
+//! all threads.
 //!
 //! **netsim** (deterministic simulation over smoltcp): the engine is the state of a
 //! `netsim::tcp::TcpApp`. In `poll(cx)` the app connects or listens on its socket, feeds

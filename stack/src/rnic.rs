@@ -32,8 +32,9 @@
 //!   difference).
 //! * **Several progress threads** ([`RnicConfig::progress_threads`]): each thread has a
 //!   core of its own (epoll set, eventfd waker, timers, doorbell). Thread 0 also runs the
-//!   listeners, connection setup and every raw-device connection; an established kernel TCP
-//!   connection, an established SCTP association (an active one with its endpoint, one an
+//!   listeners, connection setup, the raw-Ethernet devices (frames, TCP/IP) and SCTP on a
+//!   device; an established MPA connection (kernel TCP, or a device's TCP: thread 0 wakes
+//!   its thread when the device has something for it), an established SCTP association (an active one with its endpoint, one an
 //!   SCTP listener accepted in an endpoint of its own, its packets passed on by the
 //!   listener's endpoint on thread 0), or an established kernel SCTP association, is placed
 //!   on the least-loaded thread
@@ -963,9 +964,9 @@ impl Rnic {
 
     /// How many established connections each progress thread serves, by thread
     /// ([`RnicConfig::progress_threads`] entries; one in manual progress): the count
-    /// placement goes by. Kernel TCP connections, SCTP associations and kernel SCTP
-    /// associations are counted from the moment they are established until they close;
-    /// connections in setup and raw-device connections, which thread 0 serves, are not.
+    /// placement goes by. MPA connections (kernel or device TCP), SCTP associations and
+    /// kernel SCTP associations are counted from the moment they are established until they
+    /// close; connections in setup and SCTP on a device, which thread 0 serves, are not.
     pub fn progress_thread_loads(&self) -> Vec<usize> {
         self.shared
             .all_lanes()
@@ -1041,9 +1042,9 @@ impl Qp {
     }
 
     /// The progress thread serving the QP's connection (0 ..
-    /// [`RnicConfig::progress_threads`]): 0 until an established kernel TCP connection,
-    /// SCTP association or kernel SCTP association is placed on another thread, and always
-    /// 0 with one progress thread, in manual progress and on a raw-Ethernet device.
+    /// [`RnicConfig::progress_threads`]): 0 until an established MPA connection (kernel or
+    /// device TCP), SCTP association or kernel SCTP association is placed on another thread,
+    /// and always 0 with one progress thread, in manual progress and for SCTP on a device.
     pub fn progress_thread(&self) -> usize {
         self.inner.lane.load(Ordering::SeqCst)
     }

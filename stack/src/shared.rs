@@ -43,8 +43,10 @@ pub struct RnicConfig {
     /// How many progress threads run the RNIC ([`ProgressMode::Thread`]; at least 1, the
     /// default; manual progress has one core whatever this says). Threads are named
     /// `softrnic-prog0`, `softrnic-prog1` .. (`softrnic-progress` when there is one).
-    /// Thread 0 runs the listeners, every connection's setup and every raw-device
-    /// connection; a kernel TCP (MPA) connection, a DDP/SCTP association of either side (an
+    /// Thread 0 runs the listeners, every connection's setup, the raw-Ethernet devices
+    /// (frames, TCP/IP) and SCTP on a device; an MPA connection (on a kernel TCP socket, or
+    /// on a device's TCP: thread 0 wakes its thread when the device has something for it),
+    /// a DDP/SCTP association of either side (an
     /// active one with its own endpoint; one an SCTP listener accepted in an endpoint of its
     /// own, to which the listener's endpoint on thread 0 passes its packets) and a kernel
     /// SCTP (`ksctp://`) association of either side, once established, is placed on

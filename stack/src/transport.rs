@@ -190,6 +190,10 @@ pub(crate) struct Active {
     /// Counts the connection in its lane's load once it is placed (established, with
     /// several progress threads); `None` until then.
     placed: Option<LoadGuard>,
+    /// A device connection placed on a lane other than the device's (lane 0): lane 0 holds
+    /// a weak reference, to wake this lane when the device has something for it, for as long
+    /// as the connection lasts.
+    on_lane: Option<Arc<()>>,
 }
 
 /// One connection in a lane's load, taken off again when the connection goes.
@@ -337,6 +341,9 @@ pub(crate) struct Core {
     aliases: HashMap<Token, Token>,
     /// Raw-Ethernet devices with softrnic's TCP/IP, under their epoll tokens.
     devs: Vec<(Token, SharedDev)>,
+    /// Lane 0: the device connections placed on other lanes, woken when their device
+    /// changes (while the connection lasts: see [`Active::on_lane`]).
+    dev_elsewhere: Vec<(SharedDev, Arc<QpShared>, std::sync::Weak<()>)>,
     /// The lane (progress thread) this core serves.
     lane: usize,
 }
@@ -495,6 +502,7 @@ impl Core {
             write_waiting: std::collections::HashSet::new(),
             aliases: HashMap::new(),
             devs: Vec::new(),
+            dev_elsewhere: Vec::new(),
             lane,
         }
     }
@@ -951,14 +959,19 @@ impl Core {
         // The connections of the QPs rung, found through their tokens; a QP without one
         // here (an SCTP association's, or not connected yet) makes the core visit every
         // connection, as SCTP endpoints look at their QPs themselves.
-        let mut tokens: Vec<Token> = Vec::new();
+        // A device connection away from the device's lane is rung by lane 0 when the
+        // device has something for it too: it is serviced as readable and writable.
+        let mut tokens: Vec<(Token, bool)> = Vec::new();
         let mut visit_all = false;
         for q in &rung {
             let t = Token(q.token.load(Ordering::SeqCst));
             match self.conns.get(&t) {
                 Some(Conn::Active(a)) if Arc::ptr_eq(&a.qp, q) => {
-                    if a.qp.tx_pending.swap(false, Ordering::SeqCst) {
-                        tokens.push(t);
+                    let posted = a.qp.tx_pending.swap(false, Ordering::SeqCst);
+                    if a.on_lane.is_some() {
+                        tokens.push((t, true));
+                    } else if posted {
+                        tokens.push((t, false));
                     }
                 }
                 _ => visit_all = true,
@@ -966,15 +979,17 @@ impl Core {
         }
         if visit_all {
             tokens.extend(self.conns.iter().filter_map(|(t, c)| match c {
-                Conn::Active(a) if a.qp.tx_pending.swap(false, Ordering::SeqCst) => Some(*t),
-                Conn::Sctp(e) if e.doorbell() => Some(*t),
-                Conn::Ksctp(k) if k.doorbell() => Some(*t),
+                Conn::Active(a) if a.qp.tx_pending.swap(false, Ordering::SeqCst) => {
+                    Some((*t, a.on_lane.is_some()))
+                }
+                Conn::Sctp(e) if e.doorbell() => Some((*t, false)),
+                Conn::Ksctp(k) if k.doorbell() => Some((*t, false)),
                 _ => None,
             }));
         }
         let n = tokens.len();
-        for t in tokens {
-            self.service(shared, t, false, false);
+        for (t, io) in tokens {
+            self.service(shared, t, io, io);
         }
         n
     }
@@ -1068,6 +1083,7 @@ impl Core {
                 rx: RxBuf::default(),
                 span,
                 placed: None,
+                on_lane: None,
             }),
         );
         self.service(shared, t, true, true);
@@ -1392,23 +1408,28 @@ impl Core {
         }
         drain_events(shared, &qp, Some(&mut *eng));
         qp.publish_engine(eng, !finished);
-        // Established on a kernel socket with several progress threads: place it.
+        // Established with several progress threads: place it.
         let place = !finished
             && a.placed.is_none()
             && !shared.lanes.is_empty()
-            && matches!(a.sock, Stream::Kernel(_))
             && eng.state() == QpState::Rts;
+        // A device connection on another lane than the device's: lane 0 sends what it
+        // wrote (and the window its reads opened) when it next polls the device.
+        let poll_dev = a.on_lane.is_some();
         drop(slot);
         if finished {
             self.remove(t);
         } else if place {
             self.place(shared, t);
         }
+        if poll_dev {
+            shared.lane(0).ring();
+        }
     }
 
-    /// Places an established kernel TCP connection on the least-loaded lane (ties: the
-    /// lowest lane), moving it there when that is not this one. Only lane 0 places: every
-    /// connection is set up there.
+    /// Places an established MPA connection (kernel TCP or a device's) on the least-loaded
+    /// lane (ties: the lowest lane), moving it there when that is not this one. Only lane 0
+    /// places: every connection is set up there.
     fn place(&mut self, shared: &Shared, t: Token) {
         let (to, guard) = least_loaded(shared);
         if to == self.lane || shared.stop.load(Ordering::SeqCst) {
@@ -1424,6 +1445,14 @@ impl Core {
         self.timerq.forget(t);
         a.sock.deregister(self.poll.registry());
         a.placed = Some(guard);
+        if let Stream::Dev(d) = &a.sock {
+            // The device stays with this lane (its frames, its TCP/IP): the connection's
+            // new lane is woken when the device has something for it.
+            let alive = Arc::new(());
+            self.dev_elsewhere
+                .push((d.dev.clone(), a.qp.clone(), Arc::downgrade(&alive)));
+            a.on_lane = Some(alive);
+        }
         tracing::debug!(parent: &a.span, lane = to, "placed on progress thread");
         let lane = shared.lane(to);
         let mut cmds = lane.cmds.lock().unwrap_or_else(|p| p.into_inner());
@@ -1663,6 +1692,8 @@ impl Core {
     /// many services ran.
     fn pump_devs(&mut self, shared: &Shared) -> usize {
         let mut work = 0;
+        self.dev_elsewhere
+            .retain(|(_, _, alive)| alive.strong_count() > 0);
         for _ in 0..8 {
             let now = self.now();
             let mut due = Vec::new();
@@ -1677,6 +1708,11 @@ impl Core {
                 };
                 if !changed {
                     continue;
+                }
+                for (d, qp, _) in &self.dev_elsewhere {
+                    if Arc::ptr_eq(d, dev) {
+                        shared.nudge(qp);
+                    }
                 }
                 for (t, c) in &self.conns {
                     let on = match c {
@@ -1970,8 +2006,9 @@ impl Cmd {
 
 /// One progress thread's share of the RNIC: its commands, its doorbell and its core (its own
 /// epoll set and eventfd waker). Lane 0 holds the listeners, connection setup, the SCTP
-/// listeners' endpoints and device connections; further lanes
-/// ([`RnicConfig::progress_threads`]) hold the kernel TCP (MPA) connections, the SCTP
+/// listeners' endpoints, the devices and SCTP on them; further lanes
+/// ([`RnicConfig::progress_threads`]) hold the MPA connections (kernel TCP, or a device's
+/// TCP, rung by lane 0 when the device has something for them), the SCTP
 /// associations' endpoints (an accepted one's gets its packets from its listener's
 /// endpoint) and the kernel SCTP associations placed on them once established.
 #[derive(Debug)]
