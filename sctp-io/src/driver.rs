@@ -51,6 +51,43 @@ pub struct Inbound<'a> {
     pub packet: &'a [u8],
 }
 
+impl Inbound<'_> {
+    /// An owned copy (to pass to another thread).
+    pub fn to_packet(&self) -> InboundPacket {
+        InboundPacket {
+            local: self.local,
+            from: self.from,
+            udp_port: self.udp_port,
+            packet: self.packet.to_vec(),
+        }
+    }
+}
+
+/// An owned [`Inbound`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboundPacket {
+    /// The local address it arrived on.
+    pub local: IpAddr,
+    /// The peer address it came from.
+    pub from: IpAddr,
+    /// The peer's UDP source port (UDP encapsulation; 0 for raw IP).
+    pub udp_port: u16,
+    /// The SCTP packet.
+    pub packet: Vec<u8>,
+}
+
+impl InboundPacket {
+    /// The packet as [`PacketIo::handle_inbound`] takes it.
+    pub fn as_inbound(&self) -> Inbound<'_> {
+        Inbound {
+            local: self.local,
+            from: self.from,
+            udp_port: self.udp_port,
+            packet: &self.packet,
+        }
+    }
+}
+
 /// The engine's view of an address: the IP with port 0 (ports are the transport's).
 pub fn engine_addr(ip: IpAddr) -> SocketAddr {
     SocketAddr::new(ip, 0)

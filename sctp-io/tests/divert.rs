@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant as StdInstant};
 
 use sctp::{Endpoint, EndpointConfig, Instant, State};
-use sctp_io::driver::{Inbound, PacketIo, engine_addr};
+use sctp_io::driver::{Inbound, InboundPacket, PacketIo, engine_addr};
 use sctp_io::net::Transport;
 
 const SERVER_PORT: u16 = 7301;
@@ -28,14 +28,6 @@ fn pattern(seed: u32, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u32).wrapping_mul(2654435761).wrapping_add(seed) as u8)
         .collect()
-}
-
-/// An owned copy of a diverted packet.
-struct Held {
-    local: IpAddr,
-    from: IpAddr,
-    udp_port: u16,
-    packet: Vec<u8>,
 }
 
 struct Net {
@@ -69,7 +61,7 @@ impl Net {
             io.flush(ep, now);
         }
         std::thread::sleep(Duration::from_millis(1));
-        let mut held: Vec<Held> = Vec::new();
+        let mut held: Vec<InboundPacket> = Vec::new();
         let peer = self.peer;
         let (io, ep) = &mut self.server;
         io.receive_with(ep, now, 64, |p: &Inbound<'_>| {
@@ -77,24 +69,13 @@ impl Net {
             if peer != Some((p.from, src)) {
                 return false;
             }
-            held.push(Held {
-                local: p.local,
-                from: p.from,
-                udp_port: p.udp_port,
-                packet: p.packet.to_vec(),
-            });
+            held.push(p.to_packet());
             true
         });
         self.diverted += held.len();
         if let Some((io, ep)) = self.moved.as_mut() {
             for h in &held {
-                let p = Inbound {
-                    local: h.local,
-                    from: h.from,
-                    udp_port: h.udp_port,
-                    packet: &h.packet,
-                };
-                io.handle_inbound(ep, now, &p);
+                io.handle_inbound(ep, now, &h.as_inbound());
             }
         }
         let (io, ep) = &mut self.client;

@@ -338,39 +338,49 @@ fn many_pairs(threads: usize) {
     assert!(a.scq.poll_one().is_none() && b.rcq.poll_one().is_none());
 }
 
-/// Several progress threads over softrnic's own SCTP (RFC 5043, UDP encapsulation on
-/// loopback): an active association has an endpoint of its own, which moves with it to the
-/// least-loaded thread once established, as a TCP connection does. The associations a
-/// listener accepted move too, each to an endpoint of its own on that thread: the listener's
-/// endpoint on thread 0 reads the shared sockets and passes their packets on. Write/Send/Read
-/// verified on every pair, then the pairs on thread 1 disconnect from there (RFC 5043 §6.4:
-/// SCTP SHUTDOWN) and a new association takes their place. The closed listener answers a
-/// new association with ABORT (RFC 9260 §8.4) while the ones it accepted go on, and they
-/// close from the passive side.
-#[test]
-fn sctp_associations_are_placed_on_further_progress_threads() {
+/// Connects six pairs through `b`'s listener `l` (both RNICs with two progress threads) and
+/// checks what placement promises on every transport: both sides spread 3 / 3 and counted
+/// so, Write/Send/Read verified on every pair, the pairs on thread 1 disconnected from A's
+/// side, and a new pair placed on thread 1 on both sides, all verified again. Returns the
+/// pairs still connected.
+fn placed_pairs(a: &Node, b: &Node, l: &Listener) -> Vec<Pair> {
     const N: usize = 6;
-    let (a, b) = (Node::new(2), Node::new(2));
-    let at: TransportAddr = "sctp+udp://127.0.0.1:7179?udp-port=0".parse().unwrap();
-    let l = b.rnic.listen_on(&at).unwrap();
-    let mut pairs: Vec<Pair> = (0..N).map(|_| connect_to(&a, &b, &l)).collect();
+    let mut pairs: Vec<Pair> = (0..N).map(|_| connect_to(a, b, l)).collect();
     for side in [
         pairs.iter().map(|p| &p.qa).collect::<Vec<_>>(),
         pairs.iter().map(|p| &p.qb).collect::<Vec<_>>(),
     ] {
         assert_spread(&side, &[N / 2, N / 2]);
     }
-    for n in [&a, &b] {
+    for n in [a, b] {
         wait_loads(n, |l| l == [N / 2, N / 2], "[3, 3]");
     }
-    run_ops(&a, &b, &pairs, 1);
+    run_ops(a, b, &pairs, 1);
 
-    pairs = disconnect_thread(&a, &b, pairs, 1);
+    pairs = disconnect_thread(a, b, pairs, 1);
     assert_eq!(pairs.len(), N / 2);
-    let fresh = connect_to(&a, &b, &l);
+    let fresh = connect_to(a, b, l);
     assert_spread(&[&fresh.qa], &[0, 1]);
+    assert_spread(&[&fresh.qb], &[0, 1]);
     pairs.push(fresh);
-    run_ops(&a, &b, &pairs, 2);
+    run_ops(a, b, &pairs, 2);
+    pairs
+}
+
+/// Several progress threads over softrnic's own SCTP (RFC 5043, UDP encapsulation on
+/// loopback): an active association has an endpoint of its own, which moves with it to the
+/// least-loaded thread once established, as a TCP connection does. The associations a
+/// listener accepted move too, each to an endpoint of its own on that thread: the listener's
+/// endpoint on thread 0 reads the shared sockets and passes their packets on. The thread-1
+/// pairs disconnect with SCTP SHUTDOWN (RFC 5043 §6.4) ([`placed_pairs`]). The closed
+/// listener answers a new association with ABORT (RFC 9260 §8.4) while the ones it accepted
+/// go on, and they close from the passive side.
+#[test]
+fn sctp_associations_are_placed_on_further_progress_threads() {
+    let (a, b) = (Node::new(2), Node::new(2));
+    let at: TransportAddr = "sctp+udp://127.0.0.1:7179?udp-port=0".parse().unwrap();
+    let l = b.rnic.listen_on(&at).unwrap();
+    let pairs = placed_pairs(&a, &b, &l);
 
     b.rnic.close_listener(&l);
     let refused = a.qp();
@@ -401,12 +411,10 @@ fn sctp_associations_are_placed_on_further_progress_threads() {
 /// Several progress threads over softrnic's own TCP/IP on a raw-Ethernet device (a datagram
 /// cable between the two RNICs): the device, its frames and its TCP stay with thread 0,
 /// which wakes the thread a connection was placed on when the device has something for it;
-/// the connection's MPA/DDP/RDMAP work runs there. Write/Send/Read verified on every pair,
-/// the pairs on thread 1 disconnect (RFC 5044 §7.1 graceful close) and a new connection
-/// takes their place.
+/// the connection's MPA/DDP/RDMAP work runs there. The thread-1 pairs close gracefully
+/// (RFC 5044 §7.1) ([`placed_pairs`]).
 #[test]
 fn device_connections_are_placed_on_further_progress_threads() {
-    const N: usize = 6;
     let (la, lb) = Link::datagram_pair().unwrap();
     let (a, b) = (Node::new(2), Node::new(2));
     for (n, link, ip) in [(&a, la, [10, 9, 0, 1]), (&b, lb, [10, 9, 0, 2])] {
@@ -416,61 +424,25 @@ fn device_connections_are_placed_on_further_progress_threads() {
     }
     let at: TransportAddr = "dev://cable0/10.9.0.2:7174".parse().unwrap();
     let l = b.rnic.listen_on(&at).unwrap();
-    let mut pairs: Vec<Pair> = (0..N).map(|_| connect_to(&a, &b, &l)).collect();
-    for side in [
-        pairs.iter().map(|p| &p.qa).collect::<Vec<_>>(),
-        pairs.iter().map(|p| &p.qb).collect::<Vec<_>>(),
-    ] {
-        assert_spread(&side, &[N / 2, N / 2]);
-    }
-    for n in [&a, &b] {
-        wait_loads(n, |l| l == [N / 2, N / 2], "[3, 3]");
-    }
-    run_ops(&a, &b, &pairs, 1);
-    run_ops(&a, &b, &pairs, 2);
-
-    pairs = disconnect_thread(&a, &b, pairs, 1);
-    assert_eq!(pairs.len(), N / 2);
-    let fresh = connect_to(&a, &b, &l);
-    assert_spread(&[&fresh.qa], &[0, 1]);
-    pairs.push(fresh);
+    let pairs = placed_pairs(&a, &b, &l);
     run_ops(&a, &b, &pairs, 3);
     b.rnic.close_listener(&l);
 }
 
 /// Kernel SCTP associations (`ksctp://`, one-to-one sockets) move to the least-loaded
 /// thread once established on both sides, the accepted ones too (each is a socket of its
-/// own). Write/Send/Read verified on every pair, then the pairs on thread 1 disconnect from
-/// there (RFC 5043 §6.4: SCTP SHUTDOWN) and a new association takes their place. Runs where
-/// the kernel has SCTP (the interop lab's ksctp-loopback scenario); elsewhere it returns.
+/// own); the thread-1 pairs disconnect with SCTP SHUTDOWN (RFC 5043 §6.4)
+/// ([`placed_pairs`]). Runs where the kernel has SCTP (the interop lab's ksctp-loopback
+/// scenario); elsewhere it returns.
 #[test]
 fn kernel_sctp_associations_are_placed_on_further_progress_threads() {
     if !kernel_sctp_for_test() {
         return;
     }
-    const N: usize = 6;
     let (a, b) = (Node::new(2), Node::new(2));
     let at: TransportAddr = "ksctp://127.0.0.1:7189".parse().unwrap();
     let l = b.rnic.listen_on(&at).unwrap();
-    let mut pairs: Vec<Pair> = (0..N).map(|_| connect_to(&a, &b, &l)).collect();
-    for side in [
-        pairs.iter().map(|p| &p.qa).collect::<Vec<_>>(),
-        pairs.iter().map(|p| &p.qb).collect::<Vec<_>>(),
-    ] {
-        assert_spread(&side, &[N / 2, N / 2]);
-    }
-    for n in [&a, &b] {
-        wait_loads(n, |l| l == [N / 2, N / 2], "[3, 3]");
-    }
-    run_ops(&a, &b, &pairs, 1);
-
-    pairs = disconnect_thread(&a, &b, pairs, 1);
-    assert_eq!(pairs.len(), N / 2);
-    let fresh = connect_to(&a, &b, &l);
-    assert_spread(&[&fresh.qa], &[0, 1]);
-    assert_spread(&[&fresh.qb], &[0, 1]);
-    pairs.push(fresh);
-    run_ops(&a, &b, &pairs, 2);
+    placed_pairs(&a, &b, &l);
     b.rnic.close_listener(&l);
 }
 

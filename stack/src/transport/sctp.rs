@@ -31,7 +31,7 @@ use mio::unix::SourceFd;
 use mio::{Interest, Token};
 use sctp::ddp_adapt::{self, PeerAdaptation};
 use sctp::{AssocId, Endpoint, EndpointConfig, Instant, Message, State};
-use sctp_io::driver::{Inbound, PacketIo, engine_addr};
+use sctp_io::driver::{Inbound, InboundPacket, PacketIo, engine_addr};
 use sctp_io::net::Transport;
 
 use super::Shared;
@@ -167,20 +167,11 @@ impl SctpIo {
     }
 }
 
-/// A packet a listener's endpoint read for an association another progress thread runs.
-#[derive(Debug)]
-struct Diverted {
-    local: IpAddr,
-    from: IpAddr,
-    udp_port: u16,
-    packet: Vec<u8>,
-}
-
 /// The packets passed from a listener's endpoint (progress thread 0) to the endpoint of one
 /// association it accepted, which runs on another progress thread.
 #[derive(Debug, Default)]
 pub(crate) struct Inbox {
-    packets: Mutex<VecDeque<Diverted>>,
+    packets: Mutex<VecDeque<InboundPacket>>,
     /// Packets came since the association's thread last looked (its doorbell).
     pending: AtomicBool,
     /// The association's endpoint is gone: its packets are the listener's again (which
@@ -203,14 +194,8 @@ impl DivertedIo {
     fn receive(&mut self, ep: &mut Endpoint, now: Instant) -> usize {
         let got =
             std::mem::take(&mut *self.inbox.packets.lock().unwrap_or_else(|p| p.into_inner()));
-        for d in &got {
-            let p = Inbound {
-                local: d.local,
-                from: d.from,
-                udp_port: d.udp_port,
-                packet: &d.packet,
-            };
-            self.io.handle_inbound(ep, now, &p);
+        for p in &got {
+            self.io.handle_inbound(ep, now, &p.as_inbound());
         }
         got.len()
     }
@@ -602,12 +587,7 @@ impl SctpEp {
             }
             let mut q = d.inbox.packets.lock().unwrap_or_else(|p| p.into_inner());
             if q.len() < INBOX_LIMIT {
-                q.push_back(Diverted {
-                    local: pkt.local,
-                    from: pkt.from,
-                    udp_port: pkt.udp_port,
-                    packet: pkt.packet.to_vec(),
-                });
+                q.push_back(pkt.to_packet());
             }
             d.inbox.pending.store(true, Ordering::SeqCst);
             passed[i] = true;
@@ -1105,16 +1085,7 @@ impl Core {
             }
         };
         moved.placed = Some(guard);
-        if let Some(AssocRole::Qp { span, .. }) = moved.assocs.values().next() {
-            tracing::debug!(parent: span, lane = to, "placed on progress thread");
-        }
-        let lane = shared.lane(to);
-        let mut cmds = lane.cmds.lock().unwrap_or_else(|p| p.into_inner());
-        // As for an active association: the QP's commands follow it to the new lane.
-        qp.lane.store(to, Ordering::SeqCst);
-        cmds.push_back(Cmd::MigrateSctp(qp, Box::new(moved)));
-        drop(cmds);
-        lane.ring();
+        migrate_sctp(shared, to, qp, Box::new(moved));
     }
 
     /// Closes SCTP listener `id`: new INITs get an ABORT (RFC 9260 §8.4), associations
@@ -1158,17 +1129,7 @@ impl Core {
             return;
         };
         e.placed = Some(guard);
-        if let Some(AssocRole::Qp { span, .. }) = e.assocs.values().next() {
-            tracing::debug!(parent: span, lane = to, "placed on progress thread");
-        }
-        let lane = shared.lane(to);
-        let mut cmds = lane.cmds.lock().unwrap_or_else(|p| p.into_inner());
-        // Under the new lane's command lock, as for TCP: a command of the QP's that reads the
-        // new lane is queued behind the endpoint; one that read the old lane is forwarded.
-        qp.lane.store(to, Ordering::SeqCst);
-        cmds.push_back(Cmd::MigrateSctp(qp, e));
-        drop(cmds);
-        lane.ring();
+        migrate_sctp(shared, to, qp, e);
     }
 
     /// Takes over an active association's endpoint placed on this lane: its sockets join
@@ -1183,6 +1144,21 @@ impl Core {
             }
         }
     }
+}
+
+/// Hands the endpoint `e` of `qp`'s association to lane `to`.
+fn migrate_sctp(shared: &Shared, to: usize, qp: Arc<QpShared>, e: Box<SctpEp>) {
+    if let Some(AssocRole::Qp { span, .. }) = e.assocs.values().next() {
+        tracing::debug!(parent: span, lane = to, "placed on progress thread");
+    }
+    let lane = shared.lane(to);
+    let mut cmds = lane.cmds.lock().unwrap_or_else(|p| p.into_inner());
+    // Under the new lane's command lock, as for TCP: a command of the QP's that reads the new
+    // lane is queued behind the endpoint; one that read the old lane is forwarded.
+    qp.lane.store(to, Ordering::SeqCst);
+    cmds.push_back(Cmd::MigrateSctp(qp, e));
+    drop(cmds);
+    lane.ring();
 }
 
 /// What an endpoint's associations reported in one pass.
