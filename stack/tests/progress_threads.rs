@@ -374,7 +374,8 @@ fn placed_pairs(a: &Node, b: &Node, l: &Listener) -> Vec<Pair> {
 /// endpoint on thread 0 reads the shared sockets and passes their packets on. The thread-1
 /// pairs disconnect with SCTP SHUTDOWN (RFC 5043 §6.4) ([`placed_pairs`]). The closed
 /// listener answers a new association with ABORT (RFC 9260 §8.4) while the ones it accepted
-/// go on, and they close from the passive side.
+/// go on; those on thread 0 are destroyed (ABORT), the listener's endpoint still serves
+/// those on thread 1, and they close from the passive side.
 #[test]
 fn sctp_associations_are_placed_on_further_progress_threads() {
     let (a, b) = (Node::new(2), Node::new(2));
@@ -392,10 +393,21 @@ fn sctp_associations_are_placed_on_further_progress_threads() {
     // accepted; a lost INIT would have timed out).
     assert!(err.to_string().contains("Reset"), "closed listener: {err}");
     run_ops(&a, &b, &pairs, 3);
+    // The accepted associations thread 0 kept are destroyed (ABORT): the closed listener's
+    // endpoint then has none of its own, but still reads the packets of those it passed to
+    // thread 1, whose pairs go on.
+    let (kept, pairs): (Vec<Pair>, Vec<Pair>) =
+        pairs.into_iter().partition(|p| p.qb.progress_thread() == 0);
     assert!(
-        pairs.iter().any(|p| p.qb.progress_thread() == 1),
-        "no accepted association on thread 1"
+        !kept.is_empty() && !pairs.is_empty(),
+        "accepted associations on both threads"
     );
+    for p in &kept {
+        b.rnic.destroy_qp(&p.qb).unwrap();
+        a.rnic.wait_disconnected(&p.qa, T).unwrap();
+    }
+    wait_loads(&b, |l| l[0] == 0, "none on thread 0");
+    run_ops(&a, &b, &pairs, 4);
     for p in &pairs {
         b.rnic.disconnect(&p.qb).unwrap();
     }

@@ -601,6 +601,17 @@ impl SctpEp {
             .collect()
     }
 
+    /// Nothing left to serve: not listening, no association of its own, and (a listener's)
+    /// none it passes packets to on another thread.
+    fn finished(&self) -> bool {
+        self.listener.is_none()
+            && self.assocs.is_empty()
+            && self
+                .diverts
+                .iter()
+                .all(|d| d.inbox.closed.load(Ordering::SeqCst))
+    }
+
     /// A listener's associations that are established and not placed yet.
     fn accepted_ready(&self) -> Vec<(AssocId, Arc<QpShared>)> {
         if self.config.is_none() || !matches!(self.io, SctpIo::Sockets(_)) {
@@ -968,10 +979,11 @@ impl Core {
                 a.abort();
             }
             e.assocs.remove(&id);
+            e.kept.remove(&id);
             e.io.flush(&mut e.ep, now);
         }
         assoc_qp::close(shared, qp, now, CloseReason::Local);
-        let drop_ep = matches!(self.conns.get(&key), Some(Conn::Sctp(e)) if e.listener.is_none() && e.assocs.is_empty());
+        let drop_ep = matches!(self.conns.get(&key), Some(Conn::Sctp(e)) if e.finished());
         if drop_ep {
             self.remove_sctp(key);
         }
@@ -1042,7 +1054,7 @@ impl Core {
                 e.ep.remove(*id);
             }
         }
-        let drop_ep = e.listener.is_none() && e.assocs.is_empty() && e.diverts.is_empty();
+        let drop_ep = e.finished();
         if drop_ep {
             if let SctpIo::Diverted(d) = &e.io {
                 // The listener's endpoint stops passing packets on (and, when it no longer
