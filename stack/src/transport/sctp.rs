@@ -7,11 +7,11 @@
 //! accepted moves to an endpoint of its own on the least-loaded thread: it sends through
 //! duplicates of the listener's sockets, and the listener's endpoint, which still reads them
 //! on thread 0, passes it its packets (those from its peer's addresses and SCTP port, or
-//! with its verification tag). An endpoint's sockets (one per local address) are registered with the
-//! core's poll; on readiness, a doorbell or a timer the endpoint is serviced: packets in,
-//! SCTP timers, new associations, then for each association its messages go to the QP
-//! engine (`handle_message`) and the engine's messages go to the association (`send`,
-//! unordered), and finally every packet SCTP has is sent.
+//! with its verification tag). An endpoint's sockets (one per local address) are
+//! registered with the core's poll; on readiness, a doorbell or a timer the endpoint is
+//! serviced: packets in, SCTP timers, new associations, then for each association its
+//! messages go to the QP engine (`handle_message`) and the engine's messages go to the
+//! association (`send`, unordered), and finally every packet SCTP has is sent.
 //!
 //! Passive side: a new association waits for the DDP Stream Session Initiate (PPID 17),
 //! which becomes a [`ConnectRequest`]; [`crate::Rnic::accept`] starts a QP engine as
@@ -642,6 +642,9 @@ impl SctpEp {
         getrandom::fill(&mut key)
             .map_err(|e| io::Error::other(format!("OS random generator: {e}")))?;
         c.entropy = Some(key);
+        if self.ep.association(id).is_none() || !self.assocs.contains_key(&id) {
+            return Err(io::Error::other("association gone"));
+        }
         let (Some(role), Some(a)) = (self.assocs.remove(&id), self.ep.remove(id)) else {
             return Err(io::Error::other("association gone"));
         };
